@@ -1,0 +1,231 @@
+"""The ``kimi-extract`` command line. The library never imports this module.
+
+    kimi-extract run INPUT --schema FILE.py:Class --text COL --out OUT [--simulate] ...
+    kimi-extract simulate --port 8000
+
+Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
+could not start (bad arguments, configuration, authentication, quota).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib
+import importlib.util
+import json
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
+
+
+def load_model(spec: str) -> type:
+    """Load ``path/to/file.py:Class`` or ``package.module:Class``."""
+    if ":" not in spec:
+        raise SystemExit(f"--schema must look like FILE.py:Class or module:Class, got {spec!r}")
+    location, _, name = spec.rpartition(":")
+    if location.endswith(".py") or Path(location).exists():
+        path = Path(location)
+        if not path.exists():
+            raise SystemExit(f"--schema file not found: {path}")
+        module_spec = importlib.util.spec_from_file_location(f"_kx_schema_{path.stem}", path)
+        if module_spec is None or module_spec.loader is None:
+            raise SystemExit(f"cannot import {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[module_spec.name] = module
+        module_spec.loader.exec_module(module)
+    else:
+        module = importlib.import_module(location)
+    try:
+        return getattr(module, name)  # type: ignore[no-any-return]
+    except AttributeError:
+        raise SystemExit(f"{location} has no class {name!r}") from None
+
+
+def read_table(path: Path) -> Any:
+    """Read .csv, .jsonl/.ndjson, .json or .parquet into a DataFrame."""
+    import pandas as pd
+
+    suffix = path.suffix.lower()
+    if not path.exists():
+        raise SystemExit(f"input file not found: {path}")
+    if suffix == ".csv":
+        return pd.read_csv(path)
+    if suffix in (".jsonl", ".ndjson"):
+        return pd.read_json(path, lines=True)
+    if suffix == ".json":
+        return pd.read_json(path)
+    if suffix == ".parquet":
+        return pd.read_parquet(path)
+    raise SystemExit(f"unsupported input format {suffix!r}; use .csv, .jsonl or .parquet")
+
+
+def _jsonable_cell(value: Any) -> Any:
+    if isinstance(value, dict | list | tuple | set):
+        return json.dumps(value, default=str, ensure_ascii=False)
+    return value
+
+
+def write_table(frame: Any, path: Path) -> None:
+    """Write .csv (nested cells as JSON text), .jsonl or .parquet, via a temp file + rename."""
+    suffix = path.suffix.lower()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    if suffix == ".csv":
+        frame.map(_jsonable_cell).to_csv(tmp)
+    elif suffix in (".jsonl", ".ndjson"):
+        frame.reset_index().to_json(
+            tmp, orient="records", lines=True, force_ascii=False, default_handler=str
+        )
+    elif suffix == ".parquet":
+        try:
+            frame.to_parquet(tmp)
+        except Exception:  # nested values pyarrow cannot type: store them as JSON text
+            frame.map(_jsonable_cell).to_parquet(tmp)
+    else:
+        raise SystemExit(f"unsupported output format {suffix!r}; use .csv, .jsonl or .parquet")
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def _maybe_simulator(enabled: bool) -> Iterator[Any]:
+    if not enabled:
+        yield None
+        return
+    from .simulator import Simulator
+
+    with Simulator() as sim:
+        print(
+            f"--simulate: requests go to the local Kimi simulator at {sim.base_url} "
+            "(offline; answers are synthetic, tokens are simulated)",
+            file=sys.stderr,
+        )
+        yield sim
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """``kimi-extract run``."""
+    import pandas as pd
+
+    from .exceptions import KimiExtractError, RunStopped
+    from .extractor import Extractor
+
+    output = load_model(args.schema)
+    data = read_table(Path(args.input))
+    text: str | list[str] | None = None
+    if args.text:
+        text = args.text[0] if len(args.text) == 1 else list(args.text)
+    with _maybe_simulator(args.simulate) as sim:
+        options: dict[str, Any] = {
+            "instructions": args.instructions,
+            "model": args.model,
+            "reasoning_effort": args.effort,
+            "concurrency": args.concurrency,
+            "progress": not args.no_progress,
+            "prefix": args.prefix,
+        }
+        if sim is not None:
+            options.update(base_url=sim.base_url, api_key=sim.api_key)
+        try:
+            extractor = Extractor(output, **options)
+            frame = extractor.run(data, text=text, template=args.template, images=args.images)
+            code = EXIT_OK
+        except RunStopped as stopped:
+            print(f"error: {stopped}", file=sys.stderr)
+            frame, code = stopped.partial, EXIT_STOPPED
+        except (KimiExtractError, TypeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_STOPPED
+    if frame is None:
+        return code
+    if args.out:
+        write_table(frame, Path(args.out))
+        print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
+    with pd.option_context(
+        "display.max_columns", 20, "display.width", 160, "display.max_colwidth", 40
+    ):
+        print(frame.head(args.show))
+    if extractor.last_run is not None:
+        print(extractor.last_run.summary())
+    if code == EXIT_OK and frame["kx_error"].notna().any():
+        code = EXIT_ROWS_FAILED
+    return code
+
+
+def cmd_simulate(args: argparse.Namespace) -> int:
+    """``kimi-extract simulate``: serve the local Kimi API until interrupted."""
+    from .simulator import serve
+
+    options: dict[str, Any] = {}
+    for name in ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s"):
+        value = getattr(args, name)
+        if value is not None:
+            options[name] = value
+    if args.api_key:
+        options["api_key"] = args.api_key
+    serve(port=args.port, host=args.host, **options)
+    return EXIT_OK
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    parser = argparse.ArgumentParser(
+        prog="kimi-extract", description="Structured extraction with Kimi models."
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="extract a table of rows into typed columns")
+    run.add_argument("input", help="input table: .csv, .jsonl or .parquet")
+    run.add_argument(
+        "--schema", required=True, help="output model as FILE.py:Class or module:Class"
+    )
+    run.add_argument("--text", action="append", help="text column (repeat for several)")
+    run.add_argument("--template", help="str.format template over columns, e.g. 'Title: {title}'")
+    run.add_argument("--images", help="column of image paths / URLs")
+    run.add_argument("--instructions", help="system instructions")
+    run.add_argument("--model", default="kimi-k3.1-pro")
+    run.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
+    run.add_argument("--concurrency", type=int, default=16)
+    run.add_argument("--prefix", default="", help="prefix for output column names")
+    run.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
+    run.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
+    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument(
+        "--simulate", action="store_true", help="run against an in-process simulator (offline)"
+    )
+    run.set_defaults(func=cmd_run)
+
+    sim = sub.add_parser("simulate", help="serve the local Kimi API simulator")
+    sim.add_argument("--port", type=int, default=8000)
+    sim.add_argument("--host", default="127.0.0.1")
+    sim.add_argument("--api-key", help="key clients must send (default: the simulator's own)")
+    sim.add_argument("--rpm", type=int)
+    sim.add_argument("--tpm", type=int)
+    sim.add_argument("--max-concurrency", dest="max_concurrency", type=int)
+    sim.add_argument("--ttft-s", dest="ttft_s", type=float)
+    sim.add_argument("--tokens-per-s", dest="tokens_per_s", type=float)
+    sim.set_defaults(func=cmd_simulate)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``kimi-extract`` and ``python -m kimi_extract``."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.func(args))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return EXIT_STOPPED
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,268 @@
+"""Runs many rows: bounded concurrency, validation with reask, truncation retry, per-row isolation.
+
+Each row is one conversation: the shared prefix (system + examples), then the row's content. The
+answer is parsed and validated by the output model; an invalid answer is appended to the
+conversation (with its ``reasoning_content`` unchanged, as the seed requires) followed by a user
+message listing the errors, and the model is asked again, up to ``validation_retries`` times. An
+answer cut at ``max_completion_tokens`` (``finish_reason == "length"``) is retried once with double
+the budget. Every answer's tokens count toward the row.
+
+A row's failure never stops the others; only run-level errors do (authentication, permission,
+quota, unknown model, or the same 400 for the first rows of a run).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from .exceptions import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ContextOverflowError,
+    KimiExtractError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    TruncatedError,
+    ValidationFailedError,
+)
+from .inputs import RowInput
+from .models import MAX_COMPLETION_TOKENS
+from .request import (
+    assistant_message,
+    build_body,
+    estimate_prompt_tokens,
+    reask_message,
+)
+from .schema import AnswerInvalid, CompiledSchema
+from .transport import Exchange, Transport
+from .usage import Pricing, Usage
+
+#: Errors that would fail every row the same way: stop the run at once.
+FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, NotFoundError)
+#: The run stops when its first rows all fail with this many identical 400s and nothing succeeded.
+SAME_400_LIMIT = 3
+
+
+@dataclass
+class RowResult:
+    """The outcome of one row: the value or the error, and what it cost."""
+
+    label: Hashable
+    position: int
+    value: BaseModel | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    exception: BaseException | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the row holds a validated value."""
+        return self.value is not None and self.error is None
+
+
+@dataclass(frozen=True)
+class RowSettings:
+    """Everything about a request that is the same for every row of a run."""
+
+    model: str
+    compiled: CompiledSchema
+    static_messages: tuple[dict[str, Any], ...]
+    response_format: dict[str, Any]
+    reasoning_effort: str | None
+    max_completion_tokens: int
+    validation_retries: int
+    context_window: int
+    prompt_cache_options: dict[str, Any] | None = None
+    pricing: Pricing | None = None
+    separate_cache_writes: bool = True
+    cache_ttl: str = "5m"
+    #: Tokens of the static prefix and schema, counted once (used for the context check).
+    prefix_tokens: int = 0
+
+
+def one_line(exc: BaseException) -> str:
+    """A row's error as one line: the type name and the message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class RunStop(Exception):
+    """Internal: a run-level error; carries the error that caused it."""
+
+    def __init__(self, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.cause = cause
+
+
+class Engine:
+    """Processes rows with one transport; collects results and cumulative stats."""
+
+    def __init__(self, settings: RowSettings, transport: Transport) -> None:
+        self.settings = settings
+        self.transport = transport
+        self.successes = 0
+        self._early_400: dict[str, int] = {}
+
+    async def process(self, row: RowInput) -> RowResult:
+        """One row, start to finish. Raises ``RunStop`` only for run-level errors."""
+        result = RowResult(label=row.label, position=row.position)
+        if row.error is not None or row.content is None:
+            exc = row.error or ValueError("row has no content")
+            result.error, result.exception = one_line(exc), exc
+            return result
+        exchange = Exchange()
+        try:
+            result.value = await self._converse(row, result, exchange)
+            self.successes += 1
+        except (APIError, APIConnectionError, KimiExtractError) as exc:
+            result.error, result.exception = one_line(exc), exc
+            self._check_run_stop(exc)
+        finally:
+            result.latency_s = exchange.latency_s
+            settings = self.settings
+            result.usage = result.usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+        return result
+
+    def _check_run_stop(self, exc: BaseException) -> None:
+        if isinstance(exc, FATAL_ERRORS):
+            raise RunStop(exc)
+        if isinstance(exc, BadRequestError) and self.successes == 0:
+            key = f"{exc.error_type}:{exc.message}"
+            self._early_400[key] = self._early_400.get(key, 0) + 1
+            if self._early_400[key] >= SAME_400_LIMIT:
+                raise RunStop(exc)
+
+    async def _converse(self, row: RowInput, result: RowResult, exchange: Exchange) -> BaseModel:
+        settings = self.settings
+        user = {"role": "user", "content": row.content}
+        messages = [*settings.static_messages, user]
+        prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
+        room = settings.context_window - prompt_estimate
+        if room <= 0:
+            raise ContextOverflowError(
+                f"the prompt needs about {prompt_estimate:,} tokens; the context window of "
+                f"{settings.model} is {settings.context_window:,}"
+            )
+        budget = min(settings.max_completion_tokens, room)
+        budget_doubled = False
+        reasks = 0
+        while True:
+            body = build_body(
+                model=settings.model,
+                messages=messages,
+                response_format=settings.response_format,
+                reasoning_effort=settings.reasoning_effort,
+                max_completion_tokens=budget,
+                prompt_cache_options=settings.prompt_cache_options,
+            )
+            answer = await self.transport.complete(body, exchange)
+            result.attempts += 1
+            result.usage = result.usage + answer.usage
+            if answer.finish_reason == "length":
+                larger = min(budget * 2, MAX_COMPLETION_TOKENS, room)
+                if budget_doubled or larger <= budget:
+                    raise TruncatedError(
+                        f"truncated: the answer did not fit max_completion_tokens={budget:,}"
+                    )
+                budget, budget_doubled = larger, True
+                continue
+            try:
+                return settings.compiled.parse(answer.content or "")
+            except AnswerInvalid as invalid:
+                if reasks >= settings.validation_retries:
+                    raise ValidationFailedError(
+                        f"answer still invalid after {result.attempts} attempts: "
+                        + "; ".join(invalid.errors),
+                        invalid.errors,
+                    ) from None
+                reasks += 1
+                messages = [
+                    *messages,
+                    assistant_message(answer),
+                    reask_message(invalid.errors, invalid.kind),
+                ]
+
+    async def run(
+        self, rows: Iterator[RowInput], *, total: int | None, progress: bool, concurrency: int
+    ) -> tuple[list[RowResult], BaseException | None]:
+        """Process every row; returns results in input order and the run-stopping error, if any.
+
+        ``concurrency`` workers pull rows from the iterator, so at most that many rows are in
+        flight and a generator is consumed lazily.
+        """
+        results: dict[int, RowResult] = {}
+        bar = Progress(total, enabled=progress)
+        stop: list[BaseException] = []
+
+        async def worker() -> None:
+            for row in rows:
+                result = await self.process(row)
+                results[row.position] = result
+                bar.update(result)
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(max(1, concurrency)):
+                    group.create_task(worker())
+        except* RunStop as stopped:
+            first = stopped.exceptions[0]
+            stop.append(first.cause if isinstance(first, RunStop) else first)
+        finally:
+            bar.close()
+        ordered = [results[key] for key in sorted(results)]
+        return ordered, (stop[0] if stop else None)
+
+
+class Progress:
+    """A tqdm bar showing rows, errors, tokens and cache-hit share (no-op when disabled)."""
+
+    def __init__(self, total: int | None, *, enabled: bool) -> None:
+        self.errors = 0
+        self.usage = Usage()
+        self._last_postfix = 0.0
+        self._bar: Any = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, unit="row", desc="kimi_extract", leave=True)
+
+    def update(self, result: RowResult) -> None:
+        """Count one finished row."""
+        self.usage = self.usage + result.usage
+        if result.error is not None:
+            self.errors += 1
+        if self._bar is None:
+            return
+        now = time.monotonic()
+        if now - self._last_postfix > 0.25:
+            self._last_postfix = now
+            self._bar.set_postfix_str(self.postfix(), refresh=False)
+        self._bar.update(1)
+
+    def postfix(self) -> str:
+        """The bar's status text."""
+        return (
+            f"errors={self.errors} tokens={self.usage.total_tokens:,} "
+            f"cache={self.usage.cache_hit_share:.0%}"
+        )
+
+    def close(self) -> None:
+        """Finish the bar with the final status."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(self.postfix(), refresh=False)
+            self._bar.close()

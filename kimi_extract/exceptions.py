@@ -1,0 +1,213 @@
+"""Every error kimi_extract raises.
+
+The hierarchy::
+
+    KimiExtractError
+    ├── ConfigurationError          bad settings; raised before the first request
+    │   ├── MissingAPIKeyError      no key in the arguments or in KIMI_API_KEY / EVOLINK_API_KEY
+    │   ├── SchemaError             an output model strict mode cannot express (names the field)
+    │   └── InputError              unknown column / template field, column clash, bad input type
+    ├── APIError                    the API answered with an error status
+    │   ├── BadRequestError         400 (invalid_request_error, content_filter)
+    │   ├── AuthenticationError     401
+    │   ├── PermissionDeniedError   403
+    │   ├── NotFoundError           404 (unknown model)
+    │   ├── RateLimitError          429 rate_limit_reached_error / engine_overloaded_error (retried)
+    │   ├── QuotaExceededError      429 exceeded_current_quota_error (not retried)
+    │   └── ServerError             5xx (retried)
+    ├── APIConnectionError          the request did not get an answer (retried)
+    │   └── APITimeoutError
+    ├── RowError                    one row could not be extracted (raised by ``extract``)
+    │   ├── EmptyInputError         None / NaN / empty text; no request was sent
+    │   ├── MediaError              an image could not be read
+    │   ├── ContextOverflowError    the prompt cannot fit the model's context window
+    │   ├── ValidationFailedError   answers stayed invalid after every reask
+    │   └── TruncatedError          the answer hit max_completion_tokens twice
+    └── RunStopped                  the run stopped early; ``.partial`` holds the DataFrame so far
+
+No exception ever carries the API key: messages are built from status, Kimi error type, message
+and request id only, and request headers are never included.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class KimiExtractError(Exception):
+    """Base class of every kimi_extract error."""
+
+
+class ConfigurationError(KimiExtractError, ValueError):
+    """The extractor or run is configured in a way that cannot work; fix the named setting."""
+
+
+class MissingAPIKeyError(ConfigurationError):
+    """No API key was given and none was found in the environment."""
+
+
+class SchemaError(ConfigurationError, TypeError):
+    """The output model uses a type Kimi's strict JSON schema mode cannot express."""
+
+
+class InputError(ConfigurationError):
+    """The input data does not match the run's arguments (columns, template fields, types)."""
+
+
+class APIError(KimiExtractError):
+    """The API answered with an error status.
+
+    Attributes: ``status`` (HTTP status), ``error_type`` (Kimi's ``error.type``), ``code``,
+    ``request_id`` (from the response headers, when present), ``retry_after`` (seconds the server
+    asked us to wait, or None).
+    """
+
+    retryable = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        error_type: str | None = None,
+        code: str | None = None,
+        request_id: str | None = None,
+        retry_after: float | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.error_type = error_type
+        self.code = code
+        self.request_id = request_id
+        self.retry_after = retry_after
+
+    def __str__(self) -> str:
+        parts = []
+        if self.status is not None:
+            parts.append(str(self.status))
+        if self.error_type:
+            parts.append(self.error_type)
+        head = " ".join(parts)
+        text = f"{head}: {self.message}" if head else self.message
+        if self.request_id:
+            text += f" (request id {self.request_id})"
+        return text
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            _rebuild_api_error,
+            (
+                type(self),
+                self.message,
+                self.status,
+                self.error_type,
+                self.code,
+                self.request_id,
+                self.retry_after,
+            ),
+        )
+
+
+def _rebuild_api_error(cls: type[APIError], *args: Any) -> APIError:
+    message, status, error_type, code, request_id, retry_after = args
+    return cls(
+        message,
+        status=status,
+        error_type=error_type,
+        code=code,
+        request_id=request_id,
+        retry_after=retry_after,
+    )
+
+
+class BadRequestError(APIError):
+    """400: the request was rejected (invalid parameters, schema, or content filter)."""
+
+
+class AuthenticationError(APIError):
+    """401: the API key is missing or wrong."""
+
+
+class PermissionDeniedError(APIError):
+    """403: the key has no access to this resource."""
+
+
+class NotFoundError(APIError):
+    """404: unknown model or path."""
+
+
+class RateLimitError(APIError):
+    """429 rate_limit_reached_error or engine_overloaded_error; retried with backoff."""
+
+    retryable = True
+
+
+class QuotaExceededError(APIError):
+    """429 exceeded_current_quota_error: the account balance is exhausted; never retried."""
+
+
+class ServerError(APIError):
+    """5xx (and 408/409): a server-side fault; retried with backoff."""
+
+    retryable = True
+
+
+class APIConnectionError(KimiExtractError):
+    """The request got no answer (connection refused or reset, stream cut); retried."""
+
+    retryable = True
+
+
+class APITimeoutError(APIConnectionError):
+    """The request timed out (connect, read or write); retried."""
+
+
+class RowError(KimiExtractError):
+    """One row could not be extracted. ``extract`` raises it; ``run`` records it in ``kx_error``."""
+
+
+class EmptyInputError(RowError):
+    """The row's text is None, NaN or empty, so no request was sent."""
+
+
+class MediaError(RowError):
+    """An image or video of the row could not be read or encoded."""
+
+
+class ContextOverflowError(RowError):
+    """The prompt cannot fit the model's context window; no request was sent."""
+
+
+class ValidationFailedError(RowError):
+    """The model's answers stayed invalid after every reask. ``.errors`` holds the last errors."""
+
+    def __init__(self, message: str, errors: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.errors = errors or []
+
+
+class TruncatedError(RowError):
+    """The answer was cut at max_completion_tokens even after the budget was doubled."""
+
+
+class RunStopped(KimiExtractError):
+    """The run stopped early (authentication, quota, unknown model, repeated 400s, Ctrl-C).
+
+    ``partial`` is the output DataFrame with every row: finished rows hold their values, the rest
+    hold ``kx_error``. ``cause`` is the error that stopped the run.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        partial: pd.DataFrame | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.cause = cause

@@ -1,0 +1,359 @@
+"""The public ``Extractor``: configuration checked up front, sync and async entry points."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import logging
+import os
+import time
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import pandas as pd
+from pydantic import BaseModel
+
+from .engine import Engine, RowResult, RowSettings
+from .exceptions import (
+    ConfigurationError,
+    MissingAPIKeyError,
+    RowError,
+    RunStopped,
+)
+from .frame import build_frame, check_clashes
+from .inputs import Content, RowInput, TextSpec, make_row, prepare
+from .models import (
+    DEFAULT_BASE_URL,
+    DEFAULT_MAX_COMPLETION_TOKENS,
+    DEFAULT_MODEL,
+    MAX_COMPLETION_TOKENS,
+    model_info,
+    normalize_effort,
+)
+from .request import (
+    Mode,
+    estimate_prompt_tokens,
+    example_messages,
+    response_format_for,
+    system_prompt,
+)
+from .schema import compile_schema
+from .transport import RetryPolicy, Secret, Transport
+from .usage import Pricing, Usage
+
+logger = logging.getLogger("kimi_extract")
+
+T = TypeVar("T", bound=BaseModel)
+
+API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
+BASE_URL_ENV_VAR = "KIMI_BASE_URL"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one run did: rows ok/failed, usage by bucket, cost and wall time."""
+
+    rows: int
+    ok: int
+    failed: int
+    usage: Usage
+    wall_s: float
+    model: str
+    priced: bool
+
+    def summary(self) -> str:
+        """The one-line summary logged at the end of a run."""
+        cost = (
+            f"cost ${self.usage.cost:.4f}"
+            if self.priced
+            else f"cost unknown (no price for {self.model}; pass pricing=kx.Pricing(...))"
+        )
+        u = self.usage
+        return (
+            f"kimi_extract: {self.rows:,} rows ({self.ok:,} ok, {self.failed:,} failed) in "
+            f"{self.wall_s:.2f} s; {u.requests:,} requests; prompt {u.prompt_tokens:,} tokens "
+            f"(cached {u.cached_tokens:,} = {u.cache_hit_share:.0%}, cache write "
+            f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
+            f"{u.reasoning_tokens:,}); {cost}"
+        )
+
+
+class Extractor(Generic[T]):
+    """Extract instances of a Pydantic model from rows, documents and images with Kimi.
+
+    ``output``: the Pydantic model each row becomes. ``instructions``: the system prompt (static,
+    so it forms a cacheable prefix). ``examples``: optional few-shot ``(input, output)`` pairs.
+    ``model``: default ``kimi-k3.1-pro``. ``reasoning_effort``: default ``"low"`` (the API's own
+    default is max). ``api_key``: default env ``KIMI_API_KEY`` then ``EVOLINK_API_KEY``.
+    ``base_url``: default env ``KIMI_BASE_URL``, else ``https://direct.evolink.ai``.
+    ``concurrency``: rows in flight at once (default 16). ``validation_retries``: reasks after an
+    invalid answer (default 2). ``max_completion_tokens``: output budget incl. reasoning (default
+    16,384; a truncated answer is retried once with double). ``pricing``: a ``kx.Pricing`` or a
+    dict of them by model name (default: the package's table). ``cache_ttl``: ``"5m"`` or ``"1h"``
+    prompt-cache write TTL (K3.1 only; None sends nothing, i.e. the server's 5 m default).
+    ``mode``: ``"json_schema"`` (strict structured output) or ``"json_object"``. ``max_retries``,
+    ``max_retry_wait``: the transport retry policy. ``timeout``: read timeout in seconds.
+    ``progress``: show a tqdm bar. ``prefix``: prepended to output column names.
+    """
+
+    def __init__(
+        self,
+        output: type[T],
+        *,
+        instructions: str | None = None,
+        examples: Sequence[tuple[Content, T | dict[str, Any]]] | None = None,
+        model: str = DEFAULT_MODEL,
+        reasoning_effort: str | None = "low",
+        api_key: str | None = None,
+        base_url: str | None = None,
+        concurrency: int = 16,
+        validation_retries: int = 2,
+        max_completion_tokens: int = DEFAULT_MAX_COMPLETION_TOKENS,
+        pricing: Pricing | dict[str, Pricing] | None = None,
+        cache_ttl: str | None = None,
+        mode: Mode = "json_schema",
+        max_retries: int = 8,
+        max_retry_wait: float = 60.0,
+        timeout: float = 600.0,
+        progress: bool = True,
+        prefix: str = "",
+        http_backend: str = "aiohttp",
+    ) -> None:
+        if not (isinstance(output, type) and issubclass(output, BaseModel)):
+            raise TypeError(f"output must be a pydantic BaseModel subclass, got {output!r}")
+        self.output = output
+        self.compiled = compile_schema(output)
+        self.model = model
+        self.info = model_info(model)
+        self.reasoning_effort = normalize_effort(self.info, reasoning_effort)
+        _check_positive("concurrency", concurrency)
+        _check_positive("max_completion_tokens", max_completion_tokens)
+        if max_completion_tokens > MAX_COMPLETION_TOKENS:
+            raise ConfigurationError(
+                f"max_completion_tokens={max_completion_tokens} exceeds the API maximum "
+                f"{MAX_COMPLETION_TOKENS:,}"
+            )
+        if validation_retries < 0 or max_retries < 0:
+            raise ConfigurationError("validation_retries and max_retries must be >= 0")
+        if mode not in ("json_schema", "json_object"):
+            raise ConfigurationError(f"mode must be 'json_schema' or 'json_object', got {mode!r}")
+        if cache_ttl not in (None, "5m", "1h"):
+            raise ConfigurationError(f"cache_ttl must be None, '5m' or '1h', got {cache_ttl!r}")
+        if cache_ttl is not None and not self.info.cache_options:
+            raise ConfigurationError(
+                f"{model} does not accept prompt_cache_options (K3.1 series only); drop cache_ttl"
+            )
+        if http_backend not in ("aiohttp", "httpx"):
+            raise ConfigurationError(
+                f"http_backend must be 'aiohttp' or 'httpx', got {http_backend!r}"
+            )
+        self.instructions = instructions
+        self.mode: Mode = mode
+        self.concurrency = concurrency
+        self.validation_retries = validation_retries
+        self.max_completion_tokens = max_completion_tokens
+        self.cache_ttl = cache_ttl
+        self.retry = RetryPolicy(max_retries=max_retries, max_wait=max_retry_wait)
+        self.timeout = timeout
+        self.progress = progress
+        self.prefix = prefix
+        self.http_backend = http_backend
+        self.pricing = _resolve_pricing(pricing, model, self.info.pricing)
+        self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
+        key = api_key or next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
+        self._api_key = Secret(key) if key else None
+        static = [{"role": "system", "content": system_prompt(instructions, self.compiled, mode)}]
+        static += example_messages(examples, self.compiled)
+        self._static_messages = tuple(static)
+        self.usage = Usage()
+        self.last_run: RunReport | None = None
+
+    def __repr__(self) -> str:
+        return (
+            f"Extractor({self.output.__name__}, model={self.model!r}, base_url={self.base_url!r}, "
+            f"concurrency={self.concurrency}, mode={self.mode!r})"
+        )
+
+    # -- public entry points -------------------------------------------------------------------
+
+    def run(
+        self,
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+    ) -> pd.DataFrame:
+        """Extract every row of ``data``; returns a DataFrame (see ``arun``). Works in Jupyter."""
+        return _run_sync(self.arun(data, text=text, template=template, images=images))
+
+    async def arun(
+        self,
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+    ) -> pd.DataFrame:
+        """Extract every row of ``data`` (DataFrame, Series, list of str or dict).
+
+        ``text``: the column (or columns) holding the text; ``template``: a ``str.format``
+        template over columns instead; ``images``: a column of image paths/bytes/URLs. Returns the
+        input columns, one column per output field, and the ``kx_`` accounting columns. Raises
+        ``RunStopped`` (with ``.partial``) when a run-level error stops the run.
+        """
+        prepared = prepare(data, text=text, template=template, images=images)
+        input_columns = list(prepared.frame.columns) if prepared.frame is not None else []
+        check_clashes(input_columns, self.output, self.prefix)
+        results, stop_cause, report = await self._execute(
+            prepared.rows, total=prepared.length, progress=self.progress
+        )
+        index = prepared.index if prepared.index is not None else pd.RangeIndex(len(results))
+        results = _fill_missing(results, index, stop_cause)
+        frame = build_frame(
+            model=self.output,
+            results=results,
+            index=index,
+            input_frame=prepared.frame,
+            prefix=self.prefix,
+        )
+        if stop_cause is not None:
+            raise RunStopped(
+                f"run stopped after {report.ok} of {report.rows} rows: {stop_cause}",
+                partial=frame,
+                cause=stop_cause,
+            ) from stop_cause
+        return frame
+
+    def extract(self, content: Content, *, images: Any = None) -> T:
+        """Extract one input; returns the model instance or raises the row's error."""
+        return _run_sync(self.aextract(content, images=images))
+
+    async def aextract(self, content: Content, *, images: Any = None) -> T:
+        """Async ``extract``: one text (and optional images) -> one model instance."""
+        if isinstance(content, list):
+            row = RowInput(label=0, position=0, content=content)
+        else:
+            record = {"text": content, "images": images}
+            images_key = "images" if images is not None else None
+            row = make_row(0, 0, record, TextSpec(columns=("text",)), images_key)
+        results, stop_cause, _ = await self._execute(iter([row]), total=1, progress=False)
+        if stop_cause is not None:
+            raise stop_cause
+        result = results[0]
+        if result.value is None:
+            if result.exception is not None:
+                raise result.exception
+            raise RowError(result.error or "extraction failed")
+        return result.value  # type: ignore[return-value]
+
+    # -- internals -----------------------------------------------------------------------------
+
+    def _settings(self) -> RowSettings:
+        prefix_text = ""
+        if self.mode == "json_schema":
+            prefix_text = json.dumps(self.compiled.schema, separators=(",", ":"))
+        cache_options = {"mode": "implicit", "ttl": self.cache_ttl} if self.cache_ttl else None
+        return RowSettings(
+            model=self.model,
+            compiled=self.compiled,
+            static_messages=self._static_messages,
+            response_format=response_format_for(self.compiled, self.mode),
+            reasoning_effort=self.reasoning_effort,
+            max_completion_tokens=self.max_completion_tokens,
+            validation_retries=self.validation_retries,
+            context_window=self.info.context_window,
+            prompt_cache_options=cache_options,
+            pricing=self.pricing,
+            separate_cache_writes=self.info.separate_cache_writes,
+            cache_ttl=self.cache_ttl or "5m",
+            prefix_tokens=estimate_prompt_tokens(self._static_messages, prefix_text),
+        )
+
+    def _transport(self) -> Transport:
+        if self._api_key is None:
+            raise MissingAPIKeyError(
+                "no API key: pass api_key=... or set one of the environment variables "
+                + " / ".join(API_KEY_ENV_VARS)
+            )
+        return Transport(
+            base_url=self.base_url,
+            api_key=self._api_key,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            retry=self.retry,
+            http_backend=self.http_backend,
+        )
+
+    async def _execute(
+        self, rows: Any, *, total: int | None, progress: bool
+    ) -> tuple[list[RowResult], BaseException | None, RunReport]:
+        transport = self._transport()
+        settings = self._settings()
+        started = time.perf_counter()
+        async with transport:
+            engine = Engine(settings, transport)
+            results, stop_cause = await engine.run(
+                rows, total=total, progress=progress, concurrency=self.concurrency
+            )
+        usage = sum((r.usage for r in results), Usage())
+        ok = sum(1 for r in results if r.ok)
+        report = RunReport(
+            rows=total if total is not None else len(results),
+            ok=ok,
+            failed=len(results) - ok,
+            usage=usage,
+            wall_s=time.perf_counter() - started,
+            model=self.model,
+            priced=self.pricing is not None,
+        )
+        self.usage = self.usage + usage
+        self.last_run = report
+        logger.info(report.summary())
+        return results, stop_cause, report
+
+
+def _check_positive(name: str, value: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
+
+
+def _resolve_pricing(
+    pricing: Pricing | dict[str, Pricing] | None, model: str, default: Pricing | None
+) -> Pricing | None:
+    if isinstance(pricing, Pricing):
+        return pricing
+    if isinstance(pricing, dict):
+        return pricing.get(model, default)
+    if pricing is not None:
+        raise ConfigurationError("pricing must be a kx.Pricing or a dict of model -> kx.Pricing")
+    return default
+
+
+def _fill_missing(
+    results: list[RowResult], index: pd.Index, stop_cause: BaseException | None
+) -> list[RowResult]:
+    """Rows never run (the run stopped) get a result saying so, keeping one row per input."""
+    if len(results) == len(index):
+        return results
+    by_position = {r.position: r for r in results}
+    reason = f"not run: the run stopped ({type(stop_cause).__name__})" if stop_cause else "not run"
+    return [
+        by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
+        for pos, label in enumerate(index)
+    ]
+
+
+R = TypeVar("R")
+
+
+def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine from sync code, also inside a running loop (Jupyter): then in a thread."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coro).result()

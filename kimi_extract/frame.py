@@ -1,0 +1,121 @@
+"""Rows -> DataFrame: output columns with the right dtypes, and the accounting columns.
+
+The output keeps the input's index and row order: the input columns, then one column per
+top-level field of the output model (nested models and lists stay Python dicts/lists), then the
+accounting columns. Integer and boolean fields use pandas nullable dtypes (``Int64``,
+``boolean``) so failed rows hold ``<NA>`` without turning integers into floats.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel
+
+from .engine import RowResult
+from .exceptions import InputError
+
+ACCOUNTING_COLUMNS = (
+    "kx_prompt_tokens",
+    "kx_cached_tokens",
+    "kx_cache_write_tokens",
+    "kx_completion_tokens",
+    "kx_reasoning_tokens",
+    "kx_cost",
+    "kx_attempts",
+    "kx_latency_s",
+    "kx_error",
+)
+
+
+def output_columns(model: type[BaseModel], prefix: str) -> dict[str, str]:
+    """Field name -> output column name for the model's top-level fields."""
+    return {name: f"{prefix}{name}" for name in model.model_fields}
+
+
+def check_clashes(input_columns: Sequence[str], model: type[BaseModel], prefix: str) -> None:
+    """Raise ``InputError`` when an output column would overwrite an input column."""
+    taken = set(input_columns)
+    clashes = [col for col in output_columns(model, prefix).values() if col in taken]
+    clashes += [col for col in ACCOUNTING_COLUMNS if col in taken]
+    if clashes:
+        hint = (
+            "drop the kx_ columns from the input (it looks like an earlier output)"
+            if all(c.startswith("kx_") for c in clashes)
+            else "pass prefix='out_' (or another prefix) to name the output columns apart"
+        )
+        raise InputError(f"output column(s) {clashes} already exist in the input; {hint}")
+
+
+def _dtype_for(annotation: Any) -> str:
+    """The pandas dtype for a field's annotation: nullable for int/bool, object otherwise."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _dtype_for(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _dtype_for(args[0]) if len(args) == 1 else "object"
+    if annotation is bool:
+        return "boolean"
+    if annotation is int:
+        return "Int64"
+    if annotation is float:
+        return "Float64"
+    return "object"
+
+
+def build_frame(
+    *,
+    model: type[BaseModel],
+    results: Sequence[RowResult],
+    index: pd.Index,
+    input_frame: pd.DataFrame | None,
+    prefix: str = "",
+) -> pd.DataFrame:
+    """The output DataFrame for ``results`` (one per input row, in order)."""
+    columns = output_columns(model, prefix)
+    values: dict[str, list[Any]] = {col: [] for col in columns.values()}
+    for result in results:
+        dumped = result.value.model_dump() if result.value is not None else None
+        for name, col in columns.items():
+            values[col].append(dumped[name] if dumped is not None else None)
+    data: dict[str, Any] = {}
+    for name, col in columns.items():
+        dtype = _dtype_for(model.model_fields[name].annotation)
+        series_values = [pd.NA if v is None and dtype != "object" else v for v in values[col]]
+        data[col] = pd.Series(series_values, index=index, dtype=dtype)
+    data.update(accounting_columns(results, index))
+    out = pd.DataFrame(data, index=index)
+    if input_frame is not None and len(input_frame.columns):
+        out = pd.concat([input_frame, out], axis=1)
+    return out
+
+
+def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:
+    """The ``kx_`` columns, per row, summed over every attempt."""
+    usages = [r.usage for r in results]
+    return {
+        "kx_prompt_tokens": pd.Series(
+            [u.prompt_tokens for u in usages], index=index, dtype="int64"
+        ),
+        "kx_cached_tokens": pd.Series(
+            [u.cached_tokens for u in usages], index=index, dtype="int64"
+        ),
+        "kx_cache_write_tokens": pd.Series(
+            [u.cache_write_tokens for u in usages], index=index, dtype="int64"
+        ),
+        "kx_completion_tokens": pd.Series(
+            [u.completion_tokens for u in usages], index=index, dtype="int64"
+        ),
+        "kx_reasoning_tokens": pd.Series(
+            [u.reasoning_tokens for u in usages], index=index, dtype="int64"
+        ),
+        "kx_cost": pd.Series([u.cost for u in usages], index=index, dtype="float64"),
+        "kx_attempts": pd.Series([r.attempts for r in results], index=index, dtype="int64"),
+        "kx_latency_s": pd.Series([r.latency_s for r in results], index=index, dtype="float64"),
+        "kx_error": pd.Series([r.error for r in results], index=index, dtype="object"),
+    }

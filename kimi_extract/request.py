@@ -1,0 +1,179 @@
+"""Pure functions: build chat-completions bodies and read responses. No I/O here.
+
+Message order puts everything shared by all rows first — the system instructions, then the
+few-shot examples — and the row's own content last, so the request prefix is byte-identical across
+rows and Kimi's prefix cache can serve it (caching needs a byte-identical prefix; notes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from . import tokens
+from .inputs import Content
+from .schema import CompiledSchema
+from .usage import Usage
+
+Mode = Literal["json_schema", "json_object"]
+
+DEFAULT_INSTRUCTIONS = "Extract the requested information from the user's input."
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One model answer: the assistant message fields, finish reason and usage."""
+
+    content: str | None
+    reasoning_content: str | None
+    finish_reason: str | None
+    usage: Usage
+    tool_calls: list[dict[str, Any]] | None = None
+    request_id: str | None = None
+    raw_usage: dict[str, Any] | None = field(default=None, repr=False)
+
+
+def system_prompt(instructions: str | None, compiled: CompiledSchema, mode: Mode) -> str:
+    """The system message text. In json_object mode the schema travels here (no json_schema)."""
+    text = instructions.strip() if instructions and instructions.strip() else DEFAULT_INSTRUCTIONS
+    if mode == "json_object":
+        schema = json.dumps(compiled.schema, ensure_ascii=False, indent=1)
+        text += (
+            "\n\nAnswer with one JSON object, and nothing else, that follows this JSON schema:\n"
+            f"```json\n{schema}\n```"
+        )
+    return text
+
+
+def example_messages(
+    examples: Sequence[tuple[Content, BaseModel | dict[str, Any]]] | None, compiled: CompiledSchema
+) -> list[dict[str, Any]]:
+    """Few-shot pairs as user/assistant messages (answers in the compiled JSON shape)."""
+    messages: list[dict[str, Any]] = []
+    for index, pair in enumerate(examples or ()):
+        try:
+            example_input, example_output = pair
+        except (TypeError, ValueError):
+            raise ValueError(f"examples[{index}] must be an (input, output) pair") from None
+        if isinstance(example_output, dict):
+            example_output = compiled.model.model_validate(example_output)
+        if not isinstance(example_output, compiled.model):
+            raise TypeError(
+                f"examples[{index}] output must be a {compiled.model.__name__} or a dict, "
+                f"got {type(example_output).__name__}"
+            )
+        if not isinstance(example_input, str | list):
+            raise TypeError(
+                f"examples[{index}] input must be a str, got {type(example_input).__name__}"
+            )
+        dumped = compiled.encode(example_output.model_dump(mode="json", by_alias=True))
+        messages.append({"role": "user", "content": example_input})
+        messages.append({"role": "assistant", "content": json.dumps(dumped, ensure_ascii=False)})
+    return messages
+
+
+def response_format_for(compiled: CompiledSchema, mode: Mode) -> dict[str, Any]:
+    """The ``response_format`` member for the mode."""
+    if mode == "json_object":
+        return {"type": "json_object"}
+    return compiled.response_format()
+
+
+def build_body(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    response_format: dict[str, Any],
+    reasoning_effort: str | None,
+    max_completion_tokens: int,
+    prompt_cache_options: dict[str, Any] | None = None,
+    tools: list[dict[str, Any]] | None = None,
+    stream: bool = False,
+) -> dict[str, Any]:
+    """A chat-completions body. Never sends temperature/top_p (fixed by the model; seed)."""
+    body: dict[str, Any] = {
+        "model": model,
+        "messages": messages,
+        "response_format": response_format,
+        "max_completion_tokens": max_completion_tokens,
+    }
+    if reasoning_effort is not None:
+        body["reasoning_effort"] = reasoning_effort
+    if prompt_cache_options:
+        body["prompt_cache_options"] = prompt_cache_options
+    if tools:
+        body["tools"] = tools
+    if stream:
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+def parse_completion(data: Any, request_id: str | None = None) -> Answer:
+    """Read a non-streaming response body; raises ValueError on a malformed one."""
+    if not isinstance(data, dict):
+        raise ValueError("response body is not a JSON object")
+    choices = data.get("choices")
+    if not choices or not isinstance(choices, list):
+        raise ValueError("response has no choices")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    usage = data.get("usage") or choice.get("usage")
+    return Answer(
+        content=message.get("content"),
+        reasoning_content=message.get("reasoning_content"),
+        finish_reason=choice.get("finish_reason"),
+        usage=Usage.from_api(usage),
+        tool_calls=message.get("tool_calls") or None,
+        request_id=request_id or data.get("id"),
+        raw_usage=usage,
+    )
+
+
+def assistant_message(answer: Answer) -> dict[str, Any]:
+    """The answer as a history message, with ``reasoning_content`` unchanged (seed requires it)."""
+    message: dict[str, Any] = {"role": "assistant", "content": answer.content}
+    message["reasoning_content"] = answer.reasoning_content or ""
+    if answer.tool_calls:
+        message["tool_calls"] = answer.tool_calls
+    return message
+
+
+def reask_message(errors: Sequence[str], kind: str) -> dict[str, Any]:
+    """The user message that asks again after an invalid answer, listing every error."""
+    what = "was not valid JSON" if kind == "json" else "did not match the required schema"
+    lines = "\n".join(f"- {error}" for error in errors)
+    return {
+        "role": "user",
+        "content": (
+            f"Your previous answer {what}:\n{lines}\n"
+            "Reply again with only the corrected JSON object."
+        ),
+    }
+
+
+def estimate_prompt_tokens(messages: Sequence[dict[str, Any]], extra_text: str = "") -> int:
+    """Approximate prompt tokens (kimi_extract.tokens rules) of messages plus schema/tool text."""
+    total = tokens.count_text_tokens(extra_text) if extra_text else 0
+    for message in messages:
+        total += tokens.MESSAGE_OVERHEAD
+        content = message.get("content")
+        if isinstance(content, str):
+            total += tokens.count_text_tokens(content)
+        elif isinstance(content, list):
+            for part in content:
+                kind = part.get("type")
+                if kind == "text":
+                    total += tokens.count_text_tokens(part.get("text", ""))
+                elif kind == "image_url":
+                    total += tokens.image_tokens(None, None)
+                elif kind == "video_url":
+                    total += tokens.video_tokens(None)
+        reasoning = message.get("reasoning_content")
+        if reasoning:
+            total += tokens.count_text_tokens(reasoning)
+    return total

@@ -1,0 +1,445 @@
+"""The aiohttp application: routes, the chat-completions pipeline, history and counters.
+
+A chat request goes through, in order: auth (401) -> JSON parse (400) -> model (404) -> the
+seed's request schema (400) -> Kimi's rules: MFJS, kimi-k3 parameters, tools, tool history (400)
+-> context window (400) -> admission: concurrency, RPM, overload, quota (429) -> the responder ->
+the answer, cut to the output budget -> TPM (429) -> seeded faults -> the prefix cache -> latency
+-> the JSON response or SSE stream. Only a completed 200 is billed and commits its cache writes.
+
+Everything here runs on the simulator's event-loop thread; ``lock`` guards what other threads read
+(history, counters) and what ``Simulator.reset`` clears.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from ..models import CONTEXT_WINDOW, MODELS
+from . import answers, completion, rules, validation
+from .cache import Lookup, PrefixCache
+from .limits import FaultRates, Limits, cost_usd, draw_faults
+from .prompt import Prompt, build_prompt, schema_text
+from .protocol import (
+    Exchange,
+    Reply,
+    SimError,
+    SimRequest,
+    default_error_type,
+    error_body,
+    invalid_request,
+    user_text,
+)
+from .streaming import send_json, send_stream
+
+Responder = Callable[[SimRequest], Any]
+
+
+@dataclass
+class Config:
+    """Every ``Simulator`` option except host/port; see ``Simulator`` for their meaning."""
+
+    api_key: str
+    clock: Callable[[], float]
+    seed: int = 0
+    max_concurrency: int | None = None
+    rpm: int | None = None
+    tpm: int | None = None
+    retry_after_header: bool = False
+    overload_rate: float = 0.0
+    quota_usd: float | None = None
+    pricing: dict[str, float] | None = None
+    faults: FaultRates = field(default_factory=FaultRates)
+    slow_first_byte_s: float = 2.0
+    ttft_s: float = 0.0
+    tokens_per_s: float | None = None
+    stream_usage: str = "choices"
+    cache_block_tokens: int = 64
+    cache_min_tokens: int = 256
+    history_limit: int | None = None
+
+
+@dataclass
+class Answer:
+    """A chat answer ready to send."""
+
+    body: dict[str, Any]
+    outcome: completion.Outcome
+    usage: dict[str, Any]
+    lookup: Lookup
+    headers: dict[str, str]
+    faults: list[str]
+    delay_s: float
+    ttl: str
+    request_body: dict[str, Any]
+
+
+def _bucket_add(tokens: Counter[str], usage: dict[str, Any]) -> None:
+    details = usage.get("prompt_tokens_details") or {}
+    tokens["prompt"] += usage.get("prompt_tokens", 0)
+    tokens["cached"] += details.get("cached_tokens", 0)
+    tokens["cache_write"] += details.get("cache_write_tokens", 0)
+    tokens["completion"] += usage.get("completion_tokens", 0)
+    tokens["reasoning"] += (usage.get("completion_tokens_details") or {}).get(
+        "reasoning_tokens", 0
+    )
+
+
+class Service:
+    """State and handlers of one simulator."""
+
+    def __init__(self, config: Config, responder: Responder | None = None) -> None:
+        self.config = config
+        self.responder = responder
+        self.lock = threading.Lock()
+        self.cache = PrefixCache(config.clock, config.cache_block_tokens, config.cache_min_tokens)
+        self.limits = Limits(
+            config.clock,
+            random.Random(f"overload-{config.seed}"),
+            max_concurrency=config.max_concurrency,
+            rpm=config.rpm,
+            tpm=config.tpm,
+            retry_after_header=config.retry_after_header,
+            overload_rate=config.overload_rate,
+            quota_usd=config.quota_usd,
+        )
+        self.fault_rng = random.Random(f"faults-{config.seed}")
+        self._bearer = f"Bearer {config.api_key}"
+        self._id_prefix = f"{random.Random(config.seed).getrandbits(40):010x}"
+        self.reset()
+
+    def reset(self) -> None:
+        """Clear history, counters, cache, rate windows and spend."""
+        with self.lock:
+            self.history: deque[Exchange] = deque(maxlen=self.config.history_limit)
+            self.request_count = 0
+            self.by_status: Counter[str] = Counter()
+            self.by_error_type: Counter[str] = Counter()
+            self.by_fault: Counter[str] = Counter()
+            self.tokens: Counter[str] = Counter()
+            self.cache_counts: Counter[str] = Counter()
+            self.open_requests = 0
+            self.peak_requests = 0
+            self.cache.clear()
+            self.limits.reset()
+
+    def stats(self) -> dict[str, Any]:
+        """The counters, as ``GET /stats`` returns them."""
+        with self.lock:
+            return {
+                "requests": self.request_count,
+                "by_status": dict(self.by_status),
+                "by_error_type": dict(self.by_error_type),
+                "by_fault": dict(self.by_fault),
+                "tokens": {
+                    key: self.tokens[key]
+                    for key in ("prompt", "cached", "cache_write", "completion", "reasoning")
+                },
+                "cache": {
+                    "hits": self.cache_counts["hits"],
+                    "writes": self.cache_counts["writes"],
+                    "entries": len(self.cache),
+                },
+                "in_flight": self.open_requests,
+                "in_flight_peak": self.peak_requests,
+                "spend_usd": round(self.limits.spend_usd, 9),
+            }
+
+    def make_app(self) -> web.Application:
+        """The aiohttp application."""
+        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app.router.add_post("/v1/chat/completions", self.chat)
+        app.router.add_post("/chat/completions", self.chat)
+        app.router.add_get("/v1/models", self.models)
+        app.router.add_get("/models", self.models)
+        app.router.add_get("/stats", self.stats_route)
+        app.router.add_route("*", "/{tail:.*}", self.not_found)
+        return app
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _arrive(self, request: web.Request) -> Exchange:
+        headers = dict(request.headers)
+        if headers.pop("Authorization", None) is None and "Authorization" in request.headers:
+            # another spelling of the name (header lookups ignore case)
+            headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
+        with self.lock:
+            exchange = Exchange(
+                index=self.request_count,
+                t_start=time.monotonic(),
+                method=request.method,
+                path=request.path,
+                headers=headers,
+            )
+            self.history.append(exchange)
+            self.request_count += 1
+            self.open_requests += 1
+            self.peak_requests = max(self.peak_requests, self.open_requests)
+        return exchange
+
+    def _finish(self, exchange: Exchange, status: int | None, error_type: str | None = None,
+                response: dict[str, Any] | None = None) -> None:
+        with self.lock:
+            exchange.t_end = time.monotonic()
+            exchange.status = status
+            exchange.error_type = error_type
+            exchange.response = response
+            self.open_requests -= 1
+            self.by_status[str(status)] += 1
+            if error_type:
+                self.by_error_type[error_type] += 1
+            for fault in (exchange.fault or "").split(","):
+                if fault:
+                    self.by_fault[fault] += 1
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization", "") == self._bearer
+
+    def _error_response(self, exchange: Exchange, error: SimError) -> web.Response:
+        body = error.body()
+        self._finish(exchange, error.status, error.error_type, body)
+        return web.json_response(body, status=error.status, headers=error.headers)
+
+    # -- routes ------------------------------------------------------------------------------
+
+    async def not_found(self, request: web.Request) -> web.Response:
+        """Unknown path -> 404 JSON error."""
+        exchange = self._arrive(request)
+        return self._error_response(
+            exchange,
+            SimError(404, "resource_not_found_error",
+                     f"Not found: {request.method} {request.path}"),
+        )
+
+    async def stats_route(self, request: web.Request) -> web.Response:
+        """GET /stats -> the counters (no auth: a local test aid)."""
+        exchange = self._arrive(request)
+        data = self.stats()
+        self._finish(exchange, 200, None, data)
+        return web.json_response(data)
+
+    async def models(self, request: web.Request) -> web.Response:
+        """GET /v1/models -> the three models."""
+        exchange = self._arrive(request)
+        if not self._authorized(request):
+            return self._error_response(exchange, _unauthorized())
+        data = {
+            "object": "list",
+            "data": [
+                {"id": name, "object": "model", "created": 0, "owned_by": "moonshot"}
+                for name in MODELS
+            ],
+        }
+        self._finish(exchange, 200, None, data)
+        return web.json_response(data)
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        """POST /v1/chat/completions."""
+        exchange = self._arrive(request)
+        try:
+            return await self._chat(request, exchange)
+        except SimError as error:
+            return self._error_response(exchange, error)
+        except asyncio.CancelledError:
+            if exchange.status is None:
+                self._finish(exchange, None)
+            raise
+
+    async def _chat(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
+        if not self._authorized(request):
+            raise _unauthorized()
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except ValueError as exc:
+            raise invalid_request(f"the request body is not valid JSON: {exc}") from None
+        if not isinstance(body, dict):
+            raise invalid_request("the request body must be a JSON object at $")
+        exchange.body = body
+        exchange.stream = body.get("stream") is True
+        rules.check_model(body)
+        validation.validate_body(body)
+        schema = schema_text(body)
+        rules.check_request(body, schema)
+        prompt = build_prompt(body, schema)
+        if prompt.tokens > CONTEXT_WINDOW:
+            raise invalid_request(
+                f"Your request exceeded model token limit: {CONTEXT_WINDOW} "
+                f"(prompt tokens: {prompt.tokens})"
+            )
+        with self.lock:
+            self.limits.admit()
+        try:
+            return await self._answer(request, exchange, body, prompt)
+        finally:
+            with self.lock:
+                self.limits.release()
+
+    def _call_responder(self, exchange: Exchange, body: dict[str, Any]) -> Reply | None:
+        responder = self.responder
+        if responder is None:
+            return None
+        response_format = body.get("response_format") or {}
+        sim_request = SimRequest(
+            body=body,
+            index=exchange.index,
+            model=body["model"],
+            messages=body["messages"],
+            user_text=user_text(body["messages"]),
+            schema=(response_format.get("json_schema") or {}).get("schema"),
+            headers=exchange.headers,
+        )
+        try:
+            result = responder(sim_request)
+        except Exception as exc:  # a broken responder is the test's bug: answer 500, record it
+            exchange.fault = "responder_error"
+            raise SimError(
+                500, "server_error", f"simulator responder raised {type(exc).__name__}: {exc}"
+            ) from None
+        if result is None or isinstance(result, Reply):
+            return result
+        if isinstance(result, str | dict | list):
+            return Reply(content=result)
+        raise SimError(
+            500, "server_error",
+            f"simulator responder returned {type(result).__name__}; expected None, str, dict "
+            "or Reply",
+        )
+
+    async def _answer(
+        self, request: web.Request, exchange: Exchange, body: dict[str, Any], prompt: Prompt
+    ) -> web.StreamResponse:
+        reply = self._call_responder(exchange, body)
+        if reply is not None and reply.status != 200:
+            return await self._scripted_error(request, exchange, reply)
+        answer = self._prepare(body, prompt, reply)
+        exchange.fault = ",".join(answer.faults) or None
+        if "slow_first_byte" in answer.faults:
+            await asyncio.sleep(self.config.slow_first_byte_s)
+        if answer.delay_s > 0:
+            await asyncio.sleep(answer.delay_s)
+        if "500" in answer.faults:
+            raise SimError(500, "server_error",
+                           "The server had an error while processing your request, please retry")
+        if "reset" in answer.faults:
+            _drop(request)
+            self._finish(exchange, None)
+            return web.Response()
+        if "hang" in answer.faults:
+            await asyncio.sleep(3600)
+        sender = send_stream if exchange.stream else send_json
+        completed: list[bool] = []
+
+        def complete() -> None:
+            completed.append(True)
+            self._complete(exchange, answer, body)
+
+        response, done = await sender(request, self.config, answer, complete)
+        if not completed:  # cut mid-way or the client went away: not billed, nothing cached
+            self._finish(exchange, response.status if response.prepared else None)
+        return response
+
+    def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> Answer:
+        model = body["model"]
+        seed = answers.request_seed(body, prompt.schema_text)
+        outcome = completion.compose(body, seed, reply)
+        if reply is None or reply.finish_reason is None:
+            outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))
+        total, _ = outcome.completion_tokens()
+        config = self.config
+        with self.lock:
+            try:
+                self.limits.charge_tokens(prompt.tokens + total)
+            except SimError:
+                self.limits.uncount()
+                raise
+            faults = []
+            if config.faults.any():
+                faults = draw_faults(self.fault_rng, config.faults,
+                                     stream=body.get("stream") is True,
+                                     json_content=outcome.json_content)
+        if reply is not None and reply.fault:
+            faults.append(reply.fault)
+        if "invalid_json" in faults:
+            outcome = completion.break_json(outcome, random.Random(seed))
+        elif "truncate" in faults:
+            outcome = completion.truncate(outcome)
+        total, reasoning = outcome.completion_tokens()
+        ttl = (body.get("prompt_cache_options") or {}).get("ttl", "5m")
+        lookup = Lookup()
+        if prompt.tokens > config.cache_min_tokens:
+            with self.lock:
+                lookup = self.cache.lookup(model, prompt.units(), ttl)
+        writes = lookup.write_tokens if MODELS[model].separate_cache_writes else 0
+        usage = completion.usage_dict(prompt.tokens, total, reasoning, lookup.cached_tokens, writes)
+        if reply is not None and reply.usage is not None:
+            usage = reply.usage
+        delay = config.ttft_s
+        if config.tokens_per_s and not body.get("stream"):
+            delay += total / config.tokens_per_s
+        if reply is not None:
+            delay += reply.delay
+        created = int(time.time())
+        response_id = f"chatcmpl-{self._id_prefix}{seed & 0xFFFFFFFF:08x}{self.request_count:06x}"
+        response = completion.completion_body(response_id, created, model, outcome, usage)
+        headers = {"x-request-id": response_id, **((reply.headers if reply else None) or {})}
+        return Answer(response, outcome, usage, lookup, headers, faults, delay, ttl, body)
+
+    def _complete(self, exchange: Exchange, answer: Answer, body: dict[str, Any]) -> None:
+        """A 200 fully sent: commit cache writes, bill, count."""
+        model = body["model"]
+        info = MODELS[model]
+        pricing = self.config.pricing
+        if pricing is None and info.pricing is not None:
+            pricing = {k: v for k, v in vars(info.pricing).items() if v is not None}
+        with self.lock:
+            self.cache.commit(answer.lookup)
+            if pricing:
+                self.limits.bill(cost_usd(answer.usage, pricing,
+                                          separate_writes=info.separate_cache_writes,
+                                          ttl=answer.ttl))
+            _bucket_add(self.tokens, answer.usage)
+            if answer.lookup.cached_tokens:
+                self.cache_counts["hits"] += 1
+            if answer.lookup.pending:
+                self.cache_counts["writes"] += 1
+            exchange.usage = answer.usage
+        self._finish(exchange, 200, None, answer.body)
+
+    async def _scripted_error(
+        self, request: web.Request, exchange: Exchange, reply: Reply
+    ) -> web.StreamResponse:
+        if reply.delay > 0:
+            await asyncio.sleep(reply.delay)
+        if reply.fault == "reset":
+            exchange.fault = "reset"
+            _drop(request)
+            self._finish(exchange, None)
+            return web.Response()
+        if reply.fault == "hang":
+            exchange.fault = "hang"
+            await asyncio.sleep(3600)
+        error_type = reply.error_type or default_error_type(reply.status)
+        body = error_body(error_type, reply.error_message or f"simulated {reply.status} error")
+        self._finish(exchange, reply.status, error_type, body)
+        return web.json_response(body, status=reply.status, headers=reply.headers or {})
+
+
+def _unauthorized() -> SimError:
+    return SimError(401, "invalid_authentication_error", "Invalid Authentication")
+
+
+def _drop(request: web.Request) -> None:
+    """Close the connection without a response (the client sees a connection error)."""
+    transport = request.transport
+    if transport is not None:
+        transport.close()

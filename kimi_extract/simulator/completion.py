@@ -1,0 +1,298 @@
+"""One model answer for a validated request: content, reasoning, tool calls, usage, chunks.
+
+Pure functions (no I/O). ``compose`` decides what the model does:
+
+- a ``Reply`` from the responder overrides any part it sets;
+- ``{"type": "web_search"}`` in tools and a last message from the user -> a ``$web_search``
+  ``builtin_function`` call (seed; KIMI-NOTES "Web search"), ``finish_reason`` "tool_calls";
+- function tools, ``tool_choice`` not "none", a last user message that names a function (or
+  ``tool_choice`` "required" / naming one) -> a ``function`` call with arguments generated from its
+  parameters schema;
+- otherwise content: JSON from the json_schema, or for json_object from a schema fenced as
+  ```json in a system message (else a small object), or a short sentence for text.
+
+Completion tokens = reasoning + content + tool calls (name and arguments), counted with
+``kimi_extract.tokens``. When they exceed the output budget (``max_completion_tokens`` or legacy
+``max_tokens``, default 131072, capped by the context left), reasoning is cut first, then the
+content, and ``finish_reason`` is "length".
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from .. import tokens
+from ..models import CONTEXT_WINDOW
+from . import answers
+from .prompt import count_tokens
+from .protocol import Reply, message_text, to_json, user_text
+from .rules import WEB_SEARCH, normalized_effort
+
+DEFAULT_MAX_COMPLETION_TOKENS = 131_072
+
+
+@dataclass
+class Outcome:
+    """What the model answers, before usage is attached."""
+
+    content: str
+    reasoning_content: str
+    finish_reason: str
+    tool_calls: list[dict[str, Any]] | None = None
+    json_content: bool = False
+    #: Tokens of ``reasoning_content`` when already known (generated reasoning), else None.
+    reasoning_tokens: int | None = None
+    _counts: tuple[int, int] | None = field(default=None, init=False, repr=False)
+
+    def completion_tokens(self) -> tuple[int, int]:
+        """(completion tokens, of which reasoning). Computed once: do not mutate an Outcome."""
+        if self._counts is None:
+            reasoning = self.reasoning_tokens
+            if reasoning is None:
+                reasoning = self.reasoning_tokens = count_tokens(self.reasoning_content)
+            total = reasoning + count_tokens(self.content)
+            for call in self.tool_calls or ():
+                function = call.get("function") or {}
+                total += count_tokens(str(function.get("name", "")))
+                total += count_tokens(str(function.get("arguments", "")))
+            self._counts = (total, reasoning)
+        return self._counts
+
+
+def output_budget(body: dict[str, Any], prompt_tokens: int) -> int:
+    """max_completion_tokens (or max_tokens; default 131072), capped by the context left."""
+    budget = body.get("max_completion_tokens") or body.get("max_tokens")
+    budget = DEFAULT_MAX_COMPLETION_TOKENS if budget is None else int(budget)
+    return max(0, min(budget, CONTEXT_WINDOW - prompt_tokens))
+
+
+def _schema_fields(schema: Any) -> list[str]:
+    if isinstance(schema, dict) and isinstance(schema.get("properties"), dict):
+        return list(schema["properties"])
+    return []
+
+
+def _content(body: dict[str, Any], rng: random.Random, words: list[str]) -> tuple[str, bool]:
+    """(content, whether it is JSON) for the request's response_format."""
+    response_format = body.get("response_format") or {}
+    kind = response_format.get("type", "text")
+    if kind == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema", {})
+        return to_json(answers.json_value(rng, schema, words)), True
+    if kind == "json_object":
+        system = "\n".join(
+            message_text(m.get("content")) for m in body["messages"] if m["role"] == "system"
+        )
+        schema = answers.schema_in_text(system)
+        if schema is None:
+            value: Any = {"answer": answers.text_answer(rng, words)}
+        else:
+            value = answers.json_value(rng, schema, words)
+            if not isinstance(value, dict):
+                value = {"result": value}
+        return to_json(value), True
+    return answers.text_answer(rng, words), False
+
+
+def _wanted_function(body: dict[str, Any], text: str) -> dict[str, Any] | None:
+    functions = [t["function"] for t in body.get("tools") or () if t.get("type") == "function"]
+    choice = body.get("tool_choice", "auto")
+    if not functions or choice == "none" or body["messages"][-1]["role"] != "user":
+        return None
+    if isinstance(choice, dict):
+        name = choice["function"]["name"]
+        return next((f for f in functions if f["name"] == name), None)
+    lowered = text.lower()
+    for function in functions:
+        name = function["name"].lower()
+        if name in lowered or name.replace("_", " ") in lowered:
+            return function
+    return functions[0] if choice == "required" else None
+
+
+def _wants_search(body: dict[str, Any]) -> bool:
+    tools = body.get("tools") or ()
+    return (
+        any(t.get("type") == "web_search" for t in tools)
+        and body.get("tool_choice", "auto") != "none"
+        and body["messages"][-1]["role"] == "user"
+    )
+
+
+def _call_id(rng: random.Random) -> str:
+    return f"call_{rng.getrandbits(96):024x}"
+
+
+def compose(body: dict[str, Any], seed: int, reply: Reply | None) -> Outcome:
+    """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
+
+    One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
+    scripting the content does not change the reasoning.
+    """
+    text = user_text(body["messages"])
+    words = answers.words_of(text)
+    effort = normalized_effort(body)
+    response_format = body.get("response_format") or {}
+    schema = (response_format.get("json_schema") or {}).get("schema")
+    tool_calls: list[dict[str, Any]] | None = None
+    content = ""
+    json_content = False
+    rng = random.Random(seed)
+    reasoning_tokens: int | None = None
+    if reply is not None and reply.reasoning_content is not None:
+        reasoning = reply.reasoning_content
+    else:
+        fields = _schema_fields(schema) or [
+            t["function"]["name"] for t in body.get("tools") or () if t.get("type") == "function"
+        ]
+        reasoning, reasoning_tokens = answers.reasoning_text(rng, effort, words, fields)
+    if reply is not None and reply.tool_calls is not None:
+        tool_calls = reply.tool_calls
+    elif (reply is None or reply.content is None) and body.get("tools"):
+        if _wants_search(body):
+            arguments = {
+                "search_result": {"search_id": f"ws-{rng.getrandbits(64):016x}"},
+                "usage": {"total_tokens": rng.randint(800, 4000)},
+            }
+            tool_calls = [{
+                "id": _call_id(rng),
+                "type": "builtin_function",
+                "function": {"name": WEB_SEARCH, "arguments": json.dumps(arguments)},
+            }]
+        elif (function := _wanted_function(body, text)) is not None:
+            arguments_value = answers.json_value(rng, function.get("parameters", {}), words)
+            tool_calls = [{
+                "id": _call_id(rng),
+                "type": "function",
+                "function": {
+                    "name": function["name"],
+                    "arguments": to_json(arguments_value),
+                },
+            }]
+    if tool_calls is None:
+        if reply is not None and reply.content is not None:
+            value = reply.content
+            content = value if isinstance(value, str) else to_json(value)
+            json_content = not isinstance(value, str)
+        else:
+            content, json_content = _content(body, rng, words)
+    finish = "tool_calls" if tool_calls else "stop"
+    if reply is not None and reply.finish_reason is not None:
+        finish = reply.finish_reason
+    return Outcome(content, reasoning, finish, tool_calls, json_content, reasoning_tokens)
+
+
+def fit(outcome: Outcome, budget: int) -> Outcome:
+    """Cut an answer to ``budget`` completion tokens: reasoning first, then content."""
+    total, reasoning = outcome.completion_tokens()
+    if total <= budget:
+        return outcome
+    if reasoning >= budget:
+        return Outcome("", answers.cut_to_tokens(outcome.reasoning_content, budget), "length",
+                       None, outcome.json_content)
+    if outcome.tool_calls:
+        return Outcome("", outcome.reasoning_content, "length", None, outcome.json_content,
+                       reasoning)
+    content = answers.cut_to_tokens(outcome.content, budget - reasoning)
+    return Outcome(content, outcome.reasoning_content, "length", None, outcome.json_content,
+                   reasoning)
+
+
+def break_json(outcome: Outcome, rng: random.Random) -> Outcome:
+    """The invalid-JSON fault: prose around the JSON, or JSON cut short (finish stays stop)."""
+    if rng.random() < 0.5:
+        content = "Sure! Here is the JSON you asked for:\n" + outcome.content
+    else:
+        content = outcome.content[: max(1, len(outcome.content) // 2)]
+    return Outcome(content, outcome.reasoning_content, outcome.finish_reason, None, True,
+                   outcome.reasoning_tokens)
+
+
+def truncate(outcome: Outcome) -> Outcome:
+    """The truncation fault: about half the content, finish_reason "length"."""
+    half = tokens.count_text_tokens(outcome.content) // 2
+    content = answers.cut_to_tokens(outcome.content, half)
+    return Outcome(content, outcome.reasoning_content, "length", None, outcome.json_content,
+                   outcome.reasoning_tokens)
+
+
+def usage_dict(
+    prompt_tokens: int, completion: int, reasoning: int, cached: int, cache_write: int
+) -> dict[str, Any]:
+    """Usage in the seed's ``ChatUsage`` shape."""
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion,
+        "total_tokens": prompt_tokens + completion,
+        "prompt_tokens_details": {"cached_tokens": cached, "cache_write_tokens": cache_write},
+        "completion_tokens_details": {"reasoning_tokens": reasoning},
+    }
+
+
+def message_of(outcome: Outcome) -> dict[str, Any]:
+    """The assistant message of a response."""
+    message: dict[str, Any] = {
+        "role": "assistant",
+        "content": outcome.content,
+        "reasoning_content": outcome.reasoning_content,
+    }
+    if outcome.tool_calls:
+        message["tool_calls"] = outcome.tool_calls
+    return message
+
+
+def completion_body(
+    response_id: str, created: int, model: str, outcome: Outcome, usage: dict[str, Any]
+) -> dict[str, Any]:
+    """A non-streaming response in the seed's ``ChatCompletionResponse`` shape."""
+    return {
+        "id": response_id,
+        "object": "chat.completion",
+        "created": created,
+        "model": model,
+        "choices": [
+            {"index": 0, "message": message_of(outcome), "finish_reason": outcome.finish_reason}
+        ],
+        "usage": usage,
+    }
+
+
+def _pieces(text: str, approx: int = 6) -> list[str]:
+    """Split text into a few stream deltas (at most ``approx``, about 24+ characters each)."""
+    if not text:
+        return []
+    count = max(1, min(approx, len(text) // 24))
+    size = -(-len(text) // count)
+    return [text[i : i + size] for i in range(0, len(text), size)]
+
+
+def stream_deltas(outcome: Outcome) -> list[dict[str, Any]]:
+    """The deltas of a stream, in order: role, reasoning pieces, content pieces, tool calls."""
+    deltas: list[dict[str, Any]] = [{"role": "assistant", "content": ""}]
+    deltas += [{"reasoning_content": piece} for piece in _pieces(outcome.reasoning_content)]
+    deltas += [{"content": piece} for piece in _pieces(outcome.content)]
+    if outcome.tool_calls:
+        deltas.append({
+            "tool_calls": [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]
+        })
+    return deltas
+
+
+def chunk(
+    response_id: str, created: int, model: str, delta: dict[str, Any] | None,
+    finish_reason: str | None = None,
+) -> dict[str, Any]:
+    """One ``chat.completion.chunk``; ``delta`` None makes a usage-only chunk with no choices."""
+    choices = [] if delta is None else [
+        {"index": 0, "delta": delta, "finish_reason": finish_reason}
+    ]
+    return {
+        "id": response_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": model,
+        "choices": choices,
+    }

@@ -1,0 +1,253 @@
+"""``Simulator``: the local Kimi API on a real HTTP port, in a background thread; and ``serve``."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from aiohttp import web
+
+from .app import Config, Responder, Service
+from .limits import FaultRates
+from .protocol import DEFAULT_API_KEY, Exchange
+
+_STREAM_USAGE = ("choices", "separate")
+
+
+class Simulator:
+    """A local Kimi chat-completions API that behaves like the seed reference and KIMI-NOTES.
+
+    ``with Simulator() as sim:`` (or ``start()`` / ``stop()``) serves on ``host``:``port`` (0 = a
+    free port) from a background thread with its own event loop. Clients POST to
+    ``{sim.base_url}/v1/chat/completions`` with ``Authorization: Bearer {sim.api_key}``; the
+    openai SDK takes ``base_url=sim.openai_base_url``.
+
+    Options (all limits and faults off by default):
+
+    - ``responder``: ``callable(SimRequest) -> None | str | dict | Reply`` scripting answers
+      (None: the generated answer; str/dict: that content; ``Reply``: any part, an error, headers,
+      a delay or a fault). Settable later as ``sim.responder``. An exception -> 500.
+    - ``clock``: seconds, for cache TTLs and rate windows (default ``time.monotonic``).
+    - ``seed``: seeds overload and fault draws.
+    - ``max_concurrency``, ``rpm``, ``tpm``, ``retry_after_header``, ``overload_rate``,
+      ``quota_usd`` with ``pricing`` (USD per 1M: input, cached_input, cache_write, output;
+      default: the model table's prices): see ``limits``.
+    - ``fault_500``, ``fault_reset``, ``fault_stream_cut``, ``fault_slow_first_byte`` (waits
+      ``slow_first_byte_s``), ``fault_invalid_json``, ``fault_truncate``: per-request rates 0..1.
+    - ``ttft_s`` before the first byte, ``tokens_per_s`` output pacing.
+    - ``stream_usage``: "choices" or "separate" (see ``streaming``).
+    - ``cache_block_tokens``, ``cache_min_tokens``: see ``cache``.
+    - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
+      keeps 1,000 so a long-running server does not grow without bound). Counters and
+      ``Exchange.index`` still count every request.
+    """
+
+    def __init__(
+        self,
+        api_key: str = DEFAULT_API_KEY,
+        responder: Responder | None = None,
+        port: int = 0,
+        host: str = "127.0.0.1",
+        clock: Callable[[], float] | None = None,
+        seed: int = 0,
+        *,
+        max_concurrency: int | None = None,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        retry_after_header: bool = False,
+        overload_rate: float = 0.0,
+        quota_usd: float | None = None,
+        pricing: dict[str, float] | None = None,
+        fault_500: float = 0.0,
+        fault_reset: float = 0.0,
+        fault_stream_cut: float = 0.0,
+        fault_slow_first_byte: float = 0.0,
+        slow_first_byte_s: float = 2.0,
+        fault_invalid_json: float = 0.0,
+        fault_truncate: float = 0.0,
+        ttft_s: float = 0.0,
+        tokens_per_s: float | None = None,
+        stream_usage: str = "choices",
+        cache_block_tokens: int = 64,
+        cache_min_tokens: int = 256,
+        history_limit: int | None = None,
+    ) -> None:
+        if stream_usage not in _STREAM_USAGE:
+            raise ValueError(f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}")
+        rates = {
+            "fault_500": fault_500, "fault_reset": fault_reset,
+            "fault_stream_cut": fault_stream_cut, "fault_slow_first_byte": fault_slow_first_byte,
+            "fault_invalid_json": fault_invalid_json, "fault_truncate": fault_truncate,
+            "overload_rate": overload_rate,
+        }
+        for name, rate in rates.items():
+            if not 0.0 <= rate <= 1.0:
+                raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+        self.api_key = api_key
+        self.host = host
+        self.port = port
+        config = Config(
+            api_key=api_key,
+            clock=clock or time.monotonic,
+            seed=seed,
+            max_concurrency=max_concurrency,
+            rpm=rpm,
+            tpm=tpm,
+            retry_after_header=retry_after_header,
+            overload_rate=overload_rate,
+            quota_usd=quota_usd,
+            pricing=pricing,
+            faults=FaultRates(fault_500, fault_reset, fault_stream_cut, fault_slow_first_byte,
+                              fault_invalid_json, fault_truncate),
+            slow_first_byte_s=slow_first_byte_s,
+            ttft_s=ttft_s,
+            tokens_per_s=tokens_per_s,
+            stream_usage=stream_usage,
+            cache_block_tokens=cache_block_tokens,
+            cache_min_tokens=cache_min_tokens,
+            history_limit=history_limit,
+        )
+        self._service = Service(config, responder)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._runner: web.AppRunner | None = None
+
+    # -- public surface ----------------------------------------------------------------------
+
+    @property
+    def responder(self) -> Responder | None:
+        """The responder callable (settable while running)."""
+        return self._service.responder
+
+    @responder.setter
+    def responder(self, value: Responder | None) -> None:
+        self._service.responder = value
+
+    @property
+    def base_url(self) -> str:
+        """``http://HOST:PORT``; clients POST ``{base_url}/v1/chat/completions``."""
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def openai_base_url(self) -> str:
+        """``http://HOST:PORT/v1``, for the openai SDK."""
+        return self.base_url + "/v1"
+
+    @property
+    def history(self) -> list[Exchange]:
+        """A snapshot list of every HTTP request received (the last ``history_limit``), in
+        arrival order."""
+        with self._service.lock:
+            return list(self._service.history)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters: requests, by status / error type / fault, billed tokens by bucket, cache
+        hits and writes, in-flight now and at peak, billed spend."""
+        return self._service.stats()
+
+    def reset(self) -> None:
+        """Clear history, counters, the cache, rate windows and spend."""
+        self._service.reset()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Simulator:
+        """Start serving in a background thread; returns self once the port is open."""
+        if self._thread is not None:
+            raise RuntimeError("the simulator is already running")
+        sock = socket.socket(socket.AF_INET6 if ":" in self.host else socket.AF_INET)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self.port))
+        self.port = sock.getsockname()[1]
+        loop = asyncio.new_event_loop()
+        ready = threading.Event()
+        failure: list[BaseException] = []
+
+        def run() -> None:
+            asyncio.set_event_loop(loop)
+            try:
+                loop.run_until_complete(self._startup(sock))
+            except BaseException as exc:  # reported to the starting thread
+                failure.append(exc)
+                ready.set()
+                return
+            ready.set()
+            loop.run_forever()
+
+        self._loop = loop
+        self._thread = threading.Thread(target=run, name=f"kimi-simulator-{self.port}",
+                                        daemon=True)
+        self._thread.start()
+        ready.wait()
+        if failure:
+            self._thread.join()
+            self._thread = None
+            loop.close()
+            raise failure[0]
+        return self
+
+    async def _startup(self, sock: socket.socket) -> None:
+        runner = web.AppRunner(self._service.make_app(), access_log=None, shutdown_timeout=0.5)
+        await runner.setup()
+        await web.SockSite(runner, sock, backlog=1024).start()
+        self._runner = runner
+
+    def stop(self) -> None:
+        """Stop serving and join the thread (requests still open are cancelled)."""
+        loop, thread, runner = self._loop, self._thread, self._runner
+        if loop is None or thread is None:
+            return
+        if runner is not None:
+            asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=10)
+        loop.close()
+        self._loop = self._thread = self._runner = None
+
+    def __enter__(self) -> Simulator:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def serve(port: int = 8000, host: str = "127.0.0.1", **options: Any) -> None:
+    """Serve the simulator until Ctrl-C (blocking); prints the base URL and the key.
+
+    ``options`` are ``Simulator``'s keyword arguments; ``history_limit`` defaults to 1,000 here.
+    The process is the server's own, so it also freezes the startup objects out of the garbage
+    collector's reach (``gc.freeze``), which keeps collections cheap under load.
+    """
+    options.setdefault("history_limit", 1000)
+    sim = Simulator(port=port, host=host, **options)
+    sim.start()
+    gc.collect()
+    gc.freeze()
+    print(
+        f"Kimi API simulator listening on {sim.base_url}\n"
+        f"  chat completions: POST {sim.base_url}/v1/chat/completions "
+        f"(openai SDK base_url: {sim.openai_base_url})\n"
+        f"  API key: {sim.api_key}\n"
+        f"  counters: GET {sim.base_url}/stats\n"
+        "Press Ctrl-C to stop.",
+        flush=True,
+    )
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        print("stopping the simulator", file=sys.stderr, flush=True)
+    finally:
+        sim.stop()

@@ -1,0 +1,339 @@
+"""JSON values valid against a schema, drawn from a seeded ``random.Random``.
+
+A schema is compiled once into a tree of small generator functions (memoized by its JSON text, as
+every row of a run shares one schema); each request then only draws. Rules:
+
+- objects fill every property; arrays get 1-3 items; enums pick one value; ``anyOf`` picks a
+  non-null branch (null one time in eight when a null branch exists); ``$ref`` resolves in
+  ``$defs``, and past ``MAX_DEPTH`` nested refs the value ends recursion with null / [] / the
+  smallest value; integers 0..99; numbers with 2 decimals; strings are 1-3 consecutive words of
+  the user text.
+- The constraint sentence the schema compiler writes into descriptions is honoured:
+  ``Constraints: <item>; <item>.`` with items ``format: date|date-time|time|email|uri|uuid``,
+  ``minimum: N``, ``maximum: N``, ``exclusive minimum: N``, ``exclusive maximum: N``,
+  ``min length: N``, ``max length: N``, ``min items: N``, ``max items: N``, ``unique items``,
+  ``exactly N items``. A constraint on an ``anyOf`` parent or a ``$ref`` site applies to the
+  branch / target.
+- Arrays of ``{"key": ..., "value": ...}`` objects (how dicts are compiled) get distinct keys.
+- Non-MFJS keywords (tool parameters) are tolerated: ``const``, ``oneOf``/``allOf``, type lists,
+  ``minimum``/``maxLength``/``format``/``uniqueItems``... are read like their constraint-text
+  twins.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import uuid
+from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
+
+MAX_DEPTH = 4
+#: (rng, words, depth) -> value
+Gen = Callable[[random.Random, list[str], int], Any]
+
+_NUMBER = r"(-?\d+(?:\.\d+)?)"
+_BOUND = re.compile(
+    rf"^(minimum|maximum|exclusive minimum|exclusive maximum|min length|max length|min items|"
+    rf"max items):\s*{_NUMBER}"
+)
+_EXACTLY = re.compile(r"^exactly (\d+) items?")
+_FORMAT = re.compile(r"^format:\s*([\w-]+)")
+_SCHEMA_KEYWORDS = {
+    "minimum": "minimum", "maximum": "maximum", "exclusiveMinimum": "exclusive minimum",
+    "exclusiveMaximum": "exclusive maximum", "minLength": "min length", "maxLength": "max length",
+    "minItems": "min items", "maxItems": "max items",
+}
+
+
+def parse_constraints(description: Any) -> dict[str, Any]:
+    """The items of a ``Constraints: ...`` sentence in a description, as a dict."""
+    if not isinstance(description, str) or "Constraints:" not in description:
+        return {}
+    return dict(_parse_constraints(description))
+
+
+@lru_cache(maxsize=4096)
+def _parse_constraints(description: str) -> tuple[tuple[str, Any], ...]:
+    start = description.find("Constraints:")
+    found: dict[str, Any] = {}
+    for raw in description[start + len("Constraints:") :].split(";"):
+        item = raw.strip().rstrip(".").strip()
+        if match := _BOUND.match(item):
+            number = float(match.group(2))
+            found[match.group(1)] = int(number) if number.is_integer() else number
+        elif match := _EXACTLY.match(item):
+            found["min items"] = found["max items"] = int(match.group(1))
+        elif match := _FORMAT.match(item):
+            found["format"] = match.group(1)
+        elif item.startswith("unique items"):
+            found["unique items"] = True
+    return tuple(found.items())
+
+
+def constraints_of(node: dict[str, Any]) -> dict[str, Any]:
+    """Constraints of a schema node: its description's sentence, then real keywords."""
+    found = parse_constraints(node.get("description"))
+    for keyword, name in _SCHEMA_KEYWORDS.items():
+        value = node.get(keyword)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            found.setdefault(name, value)
+    if isinstance(node.get("format"), str):
+        found.setdefault("format", node["format"])
+    if node.get("uniqueItems") is True:
+        found.setdefault("unique items", True)
+    return found
+
+
+_COMPILED: dict[str, Gen] = {}
+
+
+def generator(schema: Any, key: str | None = None) -> Gen:
+    """The compiled generator of ``schema``; ``key`` (its JSON text) memoizes it."""
+    if key is None:
+        return _Compiler(schema).compile(schema, {})
+    gen = _COMPILED.get(key)
+    if gen is None:
+        if len(_COMPILED) >= 512:
+            _COMPILED.clear()
+        gen = _COMPILED[key] = _Compiler(schema).compile(schema, {})
+    return gen
+
+
+def json_value(rng: random.Random, schema: Any, words: list[str], key: str | None = None) -> Any:
+    """A value valid against ``schema`` with strings from ``words``; ``key`` memoizes."""
+    return generator(schema, key)(rng, words, 0)
+
+
+class _Compiler:
+    def __init__(self, root: Any) -> None:
+        self.defs: dict[str, Any] = root.get("$defs", {}) if isinstance(root, dict) else {}
+        self.refs: dict[tuple[str, str], Gen] = {}
+
+    def compile(self, node: Any, inherited: dict[str, Any]) -> Gen:
+        if not isinstance(node, dict):
+            return _string({})
+        found = {**inherited, **constraints_of(node)}
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            return self.ref(ref.rsplit("/", 1)[-1], found)
+        if "const" in node:
+            const = node["const"]
+            return lambda rng, words, depth: const
+        if isinstance(node.get("enum"), list) and node["enum"]:
+            values = list(node["enum"])
+            return lambda rng, words, depth: rng.choice(values)
+        branches = node.get("anyOf") or node.get("oneOf")
+        if isinstance(branches, list) and branches:
+            return self.any_of(branches, found)
+        if isinstance(node.get("allOf"), list) and node["allOf"]:
+            merged = {k: v for k, v in node.items() if k != "allOf"}
+            for part in node["allOf"]:
+                if isinstance(part, dict):
+                    merged.update(part)
+            return self.compile(merged, found)
+        kind = node.get("type")
+        if isinstance(kind, list):
+            kind = ([k for k in kind if k != "null"] or ["null"])[0]
+        if kind is None:
+            kind = "object" if "properties" in node else "array" if "items" in node else "string"
+        if kind == "object":
+            props = [(name, self.compile(sub, {}))
+                     for name, sub in (node.get("properties") or {}).items()]
+            return lambda rng, words, depth: {name: gen(rng, words, depth) for name, gen in props}
+        if kind == "array":
+            return self.array(node, found)
+        if kind == "integer":
+            low, high = _bounds(found, 0, 99, integer=True)
+            return lambda rng, words, depth: rng.randint(int(low), int(high))
+        if kind == "number":
+            low, high = _bounds(found, 0.0, 100.0, integer=False)
+            return lambda rng, words, depth: min(max(round(rng.uniform(low, high), 2), low), high)
+        if kind == "boolean":
+            return lambda rng, words, depth: rng.random() < 0.5
+        if kind == "null":
+            return lambda rng, words, depth: None
+        return _string(found)
+
+    def ref(self, name: str, found: dict[str, Any]) -> Gen:
+        key = (name, json.dumps(found, sort_keys=True))
+        target = self.defs.get(name)
+
+        def gen(rng: random.Random, words: list[str], depth: int) -> Any:
+            if depth >= MAX_DEPTH:
+                return _smallest(target, self.defs, set())
+            compiled = self.refs.get(key)
+            if compiled is None:  # compiled on first use, so recursive refs terminate
+                compiled = self.refs[key] = self.compile(target, found)
+            return compiled(rng, words, depth + 1)
+
+        return gen
+
+    def any_of(self, branches: list[Any], found: dict[str, Any]) -> Gen:
+        nullable = any(isinstance(b, dict) and b.get("type") == "null" for b in branches)
+        others = [self.compile(b, found) for b in branches
+                  if not (isinstance(b, dict) and b.get("type") == "null")]
+
+        def gen(rng: random.Random, words: list[str], depth: int) -> Any:
+            if nullable and (not others or depth >= MAX_DEPTH or rng.random() < 0.125):
+                return None
+            return rng.choice(others)(rng, words, depth)
+
+        return gen
+
+    def array(self, node: dict[str, Any], found: dict[str, Any]) -> Gen:
+        low = int(found.get("min items", 0))
+        high = int(found.get("max items", max(low, 3)))
+        smallest, largest = max(low, min(1, high)), max(low, min(3, high))
+        items = node.get("items", {})
+        item_gen = self.compile(items, {})
+        keyed = _is_key_value(items, self.defs)
+        unique = bool(found.get("unique items")) or keyed
+
+        def gen(rng: random.Random, words: list[str], depth: int) -> list[Any]:
+            count = rng.randint(smallest, largest)
+            if depth >= MAX_DEPTH and low == 0:
+                count = 0
+            out: list[Any] = []
+            seen: set[str] = set()
+            attempts = 0
+            while len(out) < count and attempts < count * 8:
+                attempts += 1
+                item = item_gen(rng, words, depth)
+                if unique:
+                    identity = _identity(item, keyed)
+                    if identity in seen:
+                        item = _distinct(item, len(out))
+                        identity = _identity(item, keyed)
+                        if identity in seen:
+                            continue
+                    seen.add(identity)
+                out.append(item)
+            return out
+
+        return gen
+
+
+def _string(found: dict[str, Any]) -> Gen:
+    fmt = found.get("format")
+    low = int(found.get("min length", 0))
+    high = found.get("max length")
+    high = None if high is None else int(high)
+
+    def text_of(rng: random.Random, words: list[str]) -> str:
+        if fmt == "date":
+            return f"20{rng.randint(10, 29)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+        if fmt == "date-time":
+            return (
+                f"20{rng.randint(10, 29)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+                f"T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+            )
+        if fmt == "time":
+            return f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
+        if fmt == "email":
+            return f"{_slug(rng.choice(words))}@example.com"
+        if fmt in ("uri", "url"):
+            return f"https://example.com/{_slug(rng.choice(words))}"
+        if fmt == "uuid":
+            return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        start = rng.randrange(len(words))
+        return " ".join(words[start : start + rng.randint(1, 3)])
+
+    def gen(rng: random.Random, words: list[str], depth: int) -> str:
+        text = text_of(rng, words)
+        while len(text) < low:
+            text = f"{text} {rng.choice(words)}".strip()
+        if high is not None and len(text) > high:
+            text = text[:high]
+        return text
+
+    return gen
+
+
+def _smallest(node: Any, defs: dict[str, Any], visiting: set[str]) -> Any:
+    """A value for ``node`` that recurses no further (used past ``MAX_DEPTH``)."""
+    if not isinstance(node, dict):
+        return None
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.rsplit("/", 1)[-1]
+        if name in visiting:
+            return None
+        return _smallest(defs.get(name), defs, visiting | {name})
+    branches = node.get("anyOf") or []
+    if any(isinstance(b, dict) and b.get("type") == "null" for b in branches):
+        return None
+    if branches:
+        return _smallest(branches[0], defs, visiting)
+    if "enum" in node and node["enum"]:
+        return node["enum"][0]
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kind = ([k for k in kind if k != "null"] or ["null"])[0]
+    found = constraints_of(node)
+    if kind == "array":
+        count = int(found.get("min items", 0))
+        return [_smallest(node.get("items"), defs, visiting) for _ in range(count)]
+    if kind == "object":
+        props = node.get("properties") or {}
+        return {name: _smallest(sub, defs, visiting) for name, sub in props.items()}
+    if kind in ("integer", "number"):
+        return _bounds(found, 0, 99, integer=kind == "integer")[0]
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    return _string(found)(random.Random(0), ["none"], MAX_DEPTH)
+
+
+def _bounds(
+    found: dict[str, Any], low: float, high: float, *, integer: bool
+) -> tuple[float, float]:
+    lo = found.get("minimum")
+    hi = found.get("maximum")
+    if integer:
+        lo = None if lo is None else math.ceil(lo)
+        hi = None if hi is None else math.floor(hi)
+    if "exclusive minimum" in found:
+        bound = found["exclusive minimum"]
+        lo = math.floor(bound) + 1 if integer else bound + 0.01
+    if "exclusive maximum" in found:
+        bound = found["exclusive maximum"]
+        hi = math.ceil(bound) - 1 if integer else bound - 0.01
+    if lo is not None and hi is not None:
+        return lo, max(lo, hi)
+    if lo is not None:
+        return lo, max(lo, min(high, lo + 99))
+    if hi is not None:
+        return min(hi, max(low, hi - 99)), hi
+    return low, high
+
+
+def _slug(word: str) -> str:
+    slug = re.sub(r"[^a-z0-9]", "", word.lower())
+    return slug or "user"
+
+
+def _is_key_value(items: Any, defs: dict[str, Any]) -> bool:
+    if isinstance(items, dict) and isinstance(items.get("$ref"), str):
+        items = defs.get(items["$ref"].rsplit("/", 1)[-1])
+    return isinstance(items, dict) and set(items.get("properties") or ()) == {"key", "value"}
+
+
+def _identity(item: Any, keyed: bool) -> str:
+    """What must differ between items of a unique array (the key of a key/value pair)."""
+    if keyed and isinstance(item, dict):
+        return json.dumps(item.get("key"))
+    return json.dumps(item, sort_keys=True)
+
+
+def _distinct(item: Any, index: int) -> Any:
+    """Make a repeated string (or key/value key) different; other items are drawn again."""
+    if isinstance(item, str):
+        return f"{item} {index + 1}"
+    if isinstance(item, dict) and isinstance(item.get("key"), str):
+        return {**item, "key": f"{item['key']} {index + 1}"}
+    return item

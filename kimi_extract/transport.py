@@ -1,0 +1,307 @@
+"""HTTP: the httpx client, auth, error mapping and the retry policy.
+
+One ``httpx.AsyncClient`` per run, its pool sized to the run's concurrency. By default the client
+uses the ``httpx-aiohttp`` transport: plain httpx pools cost much more CPU per request at high
+concurrency (see the project notes for the measured figures); ``http_backend="httpx"`` selects the
+native pool.
+
+Retry policy (tenacity): retried are 408, 409, 429 ``rate_limit_reached_error`` /
+``engine_overloaded_error``, 5xx, timeouts and connection errors, with full-jitter exponential
+backoff capped at ``max_wait`` (60 s). A server-given wait is honoured exactly, read from
+``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) or, when no header is present, Kimi's
+message form "please try again after N seconds" (real Kimi 429s carry no header; notes). A wait
+longer than ``max_wait`` is never shortened: the request fails instead. Never retried: 400, 401,
+403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+from tenacity import (
+    AsyncRetrying,
+    RetryCallState,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_random_exponential,
+)
+
+from .exceptions import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    AuthenticationError,
+    BadRequestError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    RateLimitError,
+    ServerError,
+)
+from .request import Answer, parse_completion
+
+logger = logging.getLogger("kimi_extract")
+
+CHAT_PATH = "/v1/chat/completions"
+_RETRY_AFTER_MESSAGE = re.compile(r"try again after (\d+(?:\.\d+)?) ?(milliseconds|ms|seconds|s)\b")
+_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "msh-request-id", "x-trace-id")
+
+
+class Secret:
+    """Holds the API key; its repr and str never show it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str) -> None:
+        self._value = value
+
+    def get(self) -> str:
+        """The key itself, for the Authorization header only."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('********')"
+
+    __str__ = __repr__
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient failures are retried.
+
+    ``max_retries`` extra attempts after the first (default 8); backoff is full-jitter exponential:
+    a uniform wait in ``[0, min(max_wait, base * 2**n)]`` (base 0.5 s, cap 60 s) unless the server
+    says how long to wait, which is honoured exactly (a wait over ``max_wait`` fails the request).
+    """
+
+    max_retries: int = 8
+    base: float = 0.5
+    max_wait: float = 60.0
+
+
+def chat_url(base_url: str) -> str:
+    """The chat-completions URL; a base URL already ending in /v1 is not doubled."""
+    base = base_url.rstrip("/")
+    if base.endswith("/v1"):
+        base = base[: -len("/v1")]
+    return base + CHAT_PATH
+
+
+def retry_after_seconds(headers: httpx.Headers, message: str | None) -> float | None:
+    """Seconds the server asked us to wait, from headers or Kimi's message; None if unsaid."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if value:
+        try:
+            return max(0.0, float(value))
+        except ValueError:
+            parsed = email.utils.parsedate_to_datetime(value) if value else None
+            if parsed is not None:
+                return max(0.0, parsed.timestamp() - time.time())
+    if message:
+        match = _RETRY_AFTER_MESSAGE.search(message)
+        if match:
+            amount = float(match.group(1))
+            return amount / 1000.0 if match.group(2) in ("milliseconds", "ms") else amount
+    return None
+
+
+def error_from_response(response: httpx.Response, body: bytes) -> APIError:
+    """Map an error status and Kimi's error body to a specific exception."""
+    status = response.status_code
+    message, error_type, code = f"HTTP {status}", None, None
+    try:
+        payload = json.loads(body)
+        error = payload.get("error") if isinstance(payload, dict) else None
+        if isinstance(error, dict):
+            message = str(error.get("message") or message)
+            error_type = error.get("type")
+            code = error.get("code")
+        elif isinstance(payload, dict) and payload.get("message"):
+            message = str(payload["message"])
+    except ValueError:
+        text = body[:200].decode("utf-8", "replace").strip()
+        if text:
+            message = text
+    request_id = next(
+        (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
+    )
+    cls: type[APIError]
+    if status == 400:
+        cls = BadRequestError
+    elif status == 401:
+        cls = AuthenticationError
+    elif status == 403:
+        cls = PermissionDeniedError
+    elif status == 404:
+        cls = NotFoundError
+    elif status == 429:
+        cls = QuotaExceededError if error_type == "exceeded_current_quota_error" else RateLimitError
+    elif status >= 500 or status in (408, 409):
+        cls = ServerError
+    else:
+        cls = APIError
+    retry_after = retry_after_seconds(response.headers, message) if cls.retryable else None
+    return cls(
+        message,
+        status=status,
+        error_type=error_type,
+        code=code if isinstance(code, str) else None,
+        request_id=request_id,
+        retry_after=retry_after,
+    )
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """True for errors worth another attempt (see the module docstring)."""
+    return bool(getattr(exc, "retryable", False))
+
+
+class _Wait:
+    """Tenacity wait: the server's time when given, else full-jitter exponential backoff."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.backoff = wait_random_exponential(multiplier=policy.base, max=policy.max_wait)
+
+    def __call__(self, state: RetryCallState) -> float:
+        exc = state.outcome.exception() if state.outcome else None
+        server_wait = getattr(exc, "retry_after", None)
+        if server_wait is not None:
+            return float(server_wait)
+        return float(self.backoff(state))
+
+
+class _Stop:
+    """Stop after ``max_retries`` retries, or when the server asks for more than ``max_wait``."""
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.attempts = stop_after_attempt(policy.max_retries + 1)
+        self.max_wait = policy.max_wait
+
+    def __call__(self, state: RetryCallState) -> bool:
+        exc = state.outcome.exception() if state.outcome else None
+        server_wait = getattr(exc, "retry_after", None)
+        if server_wait is not None and server_wait > self.max_wait:
+            return True
+        return bool(self.attempts(state))
+
+
+@dataclass
+class Exchange:
+    """What one call of ``Transport.complete`` cost: HTTP attempts and time inside requests."""
+
+    http_attempts: int = 0
+    latency_s: float = 0.0
+
+
+class Transport:
+    """An async chat-completions client with retries. Use as ``async with Transport(...) as t``."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        api_key: Secret,
+        concurrency: int,
+        timeout: float,
+        connect_timeout: float = 10.0,
+        retry: RetryPolicy | None = None,
+        http_backend: str = "aiohttp",
+        on_retry: Callable[[BaseException, float], None] | None = None,
+    ) -> None:
+        self.url = chat_url(base_url)
+        self._api_key = api_key
+        self.concurrency = concurrency
+        self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self.retry = retry or RetryPolicy()
+        self.http_backend = http_backend
+        self.on_retry = on_retry
+        self._client: httpx.AsyncClient | None = None
+
+    def __repr__(self) -> str:
+        return f"Transport(url={self.url!r}, backend={self.http_backend!r})"
+
+    async def __aenter__(self) -> Transport:
+        limits = httpx.Limits(
+            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
+        )
+        headers = {
+            "Authorization": f"Bearer {self._api_key.get()}",
+            "Content-Type": "application/json",
+            "User-Agent": "kimi-extract/0.1",
+        }
+        transport: httpx.AsyncBaseTransport | None = None
+        if self.http_backend == "aiohttp":
+            from httpx_aiohttp import AiohttpTransport
+
+            transport = AiohttpTransport(limits=limits)
+        self._client = httpx.AsyncClient(
+            headers=headers, timeout=self.timeout, limits=limits, transport=transport
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    async def send(self, body: dict[str, Any], exchange: Exchange) -> Answer:
+        """One HTTP attempt; raises a mapped error for anything but a usable 200."""
+        if self._client is None:
+            raise RuntimeError("Transport used outside 'async with'")
+        payload = json.dumps(body, ensure_ascii=False).encode()
+        started = time.perf_counter()
+        exchange.http_attempts += 1
+        try:
+            response = await self._client.post(self.url, content=payload)
+            raw = response.content
+        except httpx.TimeoutException as exc:
+            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
+        except httpx.TransportError as exc:
+            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None
+        finally:
+            exchange.latency_s += time.perf_counter() - started
+        if response.status_code != 200:
+            raise error_from_response(response, raw)
+        request_id = next(
+            (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
+        )
+        try:
+            return parse_completion(json.loads(raw), request_id)
+        except ValueError as exc:
+            # A 200 whose body is not a chat completion: treat like a server fault (retried).
+            raise ServerError(f"malformed response body: {exc}", status=200) from None
+
+    async def complete(self, body: dict[str, Any], exchange: Exchange) -> Answer:
+        """Send with the retry policy; raises the last error when retries are exhausted."""
+        retrying = AsyncRetrying(
+            stop=_Stop(self.retry),
+            wait=_Wait(self.retry),
+            retry=retry_if_exception(is_retryable),
+            reraise=True,
+            before_sleep=self._before_sleep,
+        )
+        async for attempt in retrying:
+            with attempt:
+                return await self.send(body, exchange)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        exc = state.outcome.exception() if state.outcome else None
+        wait = state.next_action.sleep if state.next_action else 0.0
+        logger.debug("retrying in %.2f s after %s", wait, exc)
+        if self.on_retry is not None and exc is not None:
+            self.on_retry(exc, wait)

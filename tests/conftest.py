@@ -1,0 +1,70 @@
+"""Shared fixtures: a simulator per test and an extractor factory pointed at it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any, Literal
+
+import pytest
+from pydantic import BaseModel
+
+import kimi_extract as kx
+from kimi_extract.simulator import Simulator
+
+
+class Review(BaseModel):
+    sentiment: Literal["positive", "negative", "neutral"]
+    aspects: list[str]
+
+
+#: Long enough (> 256 tokens) that the shared prefix is cacheable.
+LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics retailer. " + " ".join(
+    f"Rule {i}: read the review carefully, decide the overall sentiment, and list every "
+    "product aspect the reviewer mentions using short lowercase nouns."
+    for i in range(1, 16)
+)
+
+
+@pytest.fixture
+def sim() -> Iterator[Simulator]:
+    with Simulator() as server:
+        yield server
+
+
+@pytest.fixture
+def make_extractor(sim: Simulator) -> Callable[..., kx.Extractor[Any]]:
+    def make(output: type[BaseModel] = Review, **options: Any) -> kx.Extractor[Any]:
+        options.setdefault("base_url", sim.base_url)
+        options.setdefault("api_key", sim.api_key)
+        options.setdefault("progress", False)
+        return kx.Extractor(output, **options)
+
+    return make
+
+
+def ok_exchanges(sim: Simulator) -> list[Any]:
+    """History entries that returned a model answer."""
+    return [h for h in sim.history if h.status == 200]
+
+
+def chat_requests(sim: Simulator) -> list[Any]:
+    return [h for h in sim.history if h.path.endswith("/chat/completions")]
+
+
+def usage_sum(
+    sim: Simulator, key: Literal["prompt", "cached", "write", "completion", "reasoning"]
+) -> int:
+    total = 0
+    for h in ok_exchanges(sim):
+        u = h.usage or {}
+        if key == "prompt":
+            total += u.get("prompt_tokens", 0)
+        elif key == "completion":
+            total += u.get("completion_tokens", 0)
+        elif key == "cached":
+            total += (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
+        elif key == "write":
+            total += (u.get("prompt_tokens_details") or {}).get("cache_write_tokens", 0)
+        else:
+            total += (u.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
+    return total
