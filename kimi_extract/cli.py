@@ -41,7 +41,8 @@ def load_model(spec: str) -> type:
     else:
         module = importlib.import_module(location)
     try:
-        return getattr(module, name)  # type: ignore[no-any-return]
+        model: type = getattr(module, name)
+        return model
     except AttributeError:
         raise SystemExit(f"{location} has no class {name!r}") from None
 
@@ -130,6 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         }
         if sim is not None:
             options.update(base_url=sim.base_url, api_key=sim.api_key)
+        frame: pd.DataFrame | None = None
         try:
             extractor = Extractor(output, **options)
             frame = extractor.run(data, text=text, template=args.template, images=args.images)

@@ -31,6 +31,7 @@ from .exceptions import (
     NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
+    ToolLoopError,
     TruncatedError,
     ValidationFailedError,
 )
@@ -41,6 +42,7 @@ from .request import (
     build_body,
     estimate_prompt_tokens,
     reask_message,
+    tool_result_messages,
 )
 from .schema import AnswerInvalid, CompiledSchema
 from .transport import Exchange, Transport
@@ -64,6 +66,7 @@ class RowResult:
     latency_s: float = 0.0
     error: str | None = None
     exception: BaseException | None = field(default=None, repr=False)
+    web_searches: int = 0
 
     @property
     def ok(self) -> bool:
@@ -89,6 +92,11 @@ class RowSettings:
     cache_ttl: str = "5m"
     #: Tokens of the static prefix and schema, counted once (used for the context check).
     prefix_tokens: int = 0
+    stream: bool = False
+    #: ``[{"type": "web_search"}]`` when web search is on.
+    tools: tuple[dict[str, Any], ...] = ()
+    #: Tool-call rounds allowed per row before giving up.
+    max_tool_rounds: int = 3
 
 
 def one_line(exc: BaseException) -> str:
@@ -160,7 +168,7 @@ class Engine:
             )
         budget = min(settings.max_completion_tokens, room)
         budget_doubled = False
-        reasks = 0
+        reasks = tool_rounds = 0
         while True:
             body = build_body(
                 model=settings.model,
@@ -169,10 +177,23 @@ class Engine:
                 reasoning_effort=settings.reasoning_effort,
                 max_completion_tokens=budget,
                 prompt_cache_options=settings.prompt_cache_options,
+                tools=list(settings.tools),
+                stream=settings.stream,
             )
             answer = await self.transport.complete(body, exchange)
             result.attempts += 1
             result.usage = result.usage + answer.usage
+            if answer.finish_reason == "tool_calls" and answer.tool_calls:
+                if tool_rounds >= settings.max_tool_rounds:
+                    raise ToolLoopError(f"the model still called tools after {tool_rounds} rounds")
+                tool_rounds += 1
+                result.web_searches += sum(
+                    1
+                    for call in answer.tool_calls
+                    if (call.get("function") or {}).get("name") == "$web_search"
+                )
+                messages = [*messages, assistant_message(answer), *tool_result_messages(answer)]
+                continue
             if answer.finish_reason == "length":
                 larger = min(budget * 2, MAX_COMPLETION_TOKENS, room)
                 if budget_doubled or larger <= budget:

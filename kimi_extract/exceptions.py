@@ -22,7 +22,8 @@ The hierarchy::
     │   ├── MediaError              an image could not be read
     │   ├── ContextOverflowError    the prompt cannot fit the model's context window
     │   ├── ValidationFailedError   answers stayed invalid after every reask
-    │   └── TruncatedError          the answer hit max_completion_tokens twice
+    │   ├── TruncatedError          the answer hit max_completion_tokens twice
+    │   └── ToolLoopError           the model kept calling tools (web search) past the round limit
     └── RunStopped                  the run stopped early; ``.partial`` holds the DataFrame so far
 
 No exception ever carries the API key: messages are built from status, Kimi error type, message
@@ -192,6 +193,10 @@ class ValidationFailedError(RowError):
 
 class TruncatedError(RowError):
     """The answer was cut at max_completion_tokens even after the budget was doubled."""
+
+
+class ToolLoopError(RowError):
+    """The model kept answering with tool calls past ``max_tool_rounds``."""
 
 
 class RunStopped(KimiExtractError):

@@ -95,7 +95,10 @@ class Extractor(Generic[T]):
     prompt-cache write TTL (K3.1 only; None sends nothing, i.e. the server's 5 m default).
     ``mode``: ``"json_schema"`` (strict structured output) or ``"json_object"``. ``max_retries``,
     ``max_retry_wait``: the transport retry policy. ``timeout``: read timeout in seconds.
-    ``progress``: show a tqdm bar. ``prefix``: prepended to output column names.
+    ``progress``: show a tqdm bar. ``prefix``: prepended to output column names. ``stream``:
+    request SSE streams (results are identical). ``web_search``: offer Kimi's built-in
+    ``$web_search`` tool and run the tool loop (at most ``max_tool_rounds`` rounds per row; adds a
+    ``kx_web_searches`` column).
     """
 
     def __init__(
@@ -119,6 +122,9 @@ class Extractor(Generic[T]):
         timeout: float = 600.0,
         progress: bool = True,
         prefix: str = "",
+        stream: bool = False,
+        web_search: bool = False,
+        max_tool_rounds: int = 3,
         http_backend: str = "aiohttp",
     ) -> None:
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
@@ -160,6 +166,9 @@ class Extractor(Generic[T]):
         self.progress = progress
         self.prefix = prefix
         self.http_backend = http_backend
+        self.stream = stream
+        self.web_search = web_search
+        self.max_tool_rounds = max_tool_rounds
         self.pricing = _resolve_pricing(pricing, model, self.info.pricing)
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
         key = api_key or next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
@@ -218,6 +227,7 @@ class Extractor(Generic[T]):
             index=index,
             input_frame=prepared.frame,
             prefix=self.prefix,
+            web_search=self.web_search,
         )
         if stop_cause is not None:
             raise RunStopped(
@@ -270,6 +280,9 @@ class Extractor(Generic[T]):
             separate_cache_writes=self.info.separate_cache_writes,
             cache_ttl=self.cache_ttl or "5m",
             prefix_tokens=estimate_prompt_tokens(self._static_messages, prefix_text),
+            stream=self.stream,
+            tools=({"type": "web_search"},) if self.web_search else (),
+            max_tool_rounds=self.max_tool_rounds,
         )
 
     def _transport(self) -> Transport:

@@ -75,6 +75,7 @@ def build_frame(
     index: pd.Index,
     input_frame: pd.DataFrame | None,
     prefix: str = "",
+    web_search: bool = False,
 ) -> pd.DataFrame:
     """The output DataFrame for ``results`` (one per input row, in order)."""
     columns = output_columns(model, prefix)
@@ -89,6 +90,10 @@ def build_frame(
         series_values = [pd.NA if v is None and dtype != "object" else v for v in values[col]]
         data[col] = pd.Series(series_values, index=index, dtype=dtype)
     data.update(accounting_columns(results, index))
+    if web_search:
+        data["kx_web_searches"] = pd.Series(
+            [r.web_searches for r in results], index=index, dtype="int64"
+        )
     out = pd.DataFrame(data, index=index)
     if input_frame is not None and len(input_frame.columns):
         out = pd.concat([input_frame, out], axis=1)

@@ -147,7 +147,7 @@ def prepare(
     if isinstance(data, pd.Series):
         if text is not None or template is not None or images is not None:
             raise InputError("text=, template= and images= apply to DataFrames, not a Series")
-        name = data.name if data.name is not None else "input"
+        name = str(data.name) if data.name is not None else "input"
         frame = data.to_frame(name=name)
         spec = TextSpec(columns=(name,))
         return _from_frame(frame, spec, None)

@@ -134,6 +134,99 @@ def parse_completion(data: Any, request_id: str | None = None) -> Answer:
     )
 
 
+class StreamAssembler:
+    """Builds an ``Answer`` from SSE ``chat.completion.chunk`` events.
+
+    Reads ``reasoning_content`` and ``content`` deltas, tool-call fragments (merged by ``index``),
+    the ``finish_reason``, and usage wherever it comes: top-level ``usage`` (also on a final chunk
+    whose ``choices`` is empty) or ``choices[0].usage`` (notes: both occur in the wild).
+    """
+
+    def __init__(self) -> None:
+        self.content: list[str] = []
+        self.reasoning: list[str] = []
+        self.tool_calls: dict[int, dict[str, Any]] = {}
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.response_id: str | None = None
+        self.done = False
+
+    def feed_line(self, line: str) -> None:
+        """Feed one SSE line (``data: ...``); other lines (comments, events) are ignored."""
+        if not line.startswith("data:"):
+            return
+        data = line[5:].strip()
+        if data == "[DONE]":
+            self.done = True
+            return
+        if data:
+            self.feed(json.loads(data))
+
+    def feed(self, chunk: dict[str, Any]) -> None:
+        """Feed one parsed chunk."""
+        self.response_id = self.response_id or chunk.get("id")
+        if chunk.get("usage"):
+            self.usage = chunk["usage"]
+        for choice in chunk.get("choices") or ():
+            if choice.get("usage"):
+                self.usage = choice["usage"]
+            delta = choice.get("delta") or {}
+            if delta.get("reasoning_content"):
+                self.reasoning.append(delta["reasoning_content"])
+            if delta.get("content"):
+                self.content.append(delta["content"])
+            for fragment in delta.get("tool_calls") or ():
+                self._merge_tool_call(fragment)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+
+    def _merge_tool_call(self, fragment: dict[str, Any]) -> None:
+        call = self.tool_calls.setdefault(
+            int(fragment.get("index", len(self.tool_calls))),
+            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+        )
+        if fragment.get("id"):
+            call["id"] = fragment["id"]
+        if fragment.get("type"):
+            call["type"] = fragment["type"]
+        function = fragment.get("function") or {}
+        if function.get("name"):
+            call["function"]["name"] += function["name"]
+        if function.get("arguments"):
+            call["function"]["arguments"] += function["arguments"]
+
+    def answer(self, request_id: str | None = None) -> Answer:
+        """The assembled answer; raises ValueError if the stream did not finish."""
+        if not self.done or self.finish_reason is None:
+            raise ValueError("the stream ended before its final chunk")
+        return Answer(
+            content="".join(self.content),
+            reasoning_content="".join(self.reasoning),
+            finish_reason=self.finish_reason,
+            usage=Usage.from_api(self.usage),
+            tool_calls=[self.tool_calls[i] for i in sorted(self.tool_calls)] or None,
+            request_id=request_id or self.response_id,
+            raw_usage=self.usage,
+        )
+
+
+def tool_result_messages(answer: Answer) -> list[dict[str, Any]]:
+    """For a ``$web_search`` tool-call answer: the tool messages that echo each call's arguments
+    unchanged under the same ``tool_call_id`` (seed; notes "Web search")."""
+    messages = []
+    for call in answer.tool_calls or ():
+        function = call.get("function") or {}
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call.get("id", ""),
+                "name": function.get("name", ""),
+                "content": function.get("arguments", ""),
+            }
+        )
+    return messages
+
+
 def assistant_message(answer: Answer) -> dict[str, Any]:
     """The answer as a history message, with ``reasoning_content`` unchanged (seed requires it)."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}

@@ -46,7 +46,7 @@ from .exceptions import (
     RateLimitError,
     ServerError,
 )
-from .request import Answer, parse_completion
+from .request import Answer, StreamAssembler, parse_completion
 
 logger = logging.getLogger("kimi_extract")
 
@@ -136,9 +136,7 @@ def error_from_response(response: httpx.Response, body: bytes) -> APIError:
         text = body[:200].decode("utf-8", "replace").strip()
         if text:
             message = text
-    request_id = next(
-        (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
-    )
+    request_id = _request_id(response)
     cls: type[APIError]
     if status == 400:
         cls = BadRequestError
@@ -163,6 +161,10 @@ def error_from_response(response: httpx.Response, body: bytes) -> APIError:
         request_id=request_id,
         retry_after=retry_after,
     )
+
+
+def _request_id(response: httpx.Response) -> str | None:
+    return next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -259,13 +261,19 @@ class Transport:
             self._client = None
 
     async def send(self, body: dict[str, Any], exchange: Exchange) -> Answer:
-        """One HTTP attempt; raises a mapped error for anything but a usable 200."""
+        """One HTTP attempt; raises a mapped error for anything but a usable 200.
+
+        A streaming body (``"stream": true``) is read as SSE and assembled; a stream that ends
+        before its final chunk and ``[DONE]`` is a connection error (retried).
+        """
         if self._client is None:
             raise RuntimeError("Transport used outside 'async with'")
         payload = json.dumps(body, ensure_ascii=False).encode()
         started = time.perf_counter()
         exchange.http_attempts += 1
         try:
+            if body.get("stream"):
+                return await self._send_streaming(payload)
             response = await self._client.post(self.url, content=payload)
             raw = response.content
         except httpx.TimeoutException as exc:
@@ -276,14 +284,29 @@ class Transport:
             exchange.latency_s += time.perf_counter() - started
         if response.status_code != 200:
             raise error_from_response(response, raw)
-        request_id = next(
-            (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
-        )
         try:
-            return parse_completion(json.loads(raw), request_id)
+            return parse_completion(json.loads(raw), _request_id(response))
         except ValueError as exc:
             # A 200 whose body is not a chat completion: treat like a server fault (retried).
             raise ServerError(f"malformed response body: {exc}", status=200) from None
+
+    async def _send_streaming(self, payload: bytes) -> Answer:
+        assert self._client is not None
+        async with self._client.stream("POST", self.url, content=payload) as response:
+            if response.status_code != 200:
+                raise error_from_response(response, await response.aread())
+            assembler = StreamAssembler()
+            try:
+                async for line in response.aiter_lines():
+                    assembler.feed_line(line)
+                    if assembler.done:
+                        break
+            except ValueError as exc:
+                raise ServerError(f"malformed stream chunk: {exc}", status=200) from None
+            try:
+                return assembler.answer(_request_id(response))
+            except ValueError as exc:
+                raise APIConnectionError(f"stream cut: {exc}") from None
 
     async def complete(self, body: dict[str, Any], exchange: Exchange) -> Answer:
         """Send with the retry policy; raises the last error when retries are exhausted."""

@@ -33,7 +33,9 @@ from pydantic import (
 from kimi_extract import mfjs
 from kimi_extract.exceptions import SchemaError
 from kimi_extract.schema import AnswerInvalid, CompiledSchema, compile_schema, response_format
-from kimi_extract.simulator import answers
+
+# The simulator's answer generator reads the constraint sentence back (a cross-module contract).
+values = pytest.importorskip("kimi_extract.simulator.values")
 
 # ---------------------------------------------------------------------------------------------
 # an independent checker of every rule the compiler promises
@@ -397,7 +399,7 @@ def test_constraint_text_is_what_the_simulator_reads() -> None:
         names: Annotated[list[str], Field(min_length=2, max_length=3)]
 
     result = compiled(Bounds)
-    read = answers.parse_constraints
+    read = values.parse_constraints
     assert read(props(result, "score")["description"]) == {"minimum": 1, "maximum": 5}
     assert read(props(result, "when")["description"]) == {"format": "date"}
     assert read(props(result, "names")["description"]) == {"min items": 2, "max items": 3}
@@ -588,9 +590,10 @@ class Opaque:
     pass
 
 
-def one_field(name: str, annotation: Any, **config: Any) -> type[BaseModel]:
+def one_field(name: str, annotation: Any, arbitrary: bool = False) -> type[BaseModel]:
     """A model named ``name`` with one required field ``x`` of the given type."""
-    return create_model(name, __config__=ConfigDict(**config), x=(annotation, ...))
+    config = ConfigDict(arbitrary_types_allowed=arbitrary)
+    return create_model(name, __config__=config, x=(annotation, ...))
 
 
 @pytest.mark.parametrize(
@@ -610,7 +613,7 @@ def one_field(name: str, annotation: Any, **config: Any) -> type[BaseModel]:
         (one_field("BoxAny", Box[Any]), "x.content", "no type"),
         (one_field("DictOrList", dict[str, int] | list[int]), "x", "ambiguous"),
         (one_field("DictOrSet", list[int] | dict[str, int] | None), "x", "ambiguous"),
-        (one_field("Arbitrary", Opaque, arbitrary_types_allowed=True), "x", "no JSON form"),
+        (one_field("Arbitrary", Opaque, arbitrary=True), "x", "no JSON form"),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -824,7 +827,8 @@ def test_simulator_answers_for_compiled_schemas_parse() -> None:
 
     result = compiled(Simulated)
     for seed in range(40):
-        value = answers.json_value(random.Random(seed), result.schema, "a review of the fan")
+        words = ["a", "review", "of", "the", "fan"]
+        value = values.json_value(random.Random(seed), result.schema, words)
         assert isinstance(result.parse(json.dumps(value)), Simulated)
 
 
@@ -921,8 +925,9 @@ words = st.text(string.ascii_letters, min_size=1, max_size=5)
 items = st.builds(Item, name=texts, qty=st.integers(0, 1000))
 cats = st.builds(Cat, lives=st.integers())
 dogs = st.builds(Dog, kind=st.just("dog"), tricks=st.dictionaries(texts, st.integers(), max_size=3))
-lefts = st.deferred(lambda: st.builds(Left, right=st.none() | rights, label=texts))
-rights = st.deferred(lambda: st.builds(
+lefts: st.SearchStrategy[Left] = st.deferred(
+    lambda: st.builds(Left, right=st.none() | rights, label=texts))
+rights: st.SearchStrategy[Right] = st.deferred(lambda: st.builds(
     Right, left=st.none() | lefts, weights=st.dictionaries(texts, floats, max_size=2)))
 trees = st.recursive(
     st.builds(Tree, value=st.integers(), children=st.just([]), named=st.just({}),
@@ -1013,3 +1018,28 @@ def test_every_constraint_sentence_is_well_formed(model: type[BaseModel]) -> Non
             assert item.startswith(allowed), item
 
     _every_node(compiled(model).schema, visit)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | floats | texts
+    | st.sampled_from(["key", "value", "cat", "dog"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["key", "value", "kind", "name", "qty", "counts", "note", "more", "pet",
+                         "thing", "lives", "tricks"]) | texts, inner, max_size=5),
+    max_leaves=20,
+)
+
+
+@pytest.mark.parametrize("model", [Tally, Unions, Everything], ids=lambda m: m.__name__)
+def test_parse_raises_only_answer_invalid_on_arbitrary_json(model: type[BaseModel]) -> None:
+    result = compiled(model)
+
+    @settings(max_examples=80, deadline=None)
+    @given(json_values)
+    def check(value: Any) -> None:
+        try:
+            result.parse(json.dumps(value))
+        except AnswerInvalid as invalid:
+            assert invalid.errors and all(": " in line for line in invalid.errors)
+
+    check()

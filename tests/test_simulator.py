@@ -9,7 +9,10 @@ from __future__ import annotations
 import base64
 import json
 import re
+import signal
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -471,6 +474,27 @@ def test_image_headers_are_read_without_pillow() -> None:
             + (99).to_bytes(3, "little") + (49).to_bytes(3, "little"))
     assert image_size(data_url("webp", vp8x)) == (100, 50)
     assert image_size("https://example.com/x.png") == (None, None)
+
+
+def test_serve_runs_until_interrupted() -> None:
+    code = "from kimi_extract.simulator import serve; serve(port=0, api_key='sk-sim-test')"
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        first = process.stdout.readline()
+        base_url = re.search(r"http://127\.0\.0\.1:\d+", first)
+        assert base_url, first
+        response = CLIENT.post(base_url.group(0) + "/v1/chat/completions", json=body_for(),
+                               headers={"Authorization": f"Bearer {KEY}"})
+        assert response.status_code == 200
+        rest = "".join(iter(process.stdout.readline, "Press Ctrl-C to stop.\n"))
+        assert f"API key: {KEY}" in rest
+    finally:
+        process.send_signal(signal.SIGINT)
+        _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "Traceback" not in err
 
 
 # -- history, stats, responder ---------------------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from kimi_extract.simulator import Simulator
+from kimi_extract.simulator import Reply, SimRequest, Simulator
 
 KEY = "sk-sim-test"
 CLIENT = httpx.Client(timeout=10)
@@ -238,6 +238,23 @@ def test_faults_are_reproducible_for_a_seed() -> None:
 
     first = faults(3)
     assert first == faults(3) and {"500", "truncate", None} <= set(first)
+
+
+def test_reply_faults_cut_and_hang() -> None:
+    def responder(request: SimRequest) -> Reply:
+        return Reply(fault="hang" if "hang" in request.user_text else "cut")
+
+    with Simulator(api_key=KEY, responder=responder) as sim:
+        with pytest.raises(httpx.RemoteProtocolError):
+            post(sim)  # a non-streaming answer cut: half the body, then the connection drops
+        with pytest.raises(httpx.ReadTimeout):
+            CLIENT.post(sim.base_url + "/v1/chat/completions", json=body_for("please hang"),
+                        headers={"Authorization": f"Bearer {KEY}"}, timeout=0.3)
+        cut, hang = sim.history
+        assert cut.fault == "cut" and cut.usage is None
+        assert hang.fault == "hang" and hang.status is None
+        started = time.monotonic()
+    assert time.monotonic() - started < 5  # stopping does not wait for the hung request
 
 
 # -- latency ------------------------------------------------------------------------------------

@@ -351,7 +351,7 @@ class Service:
     def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> Answer:
         model = body["model"]
         seed = answers.request_seed(body, prompt.schema_text)
-        outcome = completion.compose(body, seed, reply)
+        outcome = completion.compose(body, seed, reply, prompt.schema_text)
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))
         total, _ = outcome.completion_tokens()
@@ -377,8 +377,9 @@ class Service:
         ttl = (body.get("prompt_cache_options") or {}).get("ttl", "5m")
         lookup = Lookup()
         if prompt.tokens > config.cache_min_tokens:
+            units = prompt.units()
             with self.lock:
-                lookup = self.cache.lookup(model, prompt.units(), ttl)
+                lookup = self.cache.lookup(model, units, ttl)
         writes = lookup.write_tokens if MODELS[model].separate_cache_writes else 0
         usage = completion.usage_dict(prompt.tokens, total, reasoning, lookup.cached_tokens, writes)
         if reply is not None and reply.usage is not None:

@@ -26,9 +26,9 @@ from typing import Any
 
 from .. import tokens
 from ..models import CONTEXT_WINDOW
-from . import answers
+from . import answers, values
 from .prompt import count_tokens
-from .protocol import Reply, message_text, to_json, user_text
+from .protocol import Reply, message_text, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
 
 DEFAULT_MAX_COMPLETION_TOKENS = 131_072
@@ -75,22 +75,25 @@ def _schema_fields(schema: Any) -> list[str]:
     return []
 
 
-def _content(body: dict[str, Any], rng: random.Random, words: list[str]) -> tuple[str, bool]:
+def _content(
+    body: dict[str, Any], rng: random.Random, words: list[str], schema_key: str | None
+) -> tuple[str, bool]:
     """(content, whether it is JSON) for the request's response_format."""
     response_format = body.get("response_format") or {}
     kind = response_format.get("type", "text")
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema", {})
-        return to_json(answers.json_value(rng, schema, words)), True
+        key = schema_key if schema_key is not None else to_compact_json(schema)
+        return to_json(values.json_value(rng, schema, words, key)), True
     if kind == "json_object":
         system = "\n".join(
             message_text(m.get("content")) for m in body["messages"] if m["role"] == "system"
         )
-        schema = answers.schema_in_text(system)
-        if schema is None:
+        found = answers.schema_in_text(system)
+        if found is None:
             value: Any = {"answer": answers.text_answer(rng, words)}
         else:
-            value = answers.json_value(rng, schema, words)
+            value = values.json_value(rng, found[0], words, found[1])
             if not isinstance(value, dict):
                 value = {"result": value}
         return to_json(value), True
@@ -126,8 +129,12 @@ def _call_id(rng: random.Random) -> str:
     return f"call_{rng.getrandbits(96):024x}"
 
 
-def compose(body: dict[str, Any], seed: int, reply: Reply | None) -> Outcome:
+def compose(
+    body: dict[str, Any], seed: int, reply: Reply | None, schema_key: str | None = None
+) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
+
+    ``schema_key``: the response_format schema's compact JSON, when the caller has it.
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
     scripting the content does not change the reasoning.
@@ -163,7 +170,7 @@ def compose(body: dict[str, Any], seed: int, reply: Reply | None) -> Outcome:
                 "function": {"name": WEB_SEARCH, "arguments": json.dumps(arguments)},
             }]
         elif (function := _wanted_function(body, text)) is not None:
-            arguments_value = answers.json_value(rng, function.get("parameters", {}), words)
+            arguments_value = values.json_value(rng, function.get("parameters", {}), words)
             tool_calls = [{
                 "id": _call_id(rng),
                 "type": "function",
@@ -178,7 +185,7 @@ def compose(body: dict[str, Any], seed: int, reply: Reply | None) -> Outcome:
             content = value if isinstance(value, str) else to_json(value)
             json_content = not isinstance(value, str)
         else:
-            content, json_content = _content(body, rng, words)
+            content, json_content = _content(body, rng, words, schema_key)
     finish = "tool_calls" if tool_calls else "stop"
     if reply is not None and reply.finish_reason is not None:
         finish = reply.finish_reason

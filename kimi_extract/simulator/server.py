@@ -232,19 +232,19 @@ def serve(port: int = 8000, host: str = "127.0.0.1", **options: Any) -> None:
     """
     options.setdefault("history_limit", 1000)
     sim = Simulator(port=port, host=host, **options)
-    sim.start()
-    gc.collect()
-    gc.freeze()
-    print(
-        f"Kimi API simulator listening on {sim.base_url}\n"
-        f"  chat completions: POST {sim.base_url}/v1/chat/completions "
-        f"(openai SDK base_url: {sim.openai_base_url})\n"
-        f"  API key: {sim.api_key}\n"
-        f"  counters: GET {sim.base_url}/stats\n"
-        "Press Ctrl-C to stop.",
-        flush=True,
-    )
     try:
+        sim.start()
+        gc.collect()
+        gc.freeze()
+        print(
+            f"Kimi API simulator listening on {sim.base_url}\n"
+            f"  chat completions: POST {sim.base_url}/v1/chat/completions "
+            f"(openai SDK base_url: {sim.openai_base_url})\n"
+            f"  API key: {sim.api_key}\n"
+            f"  counters: GET {sim.base_url}/stats\n"
+            "Press Ctrl-C to stop.",
+            flush=True,
+        )
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
