@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass
@@ -363,10 +363,44 @@ R = TypeVar("R")
 
 
 def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run a coroutine from sync code, also inside a running loop (Jupyter): then in a thread."""
+    """Run a coroutine from sync code.
+
+    Without a running loop this is ``asyncio.run`` (Ctrl-C cancels the run, which closes its
+    connections). Inside a running loop (Jupyter) the coroutine runs on a fresh loop in a worker
+    thread; a Ctrl-C in the calling thread cancels it there and waits for it to clean up.
+    """
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return asyncio.run(coro)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coro).result()
+    outcome: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def worker() -> None:
+        with asyncio.Runner() as runner:
+            outcome["loop"] = runner.get_loop()
+            task = outcome["task"] = outcome["loop"].create_task(coro)
+            ready.set()
+            try:
+                outcome["value"] = runner.run(_await(task))
+            except BaseException as exc:  # delivered to the calling thread below
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=worker, name="kimi_extract-run", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        ready.wait(5)
+        if "task" in outcome:
+            outcome["loop"].call_soon_threadsafe(outcome["task"].cancel)
+        thread.join(10)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+async def _await(task: asyncio.Task[R]) -> R:
+    return await task
