@@ -1,0 +1,214 @@
+"""pydantic's side of the schema compiler: the JSON schema it starts from, and the constraint text.
+
+``_Generator`` is pydantic's JSON schema generator, leaving ``x-kx-*`` markers where pydantic
+would fail or where only the compiler (which knows the field's path) can judge: values with no
+type, types with no JSON form, and dict keys (with the reason they would not round-trip, if so).
+
+``_describe`` turns the keywords MFJS cannot carry (formats, bounds, lengths, patterns, item
+counts) into one sentence appended to the node's description, ``Constraints: <item>; <item>.``.
+The simulator's answer generator reads that sentence back, so its wording is a contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from decimal import Decimal
+from typing import Any
+
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue, JsonSchemaWarningKind
+from pydantic_core import core_schema
+
+_UNTYPED = "x-kx-untyped"  # markers the generator leaves for the compiler, which knows the path
+_INVALID = "x-kx-invalid"
+_KEYS = "x-kx-keys"
+_KEYS_PROBLEM = "x-kx-keys-problem"
+# Core schema types whose values come back from a JSON object key (always a string) unchanged.
+_ROUND_TRIP_KEYS = frozenset(
+    {
+        "str",
+        "int",
+        "float",
+        "bool",
+        "decimal",
+        "date",
+        "datetime",
+        "time",
+        "timedelta",
+        "uuid",
+        "bytes",
+        "url",
+        "multi-host-url",
+    }
+)
+_WRAPPERS = ("function-after", "function-before", "function-wrap", "default")
+_FORMATS = {
+    "date": "date (YYYY-MM-DD)",
+    "date-time": "date-time (ISO 8601)",
+    "time": "time (HH:MM:SS)",
+}
+_SILENT_FORMATS = frozenset({"binary"})  # bytes travel as plain UTF-8 text
+_DECIMAL_PATTERN = r"^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$"  # pydantic's Decimal-as-string pattern
+_BOUNDS = (
+    ("minimum", "minimum"),
+    ("maximum", "maximum"),
+    ("exclusiveMinimum", "exclusive minimum"),
+    ("exclusiveMaximum", "exclusive maximum"),
+    ("multipleOf", "multiple of"),
+    ("minLength", "min length"),
+    ("maxLength", "max length"),
+)
+_COUNTS = (
+    ("minItems", "min items"),
+    ("minProperties", "min items"),
+    ("maxItems", "max items"),
+    ("maxProperties", "max items"),
+)
+
+
+class _Generator(GenerateJsonSchema):
+    """pydantic's generator, leaving markers (untyped, invalid, dict keys) instead of failing."""
+
+    # defaults never reach the compiled schema, so unserializable ones do not matter
+    ignored_warning_kinds: set[JsonSchemaWarningKind] = {
+        "skipped-choice",
+        "non-serializable-default",
+    }
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.core_defs: dict[str, Any] = {}
+
+    def definitions_schema(self, schema: core_schema.DefinitionsSchema) -> JsonSchemaValue:
+        self.core_defs.update({d["ref"]: d for d in schema["definitions"] if "ref" in d})
+        return super().definitions_schema(schema)
+
+    def any_schema(self, schema: core_schema.AnySchema) -> JsonSchemaValue:
+        return {_UNTYPED: True}
+
+    def handle_invalid_for_json_schema(self, schema: Any, error_info: str) -> JsonSchemaValue:
+        return {_INVALID: error_info}
+
+    def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
+        return self.with_keys(super().dict_schema(schema), schema.get("keys_schema"))
+
+    def ordered_dict_schema(self, schema: Any) -> JsonSchemaValue:
+        return self.with_keys(super().ordered_dict_schema(schema), schema.get("keys_schema"))
+
+    def counter_schema(self, schema: Any) -> JsonSchemaValue:
+        return self.with_keys(super().counter_schema(schema), schema.get("keys_schema"))
+
+    def frozendict_schema(self, schema: Any) -> JsonSchemaValue:
+        return self.with_keys(super().frozendict_schema(schema), schema.get("keys_schema"))
+
+    def with_keys(self, json_schema: JsonSchemaValue, keys: Any) -> JsonSchemaValue:
+        """Record the keys' own JSON schema, and why they would not round-trip (if so)."""
+        json_schema[_KEYS] = self.generate_inner(keys) if keys else {"type": "string"}
+        problem = self.key_problem(keys) if keys else None
+        if problem:
+            json_schema[_KEYS_PROBLEM] = problem
+        return json_schema
+
+    def key_problem(self, keys: Any) -> str | None:
+        """Why keys of this core schema would not come back from JSON unchanged, or None."""
+        for _ in range(50):
+            kind = keys.get("type")
+            if kind == "definition-ref" and keys.get("schema_ref") in self.core_defs:
+                keys = self.core_defs[keys["schema_ref"]]
+            elif kind in _WRAPPERS and isinstance(keys.get("schema"), dict):
+                keys = keys["schema"]
+            elif kind == "json-or-python":
+                keys = keys["json_schema"]
+            elif kind == "lax-or-strict":
+                keys = keys["lax_schema"]
+            else:
+                break
+        kind = keys.get("type")
+        if kind == "literal":
+            if all(isinstance(v, str) for v in keys.get("expected", [])):
+                return None
+            return (
+                "its keys are a Literal of non-string values, which pydantic does not match "
+                "against JSON object keys (always text)"
+            )
+        if kind == "enum":
+            members = keys.get("members", [])
+            if keys.get("sub_type") in ("str", "int", "float") or all(
+                isinstance(getattr(m, "value", None), str) for m in members
+            ):
+                return None
+            return (
+                "its keys are an Enum of mixed values, which pydantic does not match against "
+                "JSON object keys (always text)"
+            )
+        if kind in _ROUND_TRIP_KEYS:
+            return None
+        if kind == "any":
+            return "its keys have no type"
+        return f"its keys ({kind}) do not come back unchanged from JSON object keys (always text)"
+
+
+# ---------------------------------------------------------------------------------------------
+# constraint text
+
+
+def _join_text(first: str, second: str) -> str:
+    if first and second:
+        return f"{_sentence(first)} {second}"
+    return first or second
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else f"{text}."
+
+
+def _number(value: Any) -> str | None:
+    """A bound as plain decimal text (no exponent: the simulator's regex reads digits)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            return None
+        if value.is_integer() and abs(value) < 1e15:
+            return str(int(value))
+        return format(Decimal(repr(value)), "f")
+    if isinstance(value, str):
+        try:
+            return format(Decimal(value), "f")
+        except ArithmeticError:
+            return None
+    return None
+
+
+def _describe(
+    src: dict[str, Any], *, note: str = "", skip: Sequence[str] = (), extra: Sequence[str] = ()
+) -> str:
+    """The node's description plus the ``Constraints: ...`` sentence for stripped keywords."""
+    items: list[str] = []
+    fmt = src.get("format")
+    if isinstance(fmt, str) and fmt not in _SILENT_FORMATS:
+        items.append(f"format: {_FORMATS.get(fmt, fmt)}")
+    for keyword, label in _BOUNDS:
+        number = _number(src.get(keyword)) if keyword not in skip else None
+        if number is not None:
+            items.append(f"{label}: {number}")
+    pattern = src.get("pattern")
+    if isinstance(pattern, str) and pattern != _DECIMAL_PATTERN:
+        items.append(f"pattern: {pattern}")
+    for keyword, label in _COUNTS:
+        number = _number(src.get(keyword)) if keyword not in skip else None
+        if number is not None:
+            items.append(f"{label}: {number}")
+    if src.get("uniqueItems") is True:
+        items.append("unique items")
+    items.extend(extra)
+    description = src.get("description")
+    parts = [description.strip()] if isinstance(description, str) and description.strip() else []
+    if note:
+        parts.append(note)
+    if items:
+        parts.append("Constraints: " + "; ".join(items) + ".")
+    if len(parts) > 1:
+        parts = [_sentence(part) for part in parts[:-1]] + parts[-1:]
+    return " ".join(parts)
