@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +36,7 @@ from .exceptions import (
     ValidationFailedError,
 )
 from .inputs import RowInput
+from .limits import Limiter
 from .models import MAX_COMPLETION_TOKENS
 from .request import (
     assistant_message,
@@ -116,9 +117,12 @@ class RunStop(Exception):
 class Engine:
     """Processes rows with one transport; collects results and cumulative stats."""
 
-    def __init__(self, settings: RowSettings, transport: Transport) -> None:
+    def __init__(
+        self, settings: RowSettings, transport: Transport, limiter: Limiter | None = None
+    ) -> None:
         self.settings = settings
         self.transport = transport
+        self.limiter = limiter
         self.successes = 0
         self._early_400: dict[str, int] = {}
 
@@ -180,7 +184,10 @@ class Engine:
                 tools=list(settings.tools),
                 stream=settings.stream,
             )
-            answer = await self.transport.complete(body, exchange)
+            estimate = settings.prefix_tokens + estimate_prompt_tokens(
+                messages[len(settings.static_messages) :]
+            )
+            answer = await self.transport.complete(body, exchange, estimate)
             result.attempts += 1
             result.usage = result.usage + answer.usage
             if answer.finish_reason == "tool_calls" and answer.tool_calls:
@@ -219,24 +226,53 @@ class Engine:
                 ]
 
     async def run(
-        self, rows: Iterator[RowInput], *, total: int | None, progress: bool, concurrency: int
+        self,
+        rows: Iterator[RowInput],
+        *,
+        total: int | None,
+        progress: bool,
+        concurrency: int,
+        sink: Callable[[list[RowResult]], None] | None = None,
+        warm_first: bool = False,
     ) -> tuple[list[RowResult], BaseException | None]:
         """Process every row; returns results in input order and the run-stopping error, if any.
 
-        ``concurrency`` workers pull rows from the iterator, so at most that many rows are in
-        flight and a generator is consumed lazily.
+        ``concurrency`` workers pull rows from the iterator lazily. Results are released in input
+        order through a reorder buffer; no worker starts a row more than ``2 * concurrency``
+        positions ahead of the oldest unfinished one, so pending work stays bounded for any
+        input size. With ``sink``, ordered results are handed to it as they become contiguous
+        and not kept (the returned list is then empty). With ``warm_first``, rows are sent one at
+        a time until one request has completed, so a shared prompt prefix is written to the
+        cache once before the fan-out reads it.
         """
-        results: dict[int, RowResult] = {}
-        bar = Progress(total, enabled=progress)
+        order = _Reorder(window=2 * max(1, concurrency), sink=sink)
+        bar = Progress(total, enabled=progress, limiter=self.limiter)
         stop: list[BaseException] = []
 
+        async def handle(row: RowInput) -> RowResult:
+            result = await self.process(row)
+            order.put(result)
+            bar.update(result)
+            return result
+
         async def worker() -> None:
-            for row in rows:
-                result = await self.process(row)
-                results[row.position] = result
-                bar.update(result)
+            while True:
+                await order.room()
+                row = next(rows, None)
+                if row is None:
+                    return
+                await handle(row)
 
         try:
+            if warm_first:
+                while True:
+                    await order.room()
+                    row = next(rows, None)
+                    if row is None:
+                        break
+                    await handle(row)
+                    if row.error is None:  # a request was made: the prefix is now cached
+                        break
             async with asyncio.TaskGroup() as group:
                 for _ in range(max(1, concurrency)):
                     group.create_task(worker())
@@ -245,14 +281,62 @@ class Engine:
             stop.append(first.cause if isinstance(first, RunStop) else first)
         finally:
             bar.close()
-        ordered = [results[key] for key in sorted(results)]
-        return ordered, (stop[0] if stop else None)
+        return order.collected(), (stop[0] if stop else None)
+
+
+class _Reorder:
+    """Releases results in input order and bounds how far ahead workers may run."""
+
+    def __init__(self, *, window: int, sink: Callable[[list[RowResult]], None] | None) -> None:
+        self.window = window
+        self.sink = sink
+        self.next_position = 0
+        self.started = 0
+        self.pending: dict[int, RowResult] = {}
+        self.done: list[RowResult] = []
+        self._waiters: list[asyncio.Future[None]] = []
+
+    async def room(self) -> None:
+        """Wait until one more row may start; counts it as started."""
+        while self.started - self.next_position >= self.window:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        self.started += 1
+
+    def put(self, result: RowResult) -> None:
+        """Add a finished row; release every result that is now contiguous."""
+        self.pending[result.position] = result
+        ready = []
+        while self.next_position in self.pending:
+            ready.append(self.pending.pop(self.next_position))
+            self.next_position += 1
+        if not ready:
+            return
+        if self.sink is not None:
+            self.sink(ready)
+        else:
+            self.done.extend(ready)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def collected(self) -> list[RowResult]:
+        """Every result kept (in order), then any released out of order by a stop."""
+        leftovers = [self.pending[k] for k in sorted(self.pending)]
+        if self.sink is not None:
+            if leftovers:
+                self.sink(leftovers)
+            return []
+        return self.done + leftovers
 
 
 class Progress:
     """A tqdm bar showing rows, errors, tokens and cache-hit share (no-op when disabled)."""
 
-    def __init__(self, total: int | None, *, enabled: bool) -> None:
+    def __init__(self, total: int | None, *, enabled: bool, limiter: Limiter | None = None) -> None:
+        self.limiter = limiter
         self.errors = 0
         self.usage = Usage()
         self._last_postfix = 0.0
@@ -277,10 +361,14 @@ class Progress:
 
     def postfix(self) -> str:
         """The bar's status text."""
-        return (
+        text = (
             f"errors={self.errors} tokens={self.usage.total_tokens:,} "
             f"cache={self.usage.cache_hit_share:.0%}"
         )
+        rate = self.limiter.send_rate() if self.limiter is not None else None
+        if rate is not None:
+            text += f" rate={rate * 60:,.0f}/min"
+        return text
 
     def close(self) -> None:
         """Finish the bar with the final status."""

@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import threading
 import time
-from collections.abc import Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -24,6 +25,7 @@ from .exceptions import (
 )
 from .frame import build_frame, check_clashes
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
+from .limits import Limiter
 from .models import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_COMPLETION_TOKENS,
@@ -48,6 +50,10 @@ logger = logging.getLogger("kimi_extract")
 T = TypeVar("T", bound=BaseModel)
 
 API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
+#: notes: a request can hit the cache only if the cached prefix is longer than 256 tokens.
+CACHE_MIN_TOKENS = 256
+#: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
+ASSUMED_REQUEST_S = 10.0
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
 
 
@@ -62,6 +68,8 @@ class RunReport:
     wall_s: float
     model: str
     priced: bool
+    retries: int = 0
+    throttles: int = 0
 
     def summary(self) -> str:
         """The one-line summary logged at the end of a run."""
@@ -92,7 +100,13 @@ class Extractor(Generic[T]):
     invalid answer (default 2). ``max_completion_tokens``: output budget incl. reasoning (default
     16,384; a truncated answer is retried once with double). ``pricing``: a ``kx.Pricing`` or a
     dict of them by model name (default: the package's table). ``cache_ttl``: ``"5m"`` or ``"1h"``
-    prompt-cache write TTL (K3.1 only; None sends nothing, i.e. the server's 5 m default).
+    prompt-cache write TTL (K3.1 only); ``"auto"`` (default) picks 1h when the run is expected to
+    outlast the point where one 1-hour write is cheaper than repeated 5-minute writes, else sends
+    nothing (the server's 5 m default); None never sends it. ``cache_warm``: when the shared
+    prefix is long enough to be cached (> 256 tokens), send one request first and fan out after it
+    completes, so the prefix is written once. ``rpm`` / ``tpm``: client-side request and token
+    limits per minute (no 60-second window exceeds them). ``adaptive``: slow start and a CUBIC
+    send rate that backs off on 429s and adopts the limits Kimi's 429 messages name.
     ``mode``: ``"json_schema"`` (strict structured output) or ``"json_object"``. ``max_retries``,
     ``max_retry_wait``: the transport retry policy. ``timeout``: read timeout in seconds.
     ``progress``: show a tqdm bar. ``prefix``: prepended to output column names. ``stream``:
@@ -115,7 +129,11 @@ class Extractor(Generic[T]):
         validation_retries: int = 2,
         max_completion_tokens: int = DEFAULT_MAX_COMPLETION_TOKENS,
         pricing: Pricing | dict[str, Pricing] | None = None,
-        cache_ttl: str | None = None,
+        cache_ttl: str | None = "auto",
+        cache_warm: bool = True,
+        rpm: int | None = None,
+        tpm: int | None = None,
+        adaptive: bool = True,
         mode: Mode = "json_schema",
         max_retries: int = 8,
         max_retry_wait: float = 60.0,
@@ -145,9 +163,11 @@ class Extractor(Generic[T]):
             raise ConfigurationError("validation_retries and max_retries must be >= 0")
         if mode not in ("json_schema", "json_object"):
             raise ConfigurationError(f"mode must be 'json_schema' or 'json_object', got {mode!r}")
-        if cache_ttl not in (None, "5m", "1h"):
-            raise ConfigurationError(f"cache_ttl must be None, '5m' or '1h', got {cache_ttl!r}")
-        if cache_ttl is not None and not self.info.cache_options:
+        if cache_ttl not in (None, "auto", "5m", "1h"):
+            raise ConfigurationError(
+                f"cache_ttl must be 'auto', '5m', '1h' or None, got {cache_ttl!r}"
+            )
+        if cache_ttl in ("5m", "1h") and not self.info.cache_options:
             raise ConfigurationError(
                 f"{model} does not accept prompt_cache_options (K3.1 series only); drop cache_ttl"
             )
@@ -161,6 +181,13 @@ class Extractor(Generic[T]):
         self.validation_retries = validation_retries
         self.max_completion_tokens = max_completion_tokens
         self.cache_ttl = cache_ttl
+        self.cache_warm = cache_warm
+        for name, limit in (("rpm", rpm), ("tpm", tpm)):
+            if limit is not None:
+                _check_positive(name, limit)
+        self.rpm = rpm
+        self.tpm = tpm
+        self.adaptive = adaptive
         self.retry = RetryPolicy(max_retries=max_retries, max_wait=max_retry_wait)
         self.timeout = timeout
         self.progress = progress
@@ -261,11 +288,15 @@ class Extractor(Generic[T]):
 
     # -- internals -----------------------------------------------------------------------------
 
-    def _settings(self) -> RowSettings:
+    def _settings(self, total_rows: int | None) -> RowSettings:
         prefix_text = ""
         if self.mode == "json_schema":
             prefix_text = json.dumps(self.compiled.schema, separators=(",", ":"))
-        cache_options = {"mode": "implicit", "ttl": self.cache_ttl} if self.cache_ttl else None
+        prefix_tokens = estimate_prompt_tokens(self._static_messages, prefix_text)
+        ttl = self.cache_ttl
+        if ttl == "auto":
+            ttl = self._auto_cache_ttl(total_rows, prefix_tokens)
+        cache_options = {"mode": "implicit", "ttl": ttl} if ttl else None
         return RowSettings(
             model=self.model,
             compiled=self.compiled,
@@ -278,14 +309,30 @@ class Extractor(Generic[T]):
             prompt_cache_options=cache_options,
             pricing=self.pricing,
             separate_cache_writes=self.info.separate_cache_writes,
-            cache_ttl=self.cache_ttl or "5m",
-            prefix_tokens=estimate_prompt_tokens(self._static_messages, prefix_text),
+            cache_ttl=ttl or "5m",
+            prefix_tokens=prefix_tokens,
             stream=self.stream,
             tools=({"type": "web_search"},) if self.web_search else (),
             max_tool_rounds=self.max_tool_rounds,
         )
 
-    def _transport(self) -> Transport:
+    def _auto_cache_ttl(self, total_rows: int | None, prefix_tokens: int) -> str | None:
+        """``"1h"`` when one 1-hour write is expected to cost less than the 5-minute rewrites a
+        run of this length needs; None (server default 5m) otherwise or when it cannot matter."""
+        if not self.info.cache_options or prefix_tokens <= CACHE_MIN_TOKENS or not total_rows:
+            return None
+        per_second = self.concurrency / ASSUMED_REQUEST_S
+        if self.rpm:
+            per_second = min(per_second, self.rpm / 60)
+        expected_s = total_rows / per_second
+        price = self.pricing
+        write_5m = price.cache_write if price else 1.0
+        write_1h = (price.cache_write_1h or 2 * write_5m) if price else 2.0
+        if math.ceil(expected_s / 3600) * write_1h < math.ceil(expected_s / 300) * write_5m:
+            return "1h"
+        return None
+
+    def _transport(self, limiter: Limiter) -> Transport:
         if self._api_key is None:
             raise MissingAPIKeyError(
                 "no API key: pass api_key=... or set one of the environment variables "
@@ -298,34 +345,79 @@ class Extractor(Generic[T]):
             timeout=self.timeout,
             retry=self.retry,
             http_backend=self.http_backend,
+            gate=limiter,
         )
 
     async def _execute(
-        self, rows: Any, *, total: int | None, progress: bool
+        self,
+        rows: Any,
+        *,
+        total: int | None,
+        progress: bool,
+        sink: Callable[[list[RowResult]], None] | None = None,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
-        transport = self._transport()
-        settings = self._settings()
+        """Run rows through a fresh transport and engine; tally usage; log the summary.
+
+        Results go to ``sink`` in input order when given (and are not returned), else they are
+        returned as a list.
+        """
+        limiter = Limiter(
+            concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm, adaptive=self.adaptive
+        )
+        transport = self._transport(limiter)
+        settings = self._settings(total)
+        kept: list[RowResult] = []
+        tally = _Tally()
+
+        def deliver(batch: list[RowResult]) -> None:
+            tally.add(batch)
+            if sink is not None:
+                sink(batch)
+            else:
+                kept.extend(batch)
+
+        warm = self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS
         started = time.perf_counter()
         async with transport:
-            engine = Engine(settings, transport)
-            results, stop_cause = await engine.run(
-                rows, total=total, progress=progress, concurrency=self.concurrency
+            engine = Engine(settings, transport, limiter)
+            _, stop_cause = await engine.run(
+                rows,
+                total=total,
+                progress=progress,
+                concurrency=self.concurrency,
+                sink=deliver,
+                warm_first=warm,
             )
-        usage = sum((r.usage for r in results), Usage())
-        ok = sum(1 for r in results if r.ok)
         report = RunReport(
-            rows=total if total is not None else len(results),
-            ok=ok,
-            failed=len(results) - ok,
-            usage=usage,
+            rows=total if total is not None else tally.rows,
+            ok=tally.ok,
+            failed=tally.rows - tally.ok,
+            usage=tally.usage,
             wall_s=time.perf_counter() - started,
             model=self.model,
             priced=self.pricing is not None,
+            retries=transport.retries,
+            throttles=limiter.throttles,
         )
-        self.usage = self.usage + usage
+        self.usage = self.usage + tally.usage
         self.last_run = report
         logger.info(report.summary())
-        return results, stop_cause, report
+        return kept, stop_cause, report
+
+
+class _Tally:
+    """Running totals of delivered rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.ok = 0
+        self.usage = Usage()
+
+    def add(self, batch: list[RowResult]) -> None:
+        self.rows += len(batch)
+        self.ok += sum(1 for r in batch if r.ok)
+        for result in batch:
+            self.usage = self.usage + result.usage
 
 
 def _check_positive(name: str, value: int) -> None:

@@ -23,7 +23,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 from tenacity import (
@@ -203,10 +203,26 @@ class _Stop:
 
 @dataclass
 class Exchange:
-    """What one call of ``Transport.complete`` cost: HTTP attempts and time inside requests."""
+    """What one row's requests cost: HTTP attempts and time spent inside requests."""
 
     http_attempts: int = 0
     latency_s: float = 0.0
+
+
+class Gate(Protocol):
+    """What the transport asks before and tells after every HTTP attempt (``limits.Limiter``)."""
+
+    def estimate(self, prompt_tokens: int) -> int: ...
+
+    async def acquire(self, tokens: int) -> Any: ...
+
+    def release(self, permit: Any, actual_tokens: int | None = None) -> None: ...
+
+    def succeeded(self) -> None: ...
+
+    def observe_completion(self, completion_tokens: int) -> None: ...
+
+    def throttled(self, retry_after: float | None, message: str) -> None: ...
 
 
 class Transport:
@@ -223,6 +239,7 @@ class Transport:
         retry: RetryPolicy | None = None,
         http_backend: str = "aiohttp",
         on_retry: Callable[[BaseException, float], None] | None = None,
+        gate: Gate | None = None,
     ) -> None:
         self.url = chat_url(base_url)
         self._api_key = api_key
@@ -231,6 +248,8 @@ class Transport:
         self.retry = retry or RetryPolicy()
         self.http_backend = http_backend
         self.on_retry = on_retry
+        self.gate = gate
+        self.retries = 0
         self._client: httpx.AsyncClient | None = None
 
     def __repr__(self) -> str:
@@ -260,7 +279,29 @@ class Transport:
             await self._client.aclose()
             self._client = None
 
-    async def send(self, body: dict[str, Any], exchange: Exchange) -> Answer:
+    async def send(
+        self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int = 0
+    ) -> Answer:
+        """One HTTP attempt, admitted by the gate (when there is one) and reported back to it."""
+        gate = self.gate
+        if gate is None:
+            return await self._send(body, exchange)
+        permit = await gate.acquire(gate.estimate(prompt_tokens))
+        actual: int | None = None  # unknown: the charge stays at the estimate
+        try:
+            answer = await self._send(body, exchange)
+            actual = answer.usage.prompt_tokens + answer.usage.completion_tokens
+        except RateLimitError as exc:
+            actual = 0  # rejected before any work: no tokens
+            gate.throttled(exc.retry_after, exc.message)
+            raise
+        finally:
+            gate.release(permit, actual)
+        gate.succeeded()
+        gate.observe_completion(answer.usage.completion_tokens)
+        return answer
+
+    async def _send(self, body: dict[str, Any], exchange: Exchange) -> Answer:
         """One HTTP attempt; raises a mapped error for anything but a usable 200.
 
         A streaming body (``"stream": true``) is read as SSE and assembled; a stream that ends
@@ -308,7 +349,9 @@ class Transport:
             except ValueError as exc:
                 raise APIConnectionError(f"stream cut: {exc}") from None
 
-    async def complete(self, body: dict[str, Any], exchange: Exchange) -> Answer:
+    async def complete(
+        self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int = 0
+    ) -> Answer:
         """Send with the retry policy; raises the last error when retries are exhausted."""
         retrying = AsyncRetrying(
             stop=_Stop(self.retry),
@@ -319,12 +362,13 @@ class Transport:
         )
         async for attempt in retrying:
             with attempt:
-                return await self.send(body, exchange)
+                return await self.send(body, exchange, prompt_tokens)
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _before_sleep(self, state: RetryCallState) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
+        self.retries += 1
         logger.debug("retrying in %.2f s after %s", wait, exc)
         if self.on_retry is not None and exc is not None:
             self.on_retry(exc, wait)
