@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -68,6 +68,8 @@ class RowResult:
     error: str | None = None
     exception: BaseException | None = field(default=None, repr=False)
     web_searches: int = 0
+    #: The row's input values, kept only for streaming outputs.
+    record: Mapping[str, Any] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -118,11 +120,17 @@ class Engine:
     """Processes rows with one transport; collects results and cumulative stats."""
 
     def __init__(
-        self, settings: RowSettings, transport: Transport, limiter: Limiter | None = None
+        self,
+        settings: RowSettings,
+        transport: Transport,
+        limiter: Limiter | None = None,
+        *,
+        keep_records: bool = False,
     ) -> None:
         self.settings = settings
         self.transport = transport
         self.limiter = limiter
+        self.keep_records = keep_records
         self.successes = 0
         self._early_400: dict[str, int] = {}
 
@@ -251,6 +259,8 @@ class Engine:
 
         async def handle(row: RowInput) -> RowResult:
             result = await self.process(row)
+            if self.keep_records:
+                result.record = row.record
             order.put(result)
             bar.update(result)
             return result

@@ -23,6 +23,7 @@ from .exceptions import (
     RowError,
     RunStopped,
 )
+from .export import TableWriter
 from .frame import build_frame, check_clashes
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
 from .limits import Limiter
@@ -54,6 +55,8 @@ API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
 CACHE_MIN_TOKENS = 256
 #: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
 ASSUMED_REQUEST_S = 10.0
+#: run_to writes results in batches of this many rows.
+WRITE_BATCH_ROWS = 1000
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
 
 
@@ -241,21 +244,23 @@ class Extractor(Generic[T]):
         ``RunStopped`` (with ``.partial``) when a run-level error stops the run.
         """
         prepared = prepare(data, text=text, template=template, images=images)
-        input_columns = list(prepared.frame.columns) if prepared.frame is not None else []
-        check_clashes(input_columns, self.output, self.prefix)
+        check_clashes(prepared.columns, self.output, self.prefix)
+        lazy = prepared.frame is None
         results, stop_cause, report = await self._execute(
-            prepared.rows, total=prepared.length, progress=self.progress
+            prepared.rows, total=prepared.length, progress=self.progress, keep_records=lazy
         )
-        index = prepared.index if prepared.index is not None else pd.RangeIndex(len(results))
-        results = _fill_missing(results, index, stop_cause)
-        frame = build_frame(
-            model=self.output,
-            results=results,
-            index=index,
-            input_frame=prepared.frame,
-            prefix=self.prefix,
-            web_search=self.web_search,
-        )
+        if lazy:
+            frame = self._frame_of(results)
+        else:
+            assert prepared.index is not None
+            frame = build_frame(
+                model=self.output,
+                results=_fill_missing(results, prepared.index, stop_cause),
+                index=prepared.index,
+                input_frame=prepared.frame,
+                prefix=self.prefix,
+                web_search=self.web_search,
+            )
         if stop_cause is not None:
             raise RunStopped(
                 f"run stopped after {report.ok} of {report.rows} rows: {stop_cause}",
@@ -263,6 +268,78 @@ class Extractor(Generic[T]):
                 cause=stop_cause,
             ) from stop_cause
         return frame
+
+    def run_to(
+        self,
+        path: str | os.PathLike[str],
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+    ) -> RunReport:
+        """Extract every row of ``data`` and write the results to ``path`` as they finish.
+
+        ``path`` ends in .jsonl, .parquet or .csv; rows are written in input order, batch by
+        batch, so memory stays bounded for any input size (``data`` may be a generator of str or
+        dict items). Returns the run report. Raises ``RunStopped`` after writing the rows that
+        finished when a run-level error stops the run.
+        """
+        return _run_sync(self.arun_to(path, data, text=text, template=template, images=images))
+
+    async def arun_to(
+        self,
+        path: str | os.PathLike[str],
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+    ) -> RunReport:
+        """Async ``run_to``."""
+        writer = TableWriter(path)
+        prepared = prepare(data, text=text, template=template, images=images)
+        check_clashes(prepared.columns, self.output, self.prefix)
+        buffer: list[RowResult] = []
+
+        def sink(batch: list[RowResult]) -> None:
+            buffer.extend(batch)
+            if len(buffer) >= WRITE_BATCH_ROWS:
+                writer.write(self._frame_of(buffer))
+                buffer.clear()
+
+        try:
+            _, stop_cause, report = await self._execute(
+                prepared.rows,
+                total=prepared.length,
+                progress=self.progress,
+                sink=sink,
+                keep_records=True,
+            )
+            writer.write(self._frame_of(buffer))
+        finally:
+            writer.close()
+        if stop_cause is not None:
+            raise RunStopped(
+                f"run stopped after {report.ok} rows; {writer.rows} rows written to "
+                f"{writer.path}: {stop_cause}",
+                cause=stop_cause,
+            ) from stop_cause
+        return report
+
+    def _frame_of(self, results: list[RowResult]) -> pd.DataFrame:
+        """An output frame for results that carry their input records."""
+        index = pd.Index([r.label for r in results])
+        records = [dict(r.record) if r.record is not None else {} for r in results]
+        inputs = pd.DataFrame.from_records(records, index=index) if records else None
+        return build_frame(
+            model=self.output,
+            results=results,
+            index=index,
+            input_frame=inputs,
+            prefix=self.prefix,
+            web_search=self.web_search,
+        )
 
     def extract(self, content: Content, *, images: Any = None) -> T:
         """Extract one input; returns the model instance or raises the row's error."""
@@ -355,6 +432,7 @@ class Extractor(Generic[T]):
         total: int | None,
         progress: bool,
         sink: Callable[[list[RowResult]], None] | None = None,
+        keep_records: bool = False,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
         """Run rows through a fresh transport and engine; tally usage; log the summary.
 
@@ -379,7 +457,7 @@ class Extractor(Generic[T]):
         warm = self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS
         started = time.perf_counter()
         async with transport:
-            engine = Engine(settings, transport, limiter)
+            engine = Engine(settings, transport, limiter, keep_records=keep_records)
             _, stop_cause = await engine.run(
                 rows,
                 total=total,

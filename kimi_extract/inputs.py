@@ -13,6 +13,7 @@ read from the file's magic bytes (png, jpeg, webp, gif); URLs are passed through
 from __future__ import annotations
 
 import base64
+import itertools
 import math
 import string
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
@@ -56,6 +57,8 @@ class RowInput:
     position: int
     content: Content | None = None
     error: Exception | None = None
+    #: The input values of the row, kept for streaming outputs (``run_to``, generator input).
+    record: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ class PreparedInput:
     index: pd.Index | None
     rows: Iterator[RowInput]
     length: int | None
+    #: The input's column names (for a generator: the first item's keys, or ``["input"]``).
+    columns: list[str]
 
 
 def prepare(
@@ -166,6 +171,8 @@ def prepare(
         else:
             spec = TextSpec.build(text=text, template=template, available=available)
         return _from_frame(frame, spec, images)
+    if isinstance(data, Iterator):
+        return _from_iterator(data, text=text, template=template, images=images)
     if isinstance(data, Iterable) and not isinstance(data, bytes | Mapping):
         items = list(data)
         if all(isinstance(item, str) or is_missing(item) for item in items):
@@ -184,6 +191,55 @@ def prepare(
     )
 
 
+def _from_iterator(
+    items: Iterator[Any],
+    *,
+    text: str | Sequence[str] | None,
+    template: str | None,
+    images: str | None,
+) -> PreparedInput:
+    """Lazy rows from a generator of str or dict items; the first item fixes the kind.
+
+    Column arguments are checked against the first dict's keys before any request. Labels are
+    positions (0, 1, 2, ...); each row keeps its record so outputs can carry the input values.
+    """
+    first = next(items, None)
+    if first is None:
+        return PreparedInput(frame=None, index=None, rows=iter(()), length=0, columns=[])
+    if isinstance(first, str):
+        if text is not None or template is not None or images is not None:
+            raise InputError("text=, template= and images= need dict rows or a DataFrame")
+        spec, image_column, columns = TextSpec(columns=("input",)), None, ["input"]
+    elif isinstance(first, Mapping):
+        keys = [str(k) for k in first]
+        if images is not None and images not in keys:
+            raise InputError(f"images column {images!r} not found; first row has {keys}")
+        available = [k for k in keys if k != images]
+        if text is None and template is None and images is not None:
+            spec = TextSpec(columns=())
+        else:
+            spec = TextSpec.build(text=text, template=template, available=available)
+        image_column, columns = images, keys
+    else:
+        raise InputError(f"rows must be strings or dicts; got {type(first).__name__}")
+
+    def rows() -> Iterator[RowInput]:
+        for position, item in enumerate(itertools.chain([first], items)):
+            if isinstance(item, Mapping):
+                record: Mapping[str, Any] = item
+            elif isinstance(item, str) or is_missing(item):
+                record = {"input": item}
+            else:
+                record = {}
+            row = make_row(position, position, record, spec, image_column)
+            if not record:
+                row.error = InputError(f"row {position} is a {type(item).__name__}, not str/dict")
+            row.record = record
+            yield row
+
+    return PreparedInput(frame=None, index=None, rows=rows(), length=None, columns=columns)
+
+
 def _from_frame(frame: pd.DataFrame, spec: TextSpec, images: str | None) -> PreparedInput:
     def rows() -> Iterator[RowInput]:
         columns = list(frame.columns)
@@ -191,9 +247,17 @@ def _from_frame(frame: pd.DataFrame, spec: TextSpec, images: str | None) -> Prep
             zip(frame.index, frame.itertuples(index=False, name=None), strict=True)
         ):
             record = dict(zip(columns, values, strict=True))
-            yield make_row(label, position, record, spec, images)
+            row = make_row(label, position, record, spec, images)
+            row.record = record
+            yield row
 
-    return PreparedInput(frame=frame, index=frame.index, rows=rows(), length=len(frame))
+    return PreparedInput(
+        frame=frame,
+        index=frame.index,
+        rows=rows(),
+        length=len(frame),
+        columns=[str(c) for c in frame.columns],
+    )
 
 
 def make_row(

@@ -259,6 +259,8 @@ class Limiter:
         rate = self.send_rate()
         if rate is not None:
             self._refill(now, rate)
-            if self._bucket < 1.0:
+            if self._bucket < 1.0 - 1e-9:
                 waits.append((1.0 - self._bucket) / rate)
-        return max(waits)
+        wait = max(waits)
+        # Sleep a hair past the boundary so float rounding cannot leave it a hair short.
+        return wait + 1e-6 if wait > 0 else wait

@@ -1,0 +1,163 @@
+"""The limiter on a simulated clock: no 60 s window over RPM/TPM, concurrency never exceeded,
+adaptive cut and recovery, limits learned from Kimi's 429 messages."""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import random
+
+import pytest
+
+from kimi_extract.limits import BETA, Limiter, limits_in_message
+
+
+class VirtualTime:
+    """A clock and a sleep that jump straight to the next wake-up once every task is waiting."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._ids = itertools.count()
+
+    def clock(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        future = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._heap, (self.now + max(0.0, seconds), next(self._ids), future))
+        await future
+
+    async def drive(self, tasks: list[asyncio.Task[None]]) -> None:
+        loop = asyncio.get_running_loop()
+        while not all(t.done() for t in tasks):
+            for _ in range(1000):  # let every runnable task reach its next wait
+                await asyncio.sleep(0)
+                if not loop._ready:  # type: ignore[attr-defined]
+                    break
+            if self._heap:
+                when, _, future = heapq.heappop(self._heap)
+                self.now = max(self.now, when)
+                future.set_result(None)
+        for task in tasks:
+            task.result()
+
+
+async def run_workers(limiter: Limiter, vt: VirtualTime, *, workers: int, requests: int, seed: int):
+    rng = random.Random(seed)
+    sends: list[tuple[float, int]] = []
+    in_flight = 0
+    peak = 0
+    counter = itertools.count()
+
+    async def worker() -> None:
+        nonlocal in_flight, peak
+        while next(counter) < requests:
+            prompt = rng.randint(100, 3000)
+            estimate = limiter.estimate(prompt)
+            permit = await limiter.acquire(estimate)
+            in_flight += 1
+            peak = max(peak, in_flight)
+            actual = max(1, estimate - rng.randint(0, 200))  # the estimate is an upper bound here
+            sends.append((vt.now, actual))
+            await vt.sleep(rng.uniform(0.2, 4.0))
+            in_flight -= 1
+            limiter.release(permit, actual)
+            limiter.succeeded()
+
+    tasks = [asyncio.create_task(worker()) for _ in range(workers)]
+    await vt.drive(tasks)
+    return sends, peak
+
+
+def max_window(sends: list[tuple[float, int]], *, tokens: bool) -> float:
+    """The largest count (or token sum) of sends in any 60-second window."""
+    times = sorted(sends)
+    best, start, total = 0.0, 0, 0.0
+    for end, (t_end, amount) in enumerate(times):
+        total += amount if tokens else 1
+        while times[start][0] <= t_end - 60.0:
+            total -= times[start][1] if tokens else 1
+            start += 1
+        best = max(best, total)
+        del end
+    return best
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=40, rpm=300, tpm=400_000, clock=vt.clock, sleep=vt.sleep)
+    sends, peak = await run_workers(limiter, vt, workers=120, requests=1000, seed=seed)
+    assert len(sends) == 1000
+    assert peak <= 40
+    assert max_window(sends, tokens=False) <= 300
+    assert max_window(sends, tokens=True) <= 400_000
+    # ...and the limits are used, not just respected: the run takes little longer than the
+    # binding limit needs (requests / RPM or tokens / TPM), plus one window of slack.
+    needed_min = max(len(sends) / 300, sum(t for _, t in sends) / 400_000)
+    assert vt.now <= needed_min * 60 * 1.1 + 60
+
+
+async def test_sends_are_paced_not_bursted():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    sends, _ = await run_workers(limiter, vt, workers=100, requests=200, seed=0)
+    first_second = [t for t, _ in sends if t < 1.0]
+    assert len(first_second) <= 11  # 600/min = 10/s (+1 for the bucket's first token)
+
+
+async def test_slow_start_doubles_until_the_limit():
+    limiter = Limiter(concurrency=100)
+    assert limiter.concurrency == 8
+    for expected in (16, 32, 64, 100, 100):
+        limiter.succeeded()
+        assert limiter.concurrency == expected
+
+
+async def test_adaptive_cut_and_cubic_recovery():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=50, rpm=6000, clock=vt.clock, sleep=vt.sleep)
+    vt.now = 10.0
+    limiter.rate = 40.0
+    limiter.throttled(None, "The engine is currently overloaded, please try again later")
+    assert limiter.rate == pytest.approx(40.0 * BETA)
+    assert limiter.send_rate() == pytest.approx(28.0)
+    rates = []
+    for step in range(1, 40):
+        vt.now = 10.0 + step * 0.5
+        limiter.succeeded()
+        rates.append(limiter.rate if limiter.rate is not None else 100.0)
+    assert all(b >= a - 1e-9 for a, b in zip(rates, rates[1:], strict=False))  # never drops
+    assert rates[-1] > 40.0  # recovered past the old maximum (then stops adapting at the RPM)
+
+
+async def test_server_wait_pauses_every_sender():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=10, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    limiter.throttled(2.5, "please try again after 2.5 seconds")
+    times: list[float] = []
+
+    async def send() -> None:
+        permit = await limiter.acquire(10)
+        times.append(vt.now)
+        limiter.release(permit, 10)
+
+    tasks = [asyncio.create_task(send()) for _ in range(5)]
+    await vt.drive(tasks)
+    assert min(times) >= 2.5
+
+
+def test_limits_learned_from_kimi_messages():
+    assert limits_in_message(
+        "Your account org-x request reached organization max concurrency: 50, please try again "
+        "after 1 seconds"
+    ) == {"concurrency": 50}
+    assert limits_in_message("... reached organization max RPM: 3000, please ...") == {"rpm": 3000}
+    assert limits_in_message("... max TPM: 2000000 ...") == {"tpm": 2_000_000}
+    limiter = Limiter(concurrency=100)
+    limiter.throttled(1.0, "request reached organization max concurrency: 50, try again after 1 s")
+    assert limiter.max_concurrency == 50
+    limiter.throttled(1.0, "reached organization max RPM: 3000, please try again after 1 seconds")
+    assert limiter.rpm == 3000
