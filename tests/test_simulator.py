@@ -64,8 +64,9 @@ def body_for(text: str = "The battery lasts two days and the screen is bright.",
     return body
 
 
-#: One client for the module: building an httpx client per request costs ~50 ms.
-CLIENT = httpx.Client(timeout=10)
+#: One client for the module (building an httpx client per request costs ~50 ms); no keep-alive,
+#: so a simulator started later on a recycled port never gets a stale pooled connection.
+CLIENT = httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -488,13 +489,12 @@ def test_serve_runs_until_interrupted() -> None:
         response = CLIENT.post(base_url.group(0) + "/v1/chat/completions", json=body_for(),
                                headers={"Authorization": f"Bearer {KEY}"})
         assert response.status_code == 200
-        rest = "".join(iter(process.stdout.readline, "Press Ctrl-C to stop.\n"))
-        assert f"API key: {KEY}" in rest
+        rest = [process.stdout.readline() for _ in range(4)]
+        assert f"API key: {KEY}" in "".join(rest) and rest[-1].startswith("Press Ctrl-C")
     finally:
         process.send_signal(signal.SIGINT)
         _, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
-    assert "Traceback" not in err
+    assert process.returncode == 0 and "Traceback" not in err, (process.returncode, err)
 
 
 # -- history, stats, responder ---------------------------------------------------------------
@@ -520,6 +520,14 @@ def test_history_records_each_exchange(sim: Simulator) -> None:
     assert stats["in_flight"] == 0 and stats["in_flight_peak"] == 1
     sim.reset()
     assert sim.history == [] and sim.stats()["requests"] == 0
+
+
+def test_history_limit_keeps_the_last_exchanges_and_counts_all() -> None:
+    with Simulator(api_key=KEY, history_limit=2) as sim:
+        for _ in range(3):
+            post(sim, body_for())
+        assert [h.index for h in sim.history] == [1, 2]
+        assert sim.stats()["requests"] == 3 and sim.stats()["by_status"] == {"200": 3}
 
 
 def test_responder_forms(sim: Simulator) -> None:

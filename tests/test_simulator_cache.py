@@ -17,7 +17,7 @@ LONG_SYSTEM = " ".join(
     f"Rule {i}: read the review carefully, decide the sentiment and list each aspect."
     for i in range(40)
 )
-CLIENT = httpx.Client(timeout=10)
+CLIENT = httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
 
 
 class FakeClock:

@@ -14,7 +14,7 @@ import pytest
 from kimi_extract.simulator import Reply, SimRequest, Simulator
 
 KEY = "sk-sim-test"
-CLIENT = httpx.Client(timeout=10)
+CLIENT = httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
 SCHEMA = {
     "type": "object",
     "properties": {"city": {"type": "string"}, "tags": {"type": "array",

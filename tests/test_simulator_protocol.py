@@ -16,7 +16,7 @@ from kimi_extract.simulator import Simulator
 from kimi_extract.simulator.validation import component_schema
 
 KEY = "sk-sim-test"
-CLIENT = httpx.Client(timeout=10)
+CLIENT = httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
 SCHEMA = {
     "type": "object",
     "properties": {"answer": {"type": "string"}, "score": {"type": "integer"}},

@@ -7,9 +7,19 @@ prefix cache, rate limits, seeded faults, SSE streaming, function tools and web 
 only ``kimi_extract.tokens``, ``kimi_extract.mfjs`` and ``kimi_extract.models`` of the library.
 
 Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline), ``validation``
-(OpenAPI schema), ``rules`` (Kimi's rules), ``prompt`` (prompt tokens), ``cache`` (prefix cache),
-``limits`` (limits and faults), ``answers`` / ``completion`` (answers), ``streaming`` (SSE),
-``protocol`` (Reply, SimRequest, Exchange).
+(the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
+``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
+``completion`` / ``answers`` / ``values`` (what the model answers), ``streaming`` (JSON and SSE
+sending), ``protocol`` (Reply, SimRequest, Exchange, error bodies).
+
+Quick start::
+
+    with Simulator() as sim:                      # a real HTTP server on a free port
+        client = openai.OpenAI(base_url=sim.openai_base_url, api_key=sim.api_key)
+        client.chat.completions.create(model="kimi-k3.1-pro", messages=[...])
+        sim.responder = lambda request: Reply(status=429, error_type="engine_overloaded_error")
+        ...                                       # every request now gets that 429
+        print(sim.history[0].usage, sim.stats())
 """
 
 from __future__ import annotations

@@ -20,6 +20,8 @@ from .prompt import count_tokens
 
 _WORD = re.compile(r"\w+")
 _FALLBACK_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
+
+
 def request_seed(body: dict[str, Any], schema_text: str | None = None) -> int:
     """A seed from what decides the model's answer: model, effort (after its aliases), response
     format, tools, tool_choice and the messages. ``schema_text``: the schema's compact JSON, if

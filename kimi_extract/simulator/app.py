@@ -115,10 +115,22 @@ class Service:
         self.fault_rng = random.Random(f"faults-{config.seed}")
         self._bearer = f"Bearer {config.api_key}"
         self._id_prefix = f"{random.Random(config.seed).getrandbits(40):010x}"
+        #: USD per 1M tokens by model: the ``pricing`` option, else the model table's prices.
+        self._pricing: dict[str, dict[str, float] | None] = {
+            name: config.pricing if config.pricing is not None else (
+                {k: v for k, v in vars(info.pricing).items() if v is not None}
+                if info.pricing is not None else None
+            )
+            for name, info in MODELS.items()
+        }
+        self.open_requests = 0
         self.reset()
 
     def reset(self) -> None:
-        """Clear history, counters, cache, rate windows and spend."""
+        """Clear history, counters, cache, rate windows and spend.
+
+        Requests still in flight keep counting as in flight (and finish into the new counters).
+        """
         with self.lock:
             self.history: deque[Exchange] = deque(maxlen=self.config.history_limit)
             self.request_count = 0
@@ -127,8 +139,7 @@ class Service:
             self.by_fault: Counter[str] = Counter()
             self.tokens: Counter[str] = Counter()
             self.cache_counts: Counter[str] = Counter()
-            self.open_requests = 0
-            self.peak_requests = 0
+            self.peak_requests = self.open_requests
             self.cache.clear()
             self.limits.reset()
 
@@ -399,9 +410,7 @@ class Service:
         """A 200 fully sent: commit cache writes, bill, count."""
         model = body["model"]
         info = MODELS[model]
-        pricing = self.config.pricing
-        if pricing is None and info.pricing is not None:
-            pricing = {k: v for k, v in vars(info.pricing).items() if v is not None}
+        pricing = self._pricing[model]
         with self.lock:
             self.cache.commit(answer.lookup)
             if pricing:

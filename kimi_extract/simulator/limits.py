@@ -7,15 +7,17 @@ Limits, all off by default:
 - ``tpm``: tokens of the requests admitted in the last 60 s. A request is charged, at admission,
   ``prompt_tokens + completion_tokens`` of the answer it is about to get (the answer is
   deterministic, so it is known before it is sent; it never exceeds ``max_completion_tokens``).
-  A request whose charge would take the window over ``tpm`` -> 429.
+  A request whose charge would take the window over ``tpm`` -> 429. (So the TPM check comes
+  after the responder has been asked for the answer; the other limits come before it.)
 - ``overload_rate``: that share of requests -> 429 ``engine_overloaded_error`` (seeded).
 - ``quota_usd``: once the billed spend reaches it -> 429 ``exceeded_current_quota_error``.
 
-Rejected requests are not billed, not cached and do not count toward the windows. The 429 messages
-are Kimi's ("Your account org-sim request reached organization max RPM: 3, please try again after
-1 seconds"); the wait they state is when the window will have room (at least 1 s; 1 s for
-concurrency). Real Kimi sends no Retry-After header; ``retry_after_header=True`` adds one with the
-same number of seconds.
+Requests rejected by a limit are not billed, not cached and do not count toward the windows (an
+admitted request that then gets a fault still counts toward RPM and TPM, as the server did work).
+The 429 messages are Kimi's ("Your account org-sim request reached organization max RPM: 3, please
+try again after 1 seconds"); the wait they state is when the window will have room (at least 1 s;
+1 s for concurrency). Real Kimi sends no Retry-After header; ``retry_after_header=True`` adds one
+with the same number of seconds.
 
 Faults draw from one ``random.Random(seed)``: every request that reaches the fault stage draws the
 same number of values, so a given seed and arrival order give the same faults.

@@ -31,21 +31,25 @@ from .protocol import to_compact_json
 from .rules import WEB_SEARCH, search_result_tokens
 
 _MEMO_LIMIT = 4096
+_MEMO_CHARS = 20_000_000
 _MEMO_MIN_CHARS = 48
 
 
 def _memo(function: Callable[[str], Any]) -> Callable[[str], Any]:
     """Memoize a function of long strings (shared prompt prefixes repeat across requests)."""
     store: dict[str, Any] = {}
+    size = [0]
 
     def wrapper(text: str) -> Any:
         if len(text) < _MEMO_MIN_CHARS:
             return function(text)
         hit = store.get(text)
         if hit is None:
-            if len(store) >= _MEMO_LIMIT:
+            if len(store) >= _MEMO_LIMIT or size[0] > _MEMO_CHARS:
                 store.clear()
+                size[0] = 0
             hit = store[text] = function(text)
+            size[0] += len(text)
         return hit
 
     return wrapper
@@ -83,13 +87,10 @@ def compact_json(value: Any) -> str:
     return to_compact_json(value)
 
 
-@dataclass
-class Part:
-    """One piece of the prompt: text, or an opaque run of ``count`` identical cache units."""
-
-    count: int
-    text: str | None = None
-    unit: str | None = None
+#: One piece of the prompt: (tokens, text, False) for text, or (tokens, key, True) for an opaque
+#: run of ``tokens`` identical cache units (role markers; an image or video by its URL; search
+#: results by their tool message).
+Part = tuple[int, str, bool]
 
 
 @dataclass
@@ -104,24 +105,25 @@ class Prompt:
     def units(self) -> list[str]:
         """One cache unit per prompt token, in prefix order."""
         out: list[str] = []
-        for part in self.parts:
-            if part.text is not None:
-                out.extend(split_text(part.text))
+        for count, text, opaque in self.parts:
+            if opaque:  # a long key (a data URL) is hashed only here, when the cache needs it
+                unit = text if len(text) <= 64 else "\x00" + _digest(text)
+                out.extend([unit] * count)
             else:
-                out.extend([part.unit or ""] * part.count)
+                out.extend(split_text(text))
         return out
 
 
 def _text(parts: list[Part], text: str) -> int:
     if not text:
         return 0
-    count = count_text(text)
-    parts.append(Part(count, text=text))
+    count: int = count_text(text)
+    parts.append((count, text, False))
     return count
 
 
 def _opaque(parts: list[Part], count: int, key: str) -> int:
-    parts.append(Part(count, unit="\x00" + key))
+    parts.append((count, "\x00" + key, True))
     return count
 
 
@@ -166,7 +168,7 @@ def build_prompt(body: dict[str, Any], schema: str | None = None) -> Prompt:
             found = search_result_tokens(message, index)
             if found:
                 search_total += found
-                total += _opaque(parts, found, "search:" + _digest(str(content)))
+                total += _opaque(parts, found, "search:" + str(content))
         total += _opaque(parts, 1, "<|im_end|>")
     return Prompt(total, parts, search_total, schema)
 
@@ -178,10 +180,10 @@ def _content_part(parts: list[Part], part: dict[str, Any]) -> int:
     if kind == "image_url":
         url = _url(part.get("image_url"))
         width, height = image_size(url)
-        return _opaque(parts, tokens.image_tokens(width, height), "image:" + _digest(url))
+        return _opaque(parts, tokens.image_tokens(width, height), "image:" + url)
     if kind == "video_url":
         url = _url(part.get("video_url"))
-        return _opaque(parts, tokens.video_tokens(data_url_size(url)), "video:" + _digest(url))
+        return _opaque(parts, tokens.video_tokens(data_url_size(url)), "video:" + url)
     return 0
 
 

@@ -45,8 +45,7 @@ class Simulator:
     - ``stream_usage``: "choices" or "separate" (see ``streaming``).
     - ``cache_block_tokens``, ``cache_min_tokens``: see ``cache``.
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
-      keeps 1,000 so a long-running server does not grow without bound). Counters and
-      ``Exchange.index`` still count every request.
+      keeps none). Counters and ``Exchange.index`` still count every request.
     """
 
     def __init__(
@@ -226,11 +225,12 @@ class Simulator:
 def serve(port: int = 8000, host: str = "127.0.0.1", **options: Any) -> None:
     """Serve the simulator until Ctrl-C (blocking); prints the base URL and the key.
 
-    ``options`` are ``Simulator``'s keyword arguments; ``history_limit`` defaults to 1,000 here.
-    The process is the server's own, so it also freezes the startup objects out of the garbage
-    collector's reach (``gc.freeze``), which keeps collections cheap under load.
+    ``options`` are ``Simulator``'s keyword arguments. ``history_limit`` defaults to 0 here: no
+    one can read a served simulator's history (``GET /stats`` has the counters), and keeping
+    exchanges would make a long-running server grow and its garbage collections slow. The process
+    is the server's own, so it also freezes the startup objects out of the collector's reach.
     """
-    options.setdefault("history_limit", 1000)
+    options.setdefault("history_limit", 0)
     sim = Simulator(port=port, host=host, **options)
     try:
         sim.start()
