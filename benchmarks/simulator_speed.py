@@ -38,11 +38,15 @@ def body(i: int, effort: str | None) -> dict:
         "model": "kimi-k3.1-pro",
         "messages": [
             {"role": "system", "content": "Extract the sentiment and aspects of the review."},
-            {"role": "user",
-             "content": f"Review {i}: the battery is great but the screen scratches."},
+            {
+                "role": "user",
+                "content": f"Review {i}: the battery is great but the screen scratches.",
+            },
         ],
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": "review", "strict": True, "schema": SCHEMA}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "review", "strict": True, "schema": SCHEMA},
+        },
         "max_completion_tokens": 2048,
     }
     if effort:
@@ -56,6 +60,7 @@ async def load(url: str, total: int, concurrency: int, effort: str | None) -> tu
     headers = {"Authorization": f"Bearer {KEY}"}
     connector = aiohttp.TCPConnector(limit=concurrency)
     async with aiohttp.ClientSession(connector=connector) as session:
+
         async def worker() -> None:
             for i in counter:
                 async with session.post(url, json=body(i, effort), headers=headers) as response:
@@ -115,9 +120,16 @@ def main() -> None:
     if args.pin:
         os.sched_setaffinity(0, {1})
     server = subprocess.Popen(
-        [*pin, sys.executable, "-c",
-         f"from kimi_extract.simulator import serve; serve(port={args.port}, api_key={KEY!r})"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=os.environ.copy(),
+        [
+            *pin,
+            sys.executable,
+            "-c",
+            f"from kimi_extract.simulator import serve; serve(port={args.port}, api_key={KEY!r})",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env=os.environ.copy(),
     )
     try:
         assert server.stdout is not None
@@ -126,7 +138,8 @@ def main() -> None:
         cpu_before = _cpu(server.pid)
         if args.client == "raw":
             elapsed, statuses = asyncio.run(
-                load_raw(args.port, args.requests, args.concurrency, args.effort))
+                load_raw(args.port, args.requests, args.concurrency, args.effort)
+            )
         else:
             elapsed, statuses = asyncio.run(load(url, args.requests, args.concurrency, args.effort))
         cpu = _cpu(server.pid) - cpu_before
@@ -134,10 +147,14 @@ def main() -> None:
         server.terminate()
         server.wait(timeout=10)
     rate = args.requests / elapsed
-    print(f"{'client':>8} {'requests':>9} {'conc.':>6} {'effort':>7} {'seconds':>8} {'req/s':>8} "
-          f"{'server CPU s':>13} {'req per CPU s':>14}")
-    print(f"{args.client:>8} {args.requests:>9} {args.concurrency:>6} {args.effort or 'max':>7} "
-          f"{elapsed:>8.2f} {rate:>8.0f} {cpu:>13.2f} {args.requests / cpu:>14.0f}")
+    print(
+        f"{'client':>8} {'requests':>9} {'conc.':>6} {'effort':>7} {'seconds':>8} {'req/s':>8} "
+        f"{'server CPU s':>13} {'req per CPU s':>14}"
+    )
+    print(
+        f"{args.client:>8} {args.requests:>9} {args.concurrency:>6} {args.effort or 'max':>7} "
+        f"{elapsed:>8.2f} {rate:>8.0f} {cpu:>13.2f} {args.requests / cpu:>14.0f}"
+    )
     print("statuses:", statuses)
 
 

@@ -41,10 +41,35 @@ values = pytest.importorskip("kimi_extract.simulator.values")
 # an independent checker of every rule the compiler promises
 
 FORBIDDEN = {
-    "title", "$comment", "format", "default", "minimum", "maximum", "exclusiveMinimum",
-    "exclusiveMaximum", "multipleOf", "minItems", "maxItems", "minLength", "maxLength", "pattern",
-    "prefixItems", "oneOf", "allOf", "not", "if", "then", "else", "discriminator", "uniqueItems",
-    "$schema", "const", "examples", "propertyNames", "additionalItems", "patternProperties",
+    "title",
+    "$comment",
+    "format",
+    "default",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "prefixItems",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "discriminator",
+    "uniqueItems",
+    "$schema",
+    "const",
+    "examples",
+    "propertyNames",
+    "additionalItems",
+    "patternProperties",
 }
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
@@ -337,7 +362,9 @@ def test_recursive_self_model_keeps_def_for_self_reference() -> None:
     schema = result.schema
     assert schema["type"] == "object" and "$ref" not in schema
     assert non_null(schema["properties"]["children"]) == {
-        "type": "array", "items": {"$ref": "#/$defs/Node"}}
+        "type": "array",
+        "items": {"$ref": "#/$defs/Node"},
+    }
     assert schema["$defs"]["Node"]["properties"].keys() == schema["properties"].keys()
     tree = result.parse('{"value": 1, "children": [{"value": 2, "children": null}]}')
     assert tree == Node(value=1, children=[Node(value=2)])
@@ -348,8 +375,13 @@ def test_mutually_recursive_models() -> None:
     defs = result.schema["$defs"]
     assert non_null(defs["Right"]["properties"]["left"]) == {"$ref": "#/$defs/Left"}
     assert non_null(props(result, "right")) == {"$ref": "#/$defs/Right"}
-    answer = {"right": {"left": {"right": None, "label": "deep"},
-                        "weights": [{"key": "w", "value": 0.5}]}, "label": None}
+    answer = {
+        "right": {
+            "left": {"right": None, "label": "deep"},
+            "weights": [{"key": "w", "value": 0.5}],
+        },
+        "label": None,
+    }
     parsed = result.parse(json.dumps(answer))
     assert parsed == Left(right=Right(left=Left(label="deep"), weights={"w": 0.5}))
 
@@ -370,7 +402,10 @@ def test_decimal_is_number_or_string_without_pattern() -> None:
 def test_sets_are_arrays_with_unique_items_text() -> None:
     result = compiled(Everything)
     assert props(result, "tags") == {
-        "description": "Constraints: unique items.", "type": "array", "items": {"type": "string"}}
+        "description": "Constraints: unique items.",
+        "type": "array",
+        "items": {"type": "string"},
+    }
     assert constraints(props(result, "frozen")) == ["unique items"]
 
 
@@ -384,9 +419,15 @@ def test_string_and_number_constraints_text_is_exact() -> None:
 
     result = compiled(Bounds)
     assert constraints(props(result, "code")) == [
-        "min length: 3", "max length: 3", "pattern: ^[A-Z]{3}$"]
+        "min length: 3",
+        "max length: 3",
+        "pattern: ^[A-Z]{3}$",
+    ]
     assert constraints(props(result, "tiny")) == [
-        "exclusive minimum: 0.0000001", "exclusive maximum: 2.5", "multiple of: 0.25"]
+        "exclusive minimum: 0.0000001",
+        "exclusive maximum: 2.5",
+        "multiple of: 0.25",
+    ]
     assert constraints(props(result, "big")) == ["minimum: -5", "maximum: 1000000000000"]
     assert constraints(props(result, "short")) == ["min items: 1", "max items: 4"]
     assert props(result, "url_ish")["description"] == "Where. Constraints: max length: 20."
@@ -433,8 +474,12 @@ def test_typed_dict_keys_round_trip() -> None:
     assert props(result, "by_int")["items"]["properties"]["key"] == {"type": "integer"}
     day_key = props(result, "by_day")["items"]["properties"]["key"]
     assert constraints(day_key) == ["format: date (YYYY-MM-DD)"]
-    value = Keys(by_int={3: "x", -1: "y"}, by_day={date(2024, 2, 29): 1},
-                 by_color={Color.green: 2}, by_uuid={UUID(int=7): True})
+    value = Keys(
+        by_int={3: "x", -1: "y"},
+        by_day={date(2024, 2, 29): 1},
+        by_color={Color.green: 2},
+        by_uuid={UUID(int=7): True},
+    )
     encoded = result.encode(value.model_dump(mode="json", by_alias=True))
     assert encoded["by_int"] == [{"key": 3, "value": "x"}, {"key": -1, "value": "y"}]
     jsonschema.validate(encoded, result.schema)
@@ -480,8 +525,10 @@ def test_compile_is_cached_and_response_format_is_a_copy() -> None:
     first = compile_schema(Everything)
     assert compile_schema(Everything) is first
     fmt = response_format(Everything)
-    assert fmt == {"type": "json_schema", "json_schema": {
-        "name": "Everything", "strict": True, "schema": first.schema}}
+    assert fmt == {
+        "type": "json_schema",
+        "json_schema": {"name": "Everything", "strict": True, "schema": first.schema},
+    }
     fmt["json_schema"]["schema"]["properties"].clear()
     assert first.schema["properties"]
 
@@ -521,8 +568,9 @@ def test_strict_models_validate_answers_in_json_mode() -> None:
         pair: tuple[int, int]
 
     result = compiled(StrictModel)
-    parsed = result.parse(json.dumps(
-        {"day": "2024-01-02", "counts": [{"key": 4, "value": 2}], "pair": [1, 2]}))
+    parsed = result.parse(
+        json.dumps({"day": "2024-01-02", "counts": [{"key": 4, "value": 2}], "pair": [1, 2]})
+    )
     assert parsed == StrictModel(day=date(2024, 1, 2), counts={4: Level.high}, pair=(1, 2))
 
 
@@ -538,8 +586,13 @@ def test_mapping_like_types_and_json_text() -> None:
     for name in ("plain", "ordered", "counted", "grouped"):
         assert props(result, name)["items"]["required"] == ["key", "value"]
     assert props(result, "document")["type"] == "string"
-    value = Mappings(plain={"x": 1}, ordered=OrderedDict(y=2), counted=Counter("aab"),
-                     grouped=defaultdict(list, {"q": [1]}), document="[1, 2]")  # type: ignore[arg-type]
+    value = Mappings(
+        plain={"x": 1},
+        ordered=OrderedDict(y=2),
+        counted=Counter("aab"),
+        grouped=defaultdict(list, {"q": [1]}),
+        document="[1, 2]",
+    )  # type: ignore[arg-type]
     encoded = result.encode(value.model_dump(mode="json", by_alias=True))
     assert encoded["document"] == "[1, 2]"
     assert_round_trip(result, value)
@@ -547,20 +600,35 @@ def test_mapping_like_types_and_json_text() -> None:
 
 def test_custom_json_schemas_are_normalized() -> None:
     class Custom(BaseModel):
-        one_of: Annotated[int | Literal["x"], WithJsonSchema(
-            {"oneOf": [{"type": "integer"}, {"const": "x", "type": "string"}], "title": "T",
-             "examples": [1], "$comment": "c"})]
+        one_of: Annotated[
+            int | Literal["x"],
+            WithJsonSchema(
+                {
+                    "oneOf": [{"type": "integer"}, {"const": "x", "type": "string"}],
+                    "title": "T",
+                    "examples": [1],
+                    "$comment": "c",
+                }
+            ),
+        ]
         listed: Annotated[int | None, WithJsonSchema({"type": ["integer", "null"]})]
-        wrapped: Annotated[str, WithJsonSchema(
-            {"allOf": [{"type": "string", "format": "email"}], "description": "Mail"})]
+        wrapped: Annotated[
+            str,
+            WithJsonSchema(
+                {"allOf": [{"type": "string", "format": "email"}], "description": "Mail"}
+            ),
+        ]
         extra: str = Field(title="Extra", examples=["e"], json_schema_extra={"x-extra": 1})
 
     result = compiled(Custom)
     assert props(result, "one_of") == {
-        "anyOf": [{"type": "integer"}, {"type": "string", "enum": ["x"]}]}
+        "anyOf": [{"type": "integer"}, {"type": "string", "enum": ["x"]}]
+    }
     assert props(result, "listed") == {"anyOf": [{"type": "integer"}, {"type": "null"}]}
     assert props(result, "wrapped") == {
-        "description": "Mail. Constraints: format: email.", "type": "string"}
+        "description": "Mail. Constraints: format: email.",
+        "type": "string",
+    }
     assert non_null(props(result, "extra")) == {"type": "string"}
 
     class Intersection(BaseModel):
@@ -728,13 +796,22 @@ def test_parse_validation_errors_name_the_fields_as_sent() -> None:
 
 def test_parse_mapped_errors_point_into_the_sent_key_value_list() -> None:
     result = compiled(Tally)
-    answer = {"counts": [{"key": "a", "value": 1}], "note": None,
-              "more": [{"counts": [{"key": "x", "value": 1}, {"key": "y", "value": -2}],
-                        "note": "n", "more": []}]}
+    answer = {
+        "counts": [{"key": "a", "value": 1}],
+        "note": None,
+        "more": [
+            {
+                "counts": [{"key": "x", "value": 1}, {"key": "y", "value": -2}],
+                "note": "n",
+                "more": [],
+            }
+        ],
+    }
     with pytest.raises(AnswerInvalid) as caught:
         result.parse(json.dumps(answer))
     assert caught.value.errors == [
-        "more.0.counts.1.value: Input should be greater than or equal to 0"]
+        "more.0.counts.1.value: Input should be greater than or equal to 0"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -838,14 +915,33 @@ def test_simulator_answers_for_compiled_schemas_parse() -> None:
 
 def sample_everything() -> Everything:
     return Everything(
-        text="t", ratio=0.5, flag=True, either="s", literal="a", mixed=1, nullable_literal=None,
-        level=Level.low, shape=Shape.square, items=[Item(name="a", qty=2)],
-        mainItem=Item(name="m"), pet=Dog(kind="dog", tricks={"sit": 1}),
-        tree=Node(value=1, children=[Node(value=2)]), left=Left(right=Right(weights={"w": 1.0})),
-        day=date(2024, 1, 2), moment=datetime(2024, 1, 2, 3, 4, 5), at=time(1, 2, 3),
-        ident=UUID(int=1), amount=Decimal("1.25"), tags={"x"}, frozen=frozenset({1}),
-        raw=b"bytes", scores={"a": 1, "b": 2}, by_level={Level.high: [Item(name="h")]},
-        pair=(1, "p"), many=(1.0, 2.5), code="ABC",
+        text="t",
+        ratio=0.5,
+        flag=True,
+        either="s",
+        literal="a",
+        mixed=1,
+        nullable_literal=None,
+        level=Level.low,
+        shape=Shape.square,
+        items=[Item(name="a", qty=2)],
+        mainItem=Item(name="m"),
+        pet=Dog(kind="dog", tricks={"sit": 1}),
+        tree=Node(value=1, children=[Node(value=2)]),
+        left=Left(right=Right(weights={"w": 1.0})),
+        day=date(2024, 1, 2),
+        moment=datetime(2024, 1, 2, 3, 4, 5),
+        at=time(1, 2, 3),
+        ident=UUID(int=1),
+        amount=Decimal("1.25"),
+        tags={"x"},
+        frozen=frozenset({1}),
+        raw=b"bytes",
+        scores={"a": 1, "b": 2},
+        by_level={Level.high: [Item(name="h")]},
+        pair=(1, "p"),
+        many=(1.0, 2.5),
+        code="ABC",
         nested_maps=[{"outer": {"inner": Item(name="i")}}],
     )
 
@@ -926,21 +1022,33 @@ items = st.builds(Item, name=texts, qty=st.integers(0, 1000))
 cats = st.builds(Cat, lives=st.integers())
 dogs = st.builds(Dog, kind=st.just("dog"), tricks=st.dictionaries(texts, st.integers(), max_size=3))
 lefts: st.SearchStrategy[Left] = st.deferred(
-    lambda: st.builds(Left, right=st.none() | rights, label=texts))
-rights: st.SearchStrategy[Right] = st.deferred(lambda: st.builds(
-    Right, left=st.none() | lefts, weights=st.dictionaries(texts, floats, max_size=2)))
+    lambda: st.builds(Left, right=st.none() | rights, label=texts)
+)
+rights: st.SearchStrategy[Right] = st.deferred(
+    lambda: st.builds(
+        Right, left=st.none() | lefts, weights=st.dictionaries(texts, floats, max_size=2)
+    )
+)
 trees = st.recursive(
-    st.builds(Tree, value=st.integers(), children=st.just([]), named=st.just({}),
-              partner=st.none()),
+    st.builds(
+        Tree, value=st.integers(), children=st.just([]), named=st.just({}), partner=st.none()
+    ),
     lambda inner: st.builds(
-        Tree, value=st.integers(), children=st.lists(inner, max_size=2),
-        named=st.dictionaries(words, inner, max_size=2), partner=st.none() | lefts),
+        Tree,
+        value=st.integers(),
+        children=st.lists(inner, max_size=2),
+        named=st.dictionaries(words, inner, max_size=2),
+        partner=st.none() | lefts,
+    ),
     max_leaves=6,
 )
 
 STRATEGIES: dict[type[BaseModel], st.SearchStrategy[Any]] = {
     Flat: st.builds(
-        Flat, name=texts, ratio=floats, raw=texts.map(str.encode),
+        Flat,
+        name=texts,
+        ratio=floats,
+        raw=texts.map(str.encode),
         amount=st.decimals(allow_nan=False, allow_infinity=False, places=3),
         many=st.lists(floats, max_size=3).map(tuple),
     ),
@@ -951,17 +1059,22 @@ STRATEGIES: dict[type[BaseModel], st.SearchStrategy[Any]] = {
         by_color=st.dictionaries(st.sampled_from(Color), texts, max_size=2),
         optional=st.none() | st.dictionaries(texts, items, max_size=2),
         listed=st.lists(st.dictionaries(texts, floats, max_size=2), max_size=2),
-        nested=st.dictionaries(texts, st.dictionaries(texts, st.integers(), max_size=2),
-                               max_size=2),
+        nested=st.dictionaries(
+            texts, st.dictionaries(texts, st.integers(), max_size=2), max_size=2
+        ),
         pair=st.tuples(st.dictionaries(texts, st.integers(), max_size=2), st.integers()),
         either=st.dictionaries(words, st.integers(), max_size=2) | st.integers(),
         two=st.dictionaries(words, st.integers(), max_size=2)
         | st.dictionaries(words, texts, min_size=1, max_size=2),
     ),
     Unions: st.builds(
-        Unions, pet=cats | dogs, pets=st.lists(cats | dogs, max_size=3),
-        thing=items | st.dictionaries(words.filter(lambda w: w not in ("name", "qty")),
-                                      st.integers(), max_size=2),
+        Unions,
+        pet=cats | dogs,
+        pets=st.lists(cats | dogs, max_size=3),
+        thing=items
+        | st.dictionaries(
+            words.filter(lambda w: w not in ("name", "qty")), st.integers(), max_size=2
+        ),
         num=st.integers() | floats | texts,
     ),
     Tree: trees,
@@ -984,11 +1097,27 @@ def test_round_trip_property(model: type[BaseModel]) -> None:
 def test_round_trip_with_nulls_for_every_default() -> None:
     """An answer that sends null for every defaulted field parses to the defaults."""
     result = compiled(Flat)
-    value = Flat(name="n", ratio=1.0, flag=False, either=1, literal="b", mixed=None,
-                 level=Level.low, shape=Shape.circle, day=date(2020, 1, 1),
-                 moment=datetime(2020, 1, 1), at=time(0, 0), ident=UUID(int=0),
-                 amount=Decimal(0), tags=set(), frozen=frozenset(), raw=b"", pair=(0, ""),
-                 many=(), Renamed="r")
+    value = Flat(
+        name="n",
+        ratio=1.0,
+        flag=False,
+        either=1,
+        literal="b",
+        mixed=None,
+        level=Level.low,
+        shape=Shape.circle,
+        day=date(2020, 1, 1),
+        moment=datetime(2020, 1, 1),
+        at=time(0, 0),
+        ident=UUID(int=0),
+        amount=Decimal(0),
+        tags=set(),
+        frozen=frozenset(),
+        raw=b"",
+        pair=(0, ""),
+        many=(),
+        Renamed="r",
+    )
     encoded = result.encode(value.model_dump(mode="json", by_alias=True))
     for name in ("count", "color"):
         encoded[name] = None
@@ -1006,12 +1135,25 @@ def _every_node(schema: Any, visit: Callable[[dict[str, Any]], None]) -> None:
             _every_node(value, visit)
 
 
-@pytest.mark.parametrize("model", [Everything, Flat, Maps, Unions, Tree, Left, Node],
-                         ids=lambda m: m.__name__)
+@pytest.mark.parametrize(
+    "model", [Everything, Flat, Maps, Unions, Tree, Left, Node], ids=lambda m: m.__name__
+)
 def test_every_constraint_sentence_is_well_formed(model: type[BaseModel]) -> None:
-    allowed = ("format: ", "minimum: ", "maximum: ", "exclusive minimum: ",
-               "exclusive maximum: ", "multiple of: ", "min length: ", "max length: ",
-               "pattern: ", "min items: ", "max items: ", "unique items", "exactly ")
+    allowed = (
+        "format: ",
+        "minimum: ",
+        "maximum: ",
+        "exclusive minimum: ",
+        "exclusive maximum: ",
+        "multiple of: ",
+        "min length: ",
+        "max length: ",
+        "pattern: ",
+        "min items: ",
+        "max items: ",
+        "unique items",
+        "exactly ",
+    )
 
     def visit(node: dict[str, Any]) -> None:
         for item in constraints(node):
@@ -1021,11 +1163,36 @@ def test_every_constraint_sentence_is_well_formed(model: type[BaseModel]) -> Non
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | floats | texts
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | floats
+    | texts
     | st.sampled_from(["key", "value", "cat", "dog"]),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
-        st.sampled_from(["key", "value", "kind", "name", "qty", "counts", "note", "more", "pet",
-                         "thing", "lives", "tricks"]) | texts, inner, max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "key",
+                    "value",
+                    "kind",
+                    "name",
+                    "qty",
+                    "counts",
+                    "note",
+                    "more",
+                    "pet",
+                    "thing",
+                    "lives",
+                    "tricks",
+                ]
+            )
+            | texts,
+            inner,
+            max_size=5,
+        )
+    ),
     max_leaves=20,
 )
 

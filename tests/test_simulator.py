@@ -45,8 +45,11 @@ REVIEW_SCHEMA: dict[str, Any] = {
 }
 
 
-def body_for(text: str = "The battery lasts two days and the screen is bright.",
-             schema: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
+def body_for(
+    text: str = "The battery lasts two days and the screen is bright.",
+    schema: dict[str, Any] | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     body: dict[str, Any] = {
         "model": "kimi-k3.1-pro",
         "messages": [
@@ -75,8 +78,14 @@ def _close_client() -> Iterator[None]:
     CLIENT.close()
 
 
-def post(sim: Simulator, body: Any, *, key: str | None = KEY, path: str = "/v1/chat/completions",
-         content: bytes | None = None) -> httpx.Response:
+def post(
+    sim: Simulator,
+    body: Any,
+    *,
+    key: str | None = KEY,
+    path: str = "/v1/chat/completions",
+    content: bytes | None = None,
+) -> httpx.Response:
     headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
     if content is not None:
         return CLIENT.post(sim.base_url + path, content=content, headers=headers)
@@ -113,13 +122,20 @@ def test_routes_alias_models_stats_and_unknown_path(sim: Simulator) -> None:
     assert post(sim, body_for(), path="/chat/completions").status_code == 200
     models = CLIENT.get(sim.base_url + "/v1/models", headers={"Authorization": f"Bearer {KEY}"})
     assert [m["id"] for m in models.json()["data"]] == [
-        "kimi-k3.1-pro", "kimi-k3.1-pro-highspeed", "kimi-k3"]
+        "kimi-k3.1-pro",
+        "kimi-k3.1-pro-highspeed",
+        "kimi-k3",
+    ]
     missing = post(sim, body_for(), path="/v1/completions")
     assert missing.status_code == 404 and error_of(missing)["type"] == "resource_not_found_error"
     stats = CLIENT.get(sim.base_url + "/stats").json()
     assert stats["by_status"] == {"200": 2, "404": 1}
     assert [h.path for h in sim.history] == [
-        "/chat/completions", "/v1/models", "/v1/completions", "/stats"]
+        "/chat/completions",
+        "/v1/models",
+        "/v1/completions",
+        "/stats",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -130,8 +146,10 @@ def test_routes_alias_models_stats_and_unknown_path(sim: Simulator) -> None:
         ({"messages": []}, "$.messages"),
         ({"reasoning_effort": "extreme"}, "$.reasoning_effort"),
         ({"tools": [{"type": "function", "function": {"name": "get_x"}}]}, "$.tools[0]"),
-        ({"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
-         "$.response_format.json_schema"),
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"schema": {}}}},
+            "$.response_format.json_schema",
+        ),
     ],
 )
 def test_schema_invalid_body_is_400_naming_the_path(
@@ -149,8 +167,10 @@ def test_missing_model_and_malformed_json_are_400(sim: Simulator) -> None:
     body = body_for()
     del body["model"]
     response = post(sim, body)
-    assert response.status_code == 400 and "'model' is a required property" in error_of(response)[
-        "message"]
+    assert (
+        response.status_code == 400
+        and "'model' is a required property" in error_of(response)["message"]
+    )
     broken = post(sim, None, content=b'{"model": "kimi-k3.1-pro", "messages": [')
     assert broken.status_code == 400 and error_of(broken)["type"] == "invalid_request_error"
     assert sim.history[1].body is None
@@ -166,20 +186,49 @@ def test_unknown_model_is_404(sim: Simulator) -> None:
 def test_fast_validation_path_agrees_with_jsonschema() -> None:
     base = body_for()
     variants: list[Any] = [
-        base, {}, [], {"model": "kimi-k3", "messages": "hi"},
-        {**base, "max_completion_tokens": 1.0}, {**base, "max_completion_tokens": True},
-        {**base, "temperature": "1"}, {**base, "stream": 1}, {**base, "tools": []},
+        base,
+        {},
+        [],
+        {"model": "kimi-k3", "messages": "hi"},
+        {**base, "max_completion_tokens": 1.0},
+        {**base, "max_completion_tokens": True},
+        {**base, "temperature": "1"},
+        {**base, "stream": 1},
+        {**base, "tools": []},
         {**base, "tools": [{"type": "web_search"}]},
         {**base, "tools": [{"type": "web_search", "function": {}}]},
         {**base, "tool_choice": {"type": "function", "function": {"name": "f"}}},
         {**base, "tool_choice": "sometimes"},
-        {**base, "messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
-                                                           {"type": "image_url",
-                                                            "image_url": "http://x/y.png"}]}]},
-        {**base, "messages": [{"role": "user", "content": [{"type": "image_url",
-                                                            "image_url": {"uri": "x"}}]}]},
-        {**base, "messages": [{"role": "assistant", "content": None, "tool_calls": [
-            {"id": "c", "type": "builtin_function", "function": {"name": "$web_search"}}]}]},
+        {
+            **base,
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "image_url", "image_url": "http://x/y.png"},
+                    ],
+                }
+            ],
+        },
+        {
+            **base,
+            "messages": [
+                {"role": "user", "content": [{"type": "image_url", "image_url": {"uri": "x"}}]}
+            ],
+        },
+        {
+            **base,
+            "messages": [
+                {
+                    "role": "assistant",
+                    "content": None,
+                    "tool_calls": [
+                        {"id": "c", "type": "builtin_function", "function": {"name": "$web_search"}}
+                    ],
+                }
+            ],
+        },
         {**base, "messages": [{"role": "user", "content": 5}]},
         {**base, "prompt_cache_options": {"ttl": "2h"}},
         {**base, "max_tokens": 1048577},
@@ -192,16 +241,24 @@ def test_fast_validation_path_agrees_with_jsonschema() -> None:
 
 
 def test_mfjs_violation_is_400_in_kimis_form(sim: Simulator) -> None:
-    schema = {"type": "object", "properties": {"x": {"description": "no type"}},
-              "required": ["x"], "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"x": {"description": "no type"}},
+        "required": ["x"],
+        "additionalProperties": False,
+    }
     response = post(sim, body_for(schema=schema))
     assert response.status_code == 400
     assert error_of(response)["message"] == (
         "Invalid request: response_format.json_schema.schema is not a valid moonshot flavored "
         "json schema, details: <At path 'properties.x': type is not defined>"
     )
-    format_schema = {"type": "object", "properties": {"d": {"type": "string", "format": "date"}},
-                     "required": ["d"], "additionalProperties": False}
+    format_schema = {
+        "type": "object",
+        "properties": {"d": {"type": "string", "format": "date"}},
+        "required": ["d"],
+        "additionalProperties": False,
+    }
     message = error_of(post(sim, body_for(schema=format_schema)))["message"]
     assert "details: <At path 'properties.d': keyword 'format' is not supported>" in message
 
@@ -211,8 +268,7 @@ def test_mfjs_violation_is_400_in_kimis_form(sim: Simulator) -> None:
     [
         ({"reasoning_effort": "low"}, 400, "reasoning_effort"),
         ({"reasoning_effort": "high"}, 400, "reasoning_effort"),
-        ({"prompt_cache_options": {"mode": "implicit", "ttl": "1h"}}, 400,
-         "prompt_cache_options"),
+        ({"prompt_cache_options": {"mode": "implicit", "ttl": "1h"}}, 400, "prompt_cache_options"),
         ({"temperature": 0.3}, 400, "invalid temperature: only 1 is allowed for this model"),
         ({"top_p": 0.5}, 400, "invalid top_p: only 0.95 is allowed for this model"),
         ({}, 200, None),
@@ -220,8 +276,9 @@ def test_mfjs_violation_is_400_in_kimis_form(sim: Simulator) -> None:
         ({"reasoning_effort": "xhigh"}, 200, None),
     ],
 )
-def test_kimi_k3_rules(sim: Simulator, change: dict[str, Any], status: int,
-                       message: str | None) -> None:
+def test_kimi_k3_rules(
+    sim: Simulator, change: dict[str, Any], status: int, message: str | None
+) -> None:
     body = body_for(model="kimi-k3")
     del body["reasoning_effort"]
     body.update(change)
@@ -238,8 +295,10 @@ def test_k31_ignores_temperature_and_top_p(sim: Simulator) -> None:
 
 
 def test_context_window_overflow_is_400(sim: Simulator) -> None:
-    parts = [{"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}}
-             for i in range(770)]
+    parts = [
+        {"type": "image_url", "image_url": {"url": f"https://example.com/{i}.png"}}
+        for i in range(770)
+    ]
     body = body_for()
     body["messages"][1]["content"] = parts
     response = post(sim, body)
@@ -260,8 +319,12 @@ def test_answers_are_deterministic_and_schema_valid(sim: Simulator) -> None:
     second = post(sim, body_for()).json()
     assert first["choices"] == second["choices"]
     seen = set()
-    for text in ["Great phone, awful battery.", "The lens cracked after a week of use.",
-                 "Shipping took forever but support was kind.", "Loud fan, cheap plastic case."]:
+    for text in [
+        "Great phone, awful battery.",
+        "The lens cracked after a week of use.",
+        "Shipping took forever but support was kind.",
+        "Loud fan, cheap plastic case.",
+    ]:
         value = content_of(post(sim, body_for(text)))
         jsonschema.validate(value, REVIEW_SCHEMA)
         words = set(re.findall(r"\w+", text))
@@ -281,24 +344,53 @@ CONSTRAINED: dict[str, Any] = {
         "site": {"type": "string", "description": "Constraints: format: uri."},
         "ident": {"type": "string", "description": "Constraints: format: uuid."},
         "stars": {"type": "integer", "description": "Constraints: minimum: 1; maximum: 5."},
-        "ratio": {"type": "number",
-                  "description": "Constraints: exclusive minimum: 0; exclusive maximum: 1."},
+        "ratio": {
+            "type": "number",
+            "description": "Constraints: exclusive minimum: 0; exclusive maximum: 1.",
+        },
         "big": {"type": "integer", "description": "Constraints: minimum: 1000."},
         "code": {"type": "string", "description": "Constraints: min length: 12; max length: 14."},
-        "tags": {"type": "array", "items": {"type": "string"},
-                 "description": "Constraints: min items: 4; max items: 6; unique items."},
-        "pair": {"type": "array", "items": {"type": "integer"},
-                 "description": "Constraints: exactly 2 items: [lat, lon]."},
-        "maybe": {"anyOf": [{"type": "integer"}, {"type": "null"}],
-                  "description": "Constraints: minimum: 50; maximum: 60."},
-        "scores": {"type": "array", "description": "A dict. Constraints: unique items.",
-                   "items": {"type": "object",
-                             "properties": {"key": {"type": "string"},
-                                            "value": {"type": "integer"}},
-                             "required": ["key", "value"], "additionalProperties": False}},
+        "tags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Constraints: min items: 4; max items: 6; unique items.",
+        },
+        "pair": {
+            "type": "array",
+            "items": {"type": "integer"},
+            "description": "Constraints: exactly 2 items: [lat, lon].",
+        },
+        "maybe": {
+            "anyOf": [{"type": "integer"}, {"type": "null"}],
+            "description": "Constraints: minimum: 50; maximum: 60.",
+        },
+        "scores": {
+            "type": "array",
+            "description": "A dict. Constraints: unique items.",
+            "items": {
+                "type": "object",
+                "properties": {"key": {"type": "string"}, "value": {"type": "integer"}},
+                "required": ["key", "value"],
+                "additionalProperties": False,
+            },
+        },
     },
-    "required": ["day", "at", "clock", "mail", "site", "ident", "stars", "ratio", "big", "code",
-                 "tags", "pair", "maybe", "scores"],
+    "required": [
+        "day",
+        "at",
+        "clock",
+        "mail",
+        "site",
+        "ident",
+        "stars",
+        "ratio",
+        "big",
+        "code",
+        "tags",
+        "pair",
+        "maybe",
+        "scores",
+    ],
     "additionalProperties": False,
 }
 
@@ -348,8 +440,11 @@ def test_recursive_refs_terminate_with_valid_values(sim: Simulator) -> None:
 
 
 def test_json_object_mode_follows_a_fenced_schema_in_the_system_message(sim: Simulator) -> None:
-    system = ("Answer with one JSON object that follows this JSON schema:\n```json\n"
-              + json.dumps(REVIEW_SCHEMA, indent=1) + "\n```")
+    system = (
+        "Answer with one JSON object that follows this JSON schema:\n```json\n"
+        + json.dumps(REVIEW_SCHEMA, indent=1)
+        + "\n```"
+    )
     body = body_for(response_format={"type": "json_object"})
     body["messages"][0]["content"] = system
     jsonschema.validate(content_of(post(sim, body)), REVIEW_SCHEMA)
@@ -409,8 +504,13 @@ def test_usage_shape_and_arithmetic(sim: Simulator) -> None:
     jsonschema.validate(data, component_schema("ChatCompletionResponse"))
     usage = data["usage"]
     jsonschema.validate(usage, component_schema("ChatUsage"))
-    assert set(usage) == {"prompt_tokens", "completion_tokens", "total_tokens",
-                          "prompt_tokens_details", "completion_tokens_details"}
+    assert set(usage) == {
+        "prompt_tokens",
+        "completion_tokens",
+        "total_tokens",
+        "prompt_tokens_details",
+        "completion_tokens_details",
+    }
     assert set(usage["prompt_tokens_details"]) == {"cached_tokens", "cache_write_tokens"}
     assert set(usage["completion_tokens_details"]) == {"reasoning_tokens"}
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
@@ -428,8 +528,14 @@ def test_usage_shape_and_arithmetic(sim: Simulator) -> None:
 
 
 def _png(width: int, height: int) -> str:
-    header = b"\x89PNG\r\n\x1a\n" + struct.pack(">I", 13) + b"IHDR" + struct.pack(
-        ">II", width, height) + b"\x08\x02\x00\x00\x00" + b"\x00" * 20
+    header = (
+        b"\x89PNG\r\n\x1a\n"
+        + struct.pack(">I", 13)
+        + b"IHDR"
+        + struct.pack(">II", width, height)
+        + b"\x08\x02\x00\x00\x00"
+        + b"\x00" * 20
+    )
     return "data:image/png;base64," + base64.b64encode(header).decode()
 
 
@@ -454,8 +560,17 @@ def test_chunked_token_count_equals_the_shared_tokenizer() -> None:
     import random
 
     rng = random.Random(1)
-    alphabet = list("abcdefghij KLM 0123456789 .,;:\"{}[]_-\n\t\u00a0\x1f\u3000") + [
-        "日", "本", "語", "é", "ß", "한", "カ", "ab12cd", "αβγ"]
+    alphabet = list('abcdefghij KLM 0123456789 .,;:"{}[]_-\n\t\u00a0\x1f\u3000') + [
+        "日",
+        "本",
+        "語",
+        "é",
+        "ß",
+        "한",
+        "カ",
+        "ab12cd",
+        "αβγ",
+    ]
     for _ in range(400):
         text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 120)))
         assert count_tokens(text) == tokens.count_text_tokens(text), repr(text)
@@ -468,26 +583,46 @@ def test_image_headers_are_read_without_pillow() -> None:
     assert image_size(_png(640, 480)) == (640, 480)
     gif = b"GIF89a" + struct.pack("<HH", 33, 17) + b"\x00" * 20
     assert image_size(data_url("gif", gif)) == (33, 17)
-    jpeg = (b"\xff\xd8" + b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00" + b"\x00" * 9
-            + b"\xff\xc0" + struct.pack(">HBHH", 17, 8, 300, 500) + b"\x00" * 12 + b"\xff\xd9")
+    jpeg = (
+        b"\xff\xd8"
+        + b"\xff\xe0"
+        + struct.pack(">H", 16)
+        + b"JFIF\x00"
+        + b"\x00" * 9
+        + b"\xff\xc0"
+        + struct.pack(">HBHH", 17, 8, 300, 500)
+        + b"\x00" * 12
+        + b"\xff\xd9"
+    )
     assert image_size(data_url("jpeg", jpeg)) == (500, 300)
-    vp8x = (b"RIFF" + b"\x00" * 4 + b"WEBPVP8X" + struct.pack("<I", 10) + b"\x00" * 4
-            + (99).to_bytes(3, "little") + (49).to_bytes(3, "little"))
+    vp8x = (
+        b"RIFF"
+        + b"\x00" * 4
+        + b"WEBPVP8X"
+        + struct.pack("<I", 10)
+        + b"\x00" * 4
+        + (99).to_bytes(3, "little")
+        + (49).to_bytes(3, "little")
+    )
     assert image_size(data_url("webp", vp8x)) == (100, 50)
     assert image_size("https://example.com/x.png") == (None, None)
 
 
 def test_serve_runs_until_interrupted() -> None:
     code = "from kimi_extract.simulator import serve; serve(port=0, api_key='sk-sim-test')"
-    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert process.stdout is not None
         first = process.stdout.readline()
         base_url = re.search(r"http://127\.0\.0\.1:\d+", first)
         assert base_url, first
-        response = CLIENT.post(base_url.group(0) + "/v1/chat/completions", json=body_for(),
-                               headers={"Authorization": f"Bearer {KEY}"})
+        response = CLIENT.post(
+            base_url.group(0) + "/v1/chat/completions",
+            json=body_for(),
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
         assert response.status_code == 200
         rest = [process.stdout.readline() for _ in range(4)]
         assert f"API key: {KEY}" in "".join(rest) and rest[-1].startswith("Press Ctrl-C")
@@ -543,11 +678,19 @@ def test_responder_forms(sim: Simulator) -> None:
         if text.startswith("dict"):
             return {"sentiment": "positive"}
         if text.startswith("limit"):
-            return Reply(status=429, error_type="rate_limit_reached_error",
-                         error_message="slow down", headers={"retry-after-ms": "1500"})
+            return Reply(
+                status=429,
+                error_type="rate_limit_reached_error",
+                error_message="slow down",
+                headers={"retry-after-ms": "1500"},
+            )
         if text.startswith("script"):
-            return Reply(content='{"a": 1}', reasoning_content="because", finish_reason="length",
-                         usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3})
+            return Reply(
+                content='{"a": 1}',
+                reasoning_content="because",
+                finish_reason="length",
+                usage={"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3},
+            )
         raise RuntimeError("responder bug")
 
     sim.responder = responder
@@ -559,8 +702,11 @@ def test_responder_forms(sim: Simulator) -> None:
     assert content_of(post(sim, body_for("dict please"))) == {"sentiment": "positive"}
     limited = post(sim, body_for("limit please"))
     assert limited.status_code == 429 and limited.headers["retry-after-ms"] == "1500"
-    assert error_of(limited) == {"message": "slow down", "type": "rate_limit_reached_error",
-                                 "code": None}
+    assert error_of(limited) == {
+        "message": "slow down",
+        "type": "rate_limit_reached_error",
+        "code": None,
+    }
     scripted = post(sim, body_for("script please")).json()
     assert scripted["choices"][0]["finish_reason"] == "length"
     assert scripted["choices"][0]["message"]["reasoning_content"] == "because"
@@ -589,9 +735,16 @@ def test_responder_user_text_joins_text_parts_and_reply_delay_and_reset(sim: Sim
     sim.responder = responder
     body = body_for()
     body["messages"].append({"role": "assistant", "content": "{}"})
-    body["messages"].append({"role": "user", "content": [
-        {"type": "text", "text": "first"}, {"type": "image_url", "image_url": _png(28, 28)},
-        {"type": "text", "text": "slow second"}]})
+    body["messages"].append(
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "first"},
+                {"type": "image_url", "image_url": _png(28, 28)},
+                {"type": "text", "text": "slow second"},
+            ],
+        }
+    )
     started = time.monotonic()
     assert post(sim, body).status_code == 200
     assert time.monotonic() - started >= 0.3

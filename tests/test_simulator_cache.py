@@ -63,8 +63,9 @@ def body_for(text: str, model: str = "kimi-k3.1-pro", **extra: Any) -> dict[str,
 
 
 def usage_of(sim: Simulator, body: dict[str, Any]) -> dict[str, int]:
-    response = CLIENT.post(sim.base_url + "/v1/chat/completions", json=body,
-                           headers={"Authorization": f"Bearer {KEY}"})
+    response = CLIENT.post(
+        sim.base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
+    )
     assert response.status_code == 200, response.text
     usage = response.json()["usage"]
     return {
@@ -97,21 +98,32 @@ def test_identical_request_is_cached_up_to_its_last_full_block(sim: Simulator) -
 
 
 def test_short_prompts_neither_read_nor_write(sim: Simulator) -> None:
-    body = {"model": "kimi-k3.1-pro", "messages": [{"role": "user", "content": "Hello there"}],
-            "reasoning_effort": "low"}
-    assert usage_of(sim, body) == usage_of(sim, body) == {
-        "prompt": usage_of(sim, body)["prompt"], "cached": 0, "write": 0}
+    body = {
+        "model": "kimi-k3.1-pro",
+        "messages": [{"role": "user", "content": "Hello there"}],
+        "reasoning_effort": "low",
+    }
+    assert (
+        usage_of(sim, body)
+        == usage_of(sim, body)
+        == {"prompt": usage_of(sim, body)["prompt"], "cached": 0, "write": 0}
+    )
     assert sim.stats()["cache"]["entries"] == 0
 
 
 async def test_concurrent_first_requests_all_miss(sim: Simulator) -> None:
     sim.responder = lambda request: Reply(delay=0.3)
     async with httpx.AsyncClient(timeout=10) as client:
-        responses = await asyncio.gather(*(
-            client.post(sim.base_url + "/v1/chat/completions", json=body_for(f"Row number {i}."),
-                        headers={"Authorization": f"Bearer {KEY}"})
-            for i in range(6)
-        ))
+        responses = await asyncio.gather(
+            *(
+                client.post(
+                    sim.base_url + "/v1/chat/completions",
+                    json=body_for(f"Row number {i}."),
+                    headers={"Authorization": f"Bearer {KEY}"},
+                )
+                for i in range(6)
+            )
+        )
     usages = [r.json()["usage"]["prompt_tokens_details"] for r in responses]
     assert all(u["cached_tokens"] == 0 and u["cache_write_tokens"] > 256 for u in usages)
     assert sim.stats()["in_flight_peak"] == 6
@@ -119,15 +131,25 @@ async def test_concurrent_first_requests_all_miss(sim: Simulator) -> None:
     assert usage_of(sim, body_for("Row number 99."))["cached"] > 256
 
 
-def test_ttl_is_five_minutes_and_a_read_refreshes_it(sim: Simulator, clock: FakeClock) -> None:
+def test_ttl_is_five_minutes_from_the_write(sim: Simulator, clock: FakeClock) -> None:
     usage_of(sim, body_for("first"))
     clock.advance(299)
-    assert usage_of(sim, body_for("second"))["cached"] > 0  # refreshes the shared blocks
-    clock.advance(299)
-    assert usage_of(sim, body_for("third"))["cached"] > 0
-    clock.advance(301)
-    expired = usage_of(sim, body_for("fourth"))
+    assert usage_of(sim, body_for("second"))["cached"] > 0  # a read does not extend the entry
+    clock.advance(2)
+    expired = usage_of(sim, body_for("third"))
     assert expired["cached"] == 0 and expired["write"] > 256
+
+
+def test_read_refresh_is_an_option(clock: FakeClock) -> None:
+    with Simulator(api_key=KEY, clock=clock, cache_refresh_on_read=True) as server:
+        usage_of(server, body_for("first"))
+        clock.advance(299)
+        assert usage_of(server, body_for("second"))["cached"] > 0  # refreshes the shared blocks
+        clock.advance(299)
+        assert usage_of(server, body_for("third"))["cached"] > 0
+        clock.advance(301)
+        expired = usage_of(server, body_for("fourth"))
+        assert expired["cached"] == 0 and expired["write"] > 256
 
 
 def test_one_hour_ttl_with_prompt_cache_options(sim: Simulator, clock: FakeClock) -> None:
@@ -152,8 +174,12 @@ def test_cache_is_per_model(sim: Simulator) -> None:
 
 
 def test_prefix_includes_schema_and_tools(sim: Simulator) -> None:
-    schema = {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"],
-              "additionalProperties": False}
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "required": ["a"],
+        "additionalProperties": False,
+    }
     fmt = {"type": "json_schema", "json_schema": {"name": "a", "schema": schema}}
     usage_of(sim, body_for("first", response_format=fmt))
     other = {**schema, "properties": {"b": {"type": "string"}}, "required": ["b"]}
@@ -165,8 +191,9 @@ def test_prefix_includes_schema_and_tools(sim: Simulator) -> None:
 def test_images_are_keyed_by_their_url(sim: Simulator) -> None:
     def with_image(url: str, text: str) -> dict[str, Any]:
         body = body_for(text)
-        body["messages"].insert(1, {"role": "user", "content": [
-            {"type": "image_url", "image_url": {"url": url}}]})
+        body["messages"].insert(
+            1, {"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}}]}
+        )
         return body
 
     usage_of(sim, with_image("https://example.com/a.png", "first"))
@@ -177,8 +204,11 @@ def test_images_are_keyed_by_their_url(sim: Simulator) -> None:
 
 def test_failed_requests_write_nothing(clock: FakeClock) -> None:
     with Simulator(api_key=KEY, clock=clock, fault_500=1.0) as failing:
-        response = CLIENT.post(failing.base_url + "/v1/chat/completions", json=body_for("x"),
-                               headers={"Authorization": f"Bearer {KEY}"})
+        response = CLIENT.post(
+            failing.base_url + "/v1/chat/completions",
+            json=body_for("x"),
+            headers={"Authorization": f"Bearer {KEY}"},
+        )
         assert response.status_code == 500
         assert failing.stats()["cache"]["entries"] == 0
         assert failing.stats()["tokens"]["prompt"] == 0

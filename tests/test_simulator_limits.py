@@ -17,8 +17,10 @@ KEY = "sk-sim-test"
 CLIENT = httpx.Client(timeout=10, limits=httpx.Limits(max_keepalive_connections=0))
 SCHEMA = {
     "type": "object",
-    "properties": {"city": {"type": "string"}, "tags": {"type": "array",
-                                                      "items": {"type": "string"}}},
+    "properties": {
+        "city": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
     "required": ["city", "tags"],
     "additionalProperties": False,
 }
@@ -41,21 +43,27 @@ def _close_client() -> Iterator[None]:
     CLIENT.close()
 
 
-def body_for(text: str = "Paris is lovely in spring, said the guide.",
-             **extra: Any) -> dict[str, Any]:
+def body_for(
+    text: str = "Paris is lovely in spring, said the guide.", **extra: Any
+) -> dict[str, Any]:
     return {
         "model": "kimi-k3.1-pro",
         "messages": [{"role": "user", "content": text}],
-        "response_format": {"type": "json_schema",
-                            "json_schema": {"name": "city", "schema": SCHEMA}},
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "city", "schema": SCHEMA},
+        },
         "reasoning_effort": "low",
         **extra,
     }
 
 
 def post(sim: Simulator, body: dict[str, Any] | None = None) -> httpx.Response:
-    return CLIENT.post(sim.base_url + "/v1/chat/completions", json=body or body_for(),
-                       headers={"Authorization": f"Bearer {KEY}"})
+    return CLIENT.post(
+        sim.base_url + "/v1/chat/completions",
+        json=body or body_for(),
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
 
 
 def error_of(response: httpx.Response) -> dict[str, Any]:
@@ -69,18 +77,23 @@ def error_of(response: httpx.Response) -> dict[str, Any]:
 async def test_max_concurrency_429_in_kimis_form_without_retry_after() -> None:
     with Simulator(api_key=KEY, max_concurrency=2, ttft_s=0.4) as sim:
         async with httpx.AsyncClient(timeout=10) as client:
-            responses = await asyncio.gather(*(
-                client.post(sim.base_url + "/v1/chat/completions", json=body_for(f"row {i}"),
-                            headers={"Authorization": f"Bearer {KEY}"})
-                for i in range(4)
-            ))
+            responses = await asyncio.gather(
+                *(
+                    client.post(
+                        sim.base_url + "/v1/chat/completions",
+                        json=body_for(f"row {i}"),
+                        headers={"Authorization": f"Bearer {KEY}"},
+                    )
+                    for i in range(4)
+                )
+            )
         statuses = sorted(r.status_code for r in responses)
         assert statuses == [200, 200, 429, 429]
         limited = [r for r in responses if r.status_code == 429]
         for response in limited:
             assert error_of(response) == {
                 "message": "Your account org-sim request reached organization max concurrency: "
-                           "2, please try again after 1 seconds",
+                "2, please try again after 1 seconds",
                 "type": "rate_limit_reached_error",
                 "code": None,
             }
@@ -121,8 +134,10 @@ def test_tpm_counts_prompt_plus_completion() -> None:
         limited = post(sim)
         assert limited.status_code == 429
         assert error_of(limited)["type"] == "rate_limit_reached_error"
-        assert f"organization max TPM: {2 * cost}, please try again after 60 seconds" in error_of(
-            limited)["message"]
+        assert (
+            f"organization max TPM: {2 * cost}, please try again after 60 seconds"
+            in error_of(limited)["message"]
+        )
         clock.advance(61)
         assert post(sim).status_code == 200
 
@@ -139,7 +154,9 @@ def test_overload_rate_is_seeded() -> None:
         assert response.status_code == 429
         assert error_of(response) == {
             "message": "The engine is currently overloaded, please try again later",
-            "type": "engine_overloaded_error", "code": None}
+            "type": "engine_overloaded_error",
+            "code": None,
+        }
 
 
 def test_quota_stops_after_the_spend_and_rejections_are_free() -> None:
@@ -154,8 +171,10 @@ def test_quota_stops_after_the_spend_and_rejections_are_free() -> None:
         assert refused.status_code == 429
         assert error_of(refused) == {
             "message": "Your account org-sim is suspended due to insufficient balance, please "
-                       "recharge your account or check your plan and billing details",
-            "type": "exceeded_current_quota_error", "code": None}
+            "recharge your account or check your plan and billing details",
+            "type": "exceeded_current_quota_error",
+            "code": None,
+        }
         assert sim.stats()["spend_usd"] == spent
 
 
@@ -184,9 +203,12 @@ def test_fault_stream_cut_drops_the_stream_without_done() -> None:
     with Simulator(api_key=KEY, fault_stream_cut=1.0) as sim:
         lines: list[str] = []
         with pytest.raises(httpx.RemoteProtocolError):
-            with CLIENT.stream("POST", sim.base_url + "/v1/chat/completions",
-                               json=body_for(stream=True),
-                               headers={"Authorization": f"Bearer {KEY}"}) as response:
+            with CLIENT.stream(
+                "POST",
+                sim.base_url + "/v1/chat/completions",
+                json=body_for(stream=True),
+                headers={"Authorization": f"Bearer {KEY}"},
+            ) as response:
                 assert response.status_code == 200
                 for line in response.iter_lines():
                     lines.append(line)
@@ -248,8 +270,12 @@ def test_reply_faults_cut_and_hang() -> None:
         with pytest.raises(httpx.RemoteProtocolError):
             post(sim)  # a non-streaming answer cut: half the body, then the connection drops
         with pytest.raises(httpx.ReadTimeout):
-            CLIENT.post(sim.base_url + "/v1/chat/completions", json=body_for("please hang"),
-                        headers={"Authorization": f"Bearer {KEY}"}, timeout=0.3)
+            CLIENT.post(
+                sim.base_url + "/v1/chat/completions",
+                json=body_for("please hang"),
+                headers={"Authorization": f"Bearer {KEY}"},
+                timeout=0.3,
+            )
         cut, hang = sim.history
         assert cut.fault == "cut" and cut.usage is None
         assert hang.fault == "hang" and hang.status is None
@@ -267,9 +293,12 @@ def test_latency_model_ttft_and_tokens_per_second() -> None:
         assert time.monotonic() - started >= 0.2
     with Simulator(api_key=KEY, tokens_per_s=400.0) as sim:
         started = time.monotonic()
-        with CLIENT.stream("POST", sim.base_url + "/v1/chat/completions",
-                           json=body_for(stream=True),
-                           headers={"Authorization": f"Bearer {KEY}"}) as response:
+        with CLIENT.stream(
+            "POST",
+            sim.base_url + "/v1/chat/completions",
+            json=body_for(stream=True),
+            headers={"Authorization": f"Bearer {KEY}"},
+        ) as response:
             arrivals = [time.monotonic() for _ in response.iter_lines()]
         completion = sim.history[0].usage["completion_tokens"]  # type: ignore[index]
         assert arrivals[-1] - started >= 0.8 * completion / 400.0

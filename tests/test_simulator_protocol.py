@@ -28,9 +28,11 @@ WEATHER_TOOL = {
     "function": {
         "name": "get_weather",
         "description": "Get the weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"},
-                                                        "days": {"type": "integer"}},
-                       "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+            "required": ["city"],
+        },
     },
 }
 
@@ -47,8 +49,9 @@ def sim() -> Iterator[Simulator]:
         yield server
 
 
-def body_for(text: str = "Summarize: the river flooded the old town twice this spring.",
-             **extra: Any) -> dict[str, Any]:
+def body_for(
+    text: str = "Summarize: the river flooded the old town twice this spring.", **extra: Any
+) -> dict[str, Any]:
     return {
         "model": "kimi-k3.1-pro",
         "messages": [{"role": "user", "content": text}],
@@ -59,8 +62,9 @@ def body_for(text: str = "Summarize: the river flooded the old town twice this s
 
 
 def post(sim: Simulator, body: dict[str, Any]) -> httpx.Response:
-    return CLIENT.post(sim.base_url + "/v1/chat/completions", json=body,
-                       headers={"Authorization": f"Bearer {KEY}"})
+    return CLIENT.post(
+        sim.base_url + "/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {KEY}"}
+    )
 
 
 def events_of(sim: Simulator, body: dict[str, Any]) -> list[Any]:
@@ -79,17 +83,24 @@ def events_of(sim: Simulator, body: dict[str, Any]) -> list[Any]:
 def test_stream_chunk_order_and_usage_in_the_final_chunk(sim: Simulator) -> None:
     plain = post(sim, body_for()).json()
     chunks = events_of(sim, body_for())
-    assert all(c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"]
-               for c in chunks)
+    assert all(
+        c["object"] == "chat.completion.chunk" and c["id"] == chunks[0]["id"] for c in chunks
+    )
     kinds = []
     for c in chunks[:-1]:
         delta = c["choices"][0]["delta"]
-        kinds.append("role" if "role" in delta else "reasoning" if "reasoning_content" in delta
-                     else "content")
+        kinds.append(
+            "role"
+            if "role" in delta
+            else "reasoning"
+            if "reasoning_content" in delta
+            else "content"
+        )
         assert c["choices"][0]["finish_reason"] is None and "usage" not in c
     assert kinds[0] == "role" and kinds.count("role") == 1
-    assert kinds == ["role"] + ["reasoning"] * kinds.count("reasoning") + [
-        "content"] * kinds.count("content")
+    assert kinds == ["role"] + ["reasoning"] * kinds.count("reasoning") + ["content"] * kinds.count(
+        "content"
+    )
     assert kinds.count("reasoning") >= 2
     final = chunks[-1]
     assert final["choices"][0]["finish_reason"] == "stop"
@@ -134,16 +145,20 @@ def test_function_tool_call_when_the_prompt_asks(sim: Simulator) -> None:
     (call,) = message["tool_calls"]
     assert call["type"] == "function" and call["id"].startswith("call_")
     assert call["function"]["name"] == "get_weather"
-    jsonschema.validate(json.loads(call["function"]["arguments"]),
-                        WEATHER_TOOL["function"]["parameters"])  # type: ignore[index]
+    jsonschema.validate(
+        json.loads(call["function"]["arguments"]), WEATHER_TOOL["function"]["parameters"]
+    )  # type: ignore[index]
     usage = data["usage"]
     assert usage["completion_tokens"] == (
         tokens.count_text_tokens(message["reasoning_content"])
         + tokens.count_text_tokens("get_weather")
-        + tokens.count_text_tokens(call["function"]["arguments"]))
+        + tokens.count_text_tokens(call["function"]["arguments"])
+    )
     follow = body_for("Please call get_weather for Oslo.", tools=[WEATHER_TOOL])
-    follow["messages"] += [message, {"role": "tool", "tool_call_id": call["id"],
-                                     "content": '{"forecast": "rain"}'}]
+    follow["messages"] += [
+        message,
+        {"role": "tool", "tool_call_id": call["id"], "content": '{"forecast": "rain"}'},
+    ]
     answer = post(sim, follow).json()["choices"][0]
     assert answer["finish_reason"] == "stop"
     jsonschema.validate(json.loads(answer["message"]["content"]), SCHEMA)
@@ -154,24 +169,40 @@ def test_no_tool_call_unless_asked_or_required(sim: Simulator) -> None:
     assert plain["choices"][0]["finish_reason"] == "stop"
     off = post(sim, body_for("call get_weather", tools=[WEATHER_TOOL], tool_choice="none")).json()
     assert off["choices"][0]["finish_reason"] == "stop"
-    forced = post(sim, body_for("How are you?", tools=[WEATHER_TOOL],
-                                tool_choice="required")).json()
+    forced = post(
+        sim, body_for("How are you?", tools=[WEATHER_TOOL], tool_choice="required")
+    ).json()
     assert forced["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
-    named = post(sim, body_for("Hi", tools=[WEATHER_TOOL], tool_choice={
-        "type": "function", "function": {"name": "get_weather"}})).json()
+    named = post(
+        sim,
+        body_for(
+            "Hi",
+            tools=[WEATHER_TOOL],
+            tool_choice={"type": "function", "function": {"name": "get_weather"}},
+        ),
+    ).json()
     assert named["choices"][0]["finish_reason"] == "tool_calls"
 
 
 def test_bad_tools_are_400(sim: Simulator) -> None:
-    bad_name = {"type": "function", "function": {"name": "9lives", "parameters": {
-        "type": "object", "properties": {}}}}
+    bad_name = {
+        "type": "function",
+        "function": {"name": "9lives", "parameters": {"type": "object", "properties": {}}},
+    }
     assert post(sim, body_for(tools=[bad_name])).status_code == 400
-    bad_params = {"type": "function", "function": {"name": "lookup", "parameters": {
-        "type": "object", "anyOf": [{"properties": {}}]}}}
+    bad_params = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "anyOf": [{"properties": {}}]},
+        },
+    }
     response = post(sim, body_for(tools=[bad_params]))
     assert response.status_code == 400
-    assert "tools.function.parameters is not a valid moonshot flavored json schema" in (
-        response.json()["error"]["message"])
+    assert (
+        "tools.function.parameters is not a valid moonshot flavored json schema"
+        in (response.json()["error"]["message"])
+    )
 
 
 def test_missing_reasoning_content_and_unknown_tool_call_id_are_400(sim: Simulator) -> None:
@@ -190,8 +221,10 @@ def test_missing_reasoning_content_and_unknown_tool_call_id_are_400(sim: Simulat
     assert missing.status_code == 400
     assert missing.json()["error"] == {
         "message": "Invalid request: thinking is enabled but reasoning_content is missing in "
-                   "assistant tool call message at index 1",
-        "type": "invalid_request_error", "code": None}
+        "assistant tool call message at index 1",
+        "type": "invalid_request_error",
+        "code": None,
+    }
     assert follow({**message, "reasoning_content": ""}, tool).status_code == 200
     unknown = follow(message, {**tool, "tool_call_id": "call_nope"})
     assert unknown.status_code == 400 and "call_nope" in unknown.json()["error"]["message"]
@@ -215,19 +248,26 @@ def test_web_search_round_trip_bills_the_results(sim: Simulator) -> None:
     assert arguments["search_result"]["search_id"]
     search_tokens = arguments["usage"]["total_tokens"]
     assert search_tokens > 0
-    tool = {"role": "tool", "tool_call_id": call["id"], "name": "$web_search",
-            "content": call["function"]["arguments"]}
+    tool = {
+        "role": "tool",
+        "tool_call_id": call["id"],
+        "name": "$web_search",
+        "content": call["function"]["arguments"],
+    }
     second_body = {**body, "messages": body["messages"] + [message, tool]}
     second = post(sim, second_body).json()
     assert second["choices"][0]["finish_reason"] == "stop"
     jsonschema.validate(json.loads(second["choices"][0]["message"]["content"]), SCHEMA)
     added = (
-        tokens.MESSAGE_OVERHEAD + tokens.count_text_tokens(message["reasoning_content"])
+        tokens.MESSAGE_OVERHEAD
+        + tokens.count_text_tokens(message["reasoning_content"])
         + tokens.count_text_tokens(json.dumps(message["tool_calls"], separators=(",", ":")))
-        + tokens.MESSAGE_OVERHEAD + tokens.count_text_tokens(tool["content"])
+        + tokens.MESSAGE_OVERHEAD
+        + tokens.count_text_tokens(tool["content"])
     )
     assert second["usage"]["prompt_tokens"] == first["usage"]["prompt_tokens"] + added + (
-        search_tokens)
+        search_tokens
+    )
     garbled = {**tool, "content": "I searched and found nothing"}
     response = post(sim, {**body, "messages": body["messages"] + [message, garbled]})
     assert response.status_code == 400
@@ -247,16 +287,18 @@ def test_openai_sdk_plain_stream_and_tool_calls(sim: Simulator) -> None:
     assert result.usage.prompt_tokens_details.cached_tokens == 0
 
     content, usage = "", None
-    for part in client.chat.completions.create(**body, stream=True,
-                                               stream_options={"include_usage": True}):
+    for part in client.chat.completions.create(
+        **body, stream=True, stream_options={"include_usage": True}
+    ):
         if part.choices and part.choices[0].delta.content:
             content += part.choices[0].delta.content
         usage = part.usage or usage
     assert content == message.content
     assert usage is not None and usage.total_tokens == result.usage.total_tokens
 
-    called = client.chat.completions.create(**body_for("Use get_weather for Lima",
-                                                       tools=[WEATHER_TOOL]))
+    called = client.chat.completions.create(
+        **body_for("Use get_weather for Lima", tools=[WEATHER_TOOL])
+    )
     tool_calls = called.choices[0].message.tool_calls
     assert called.choices[0].finish_reason == "tool_calls" and tool_calls
     assert tool_calls[0].function.name == "get_weather"
@@ -267,15 +309,25 @@ async def test_openai_async_sdk_web_search_round_trip(sim: Simulator) -> None:
     client = openai.AsyncOpenAI(base_url=sim.openai_base_url, api_key=KEY, max_retries=0)
     messages: list[dict[str, Any]] = [{"role": "user", "content": "Search the Kimi homepage."}]
     # Kimi's own tool type and message fields are outside the SDK's typed params: pass as Any.
-    request: dict[str, Any] = {"model": "kimi-k3.1-pro", "messages": messages,
-                               "tools": [{"type": "web_search"}], "reasoning_effort": "low"}
+    request: dict[str, Any] = {
+        "model": "kimi-k3.1-pro",
+        "messages": messages,
+        "tools": [{"type": "web_search"}],
+        "reasoning_effort": "low",
+    }
     first = await client.chat.completions.create(**request)
     assert first.choices[0].finish_reason == "tool_calls"
     assistant = first.choices[0].message.model_dump(exclude_none=True, warnings=False)
     messages.append(assistant)
     for call in assistant["tool_calls"]:
-        messages.append({"role": "tool", "tool_call_id": call["id"], "name": "$web_search",
-                         "content": call["function"]["arguments"]})
+        messages.append(
+            {
+                "role": "tool",
+                "tool_call_id": call["id"],
+                "name": "$web_search",
+                "content": call["function"]["arguments"],
+            }
+        )
     final = await client.chat.completions.create(**request, stream=True)
     finish = None
     async for part in final:

@@ -36,8 +36,12 @@ def request_seed(body: dict[str, Any], schema_text: str | None = None) -> int:
     if isinstance(response_format, dict):
         json_schema = response_format.get("json_schema")
         if schema_text is not None and isinstance(json_schema, dict):
-            parts += [str(response_format.get("type")), str(json_schema.get("name")),
-                      str(json_schema.get("strict")), schema_text]
+            parts += [
+                str(response_format.get("type")),
+                str(json_schema.get("name")),
+                str(json_schema.get("strict")),
+                schema_text,
+            ]
         else:
             parts.append(_canonical(response_format))
     for key in ("tools", "tool_choice"):
@@ -83,16 +87,35 @@ def text_answer(rng: random.Random, words: list[str]) -> str:
     """A short sentence about the user's text (its ``words_of``)."""
     start = rng.randrange(len(words))
     topic = " ".join(words[start : start + rng.randint(2, 6)])
-    opener = rng.choice(("Here is a short answer about", "In short, the text is about",
-                         "The main point concerns"))
+    opener = rng.choice(
+        ("Here is a short answer about", "In short, the text is about", "The main point concerns")
+    )
     return f"{opener} {topic}."
 
 
 # Reasoning is an opening about the request followed by a slice of a fixed filler of 1-token
 # words, so its token count is known without counting it again (a max-effort answer has ~1,000
 # reasoning tokens; building or counting that per request would dominate the simulator's cost).
-_FILLER_WORDS = ("check", "the", "field", "value", "each", "input", "match", "type", "then",
-                 "note", "rule", "text", "keep", "order", "fit", "shape", "read", "again")
+_FILLER_WORDS = (
+    "check",
+    "the",
+    "field",
+    "value",
+    "each",
+    "input",
+    "match",
+    "type",
+    "then",
+    "note",
+    "rule",
+    "text",
+    "keep",
+    "order",
+    "fit",
+    "shape",
+    "read",
+    "again",
+)
 _EFFORT_TOKENS = {"low": (30, 80), "high": (200, 400), "max": (600, 1200)}
 
 

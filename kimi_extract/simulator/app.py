@@ -65,6 +65,7 @@ class Config:
     stream_usage: str = "choices"
     cache_block_tokens: int = 64
     cache_min_tokens: int = 256
+    cache_refresh_on_read: bool = False
     history_limit: int | None = None
 
 
@@ -89,9 +90,7 @@ def _bucket_add(tokens: Counter[str], usage: dict[str, Any]) -> None:
     tokens["cached"] += details.get("cached_tokens", 0)
     tokens["cache_write"] += details.get("cache_write_tokens", 0)
     tokens["completion"] += usage.get("completion_tokens", 0)
-    tokens["reasoning"] += (usage.get("completion_tokens_details") or {}).get(
-        "reasoning_tokens", 0
-    )
+    tokens["reasoning"] += (usage.get("completion_tokens_details") or {}).get("reasoning_tokens", 0)
 
 
 class Service:
@@ -101,7 +100,12 @@ class Service:
         self.config = config
         self.responder = responder
         self.lock = threading.Lock()
-        self.cache = PrefixCache(config.clock, config.cache_block_tokens, config.cache_min_tokens)
+        self.cache = PrefixCache(
+            config.clock,
+            config.cache_block_tokens,
+            config.cache_min_tokens,
+            config.cache_refresh_on_read,
+        )
         self.limits = Limits(
             config.clock,
             random.Random(f"overload-{config.seed}"),
@@ -117,9 +121,12 @@ class Service:
         self._id_prefix = f"{random.Random(config.seed).getrandbits(40):010x}"
         #: USD per 1M tokens by model: the ``pricing`` option, else the model table's prices.
         self._pricing: dict[str, dict[str, float] | None] = {
-            name: config.pricing if config.pricing is not None else (
+            name: config.pricing
+            if config.pricing is not None
+            else (
                 {k: v for k, v in vars(info.pricing).items() if v is not None}
-                if info.pricing is not None else None
+                if info.pricing is not None
+                else None
             )
             for name, info in MODELS.items()
         }
@@ -197,8 +204,13 @@ class Service:
             self.peak_requests = max(self.peak_requests, self.open_requests)
         return exchange
 
-    def _finish(self, exchange: Exchange, status: int | None, error_type: str | None = None,
-                response: dict[str, Any] | None = None) -> None:
+    def _finish(
+        self,
+        exchange: Exchange,
+        status: int | None,
+        error_type: str | None = None,
+        response: dict[str, Any] | None = None,
+    ) -> None:
         with self.lock:
             exchange.t_end = time.monotonic()
             exchange.status = status
@@ -227,8 +239,9 @@ class Service:
         exchange = self._arrive(request)
         return self._error_response(
             exchange,
-            SimError(404, "resource_not_found_error",
-                     f"Not found: {request.method} {request.path}"),
+            SimError(
+                404, "resource_not_found_error", f"Not found: {request.method} {request.path}"
+            ),
         )
 
     async def stats_route(self, request: web.Request) -> web.Response:
@@ -321,7 +334,8 @@ class Service:
         if isinstance(result, str | dict | list):
             return Reply(content=result)
         raise SimError(
-            500, "server_error",
+            500,
+            "server_error",
             f"simulator responder returned {type(result).__name__}; expected None, str, dict "
             "or Reply",
         )
@@ -339,8 +353,11 @@ class Service:
         if answer.delay_s > 0:
             await asyncio.sleep(answer.delay_s)
         if "500" in answer.faults:
-            raise SimError(500, "server_error",
-                           "The server had an error while processing your request, please retry")
+            raise SimError(
+                500,
+                "server_error",
+                "The server had an error while processing your request, please retry",
+            )
         if "reset" in answer.faults:
             _drop(request)
             self._finish(exchange, None)
@@ -375,9 +392,12 @@ class Service:
                 raise
             faults = []
             if config.faults.any():
-                faults = draw_faults(self.fault_rng, config.faults,
-                                     stream=body.get("stream") is True,
-                                     json_content=outcome.json_content)
+                faults = draw_faults(
+                    self.fault_rng,
+                    config.faults,
+                    stream=body.get("stream") is True,
+                    json_content=outcome.json_content,
+                )
         if reply is not None and reply.fault:
             faults.append(reply.fault)
         if "invalid_json" in faults:
@@ -414,9 +434,14 @@ class Service:
         with self.lock:
             self.cache.commit(answer.lookup)
             if pricing:
-                self.limits.bill(cost_usd(answer.usage, pricing,
-                                          separate_writes=info.separate_cache_writes,
-                                          ttl=answer.ttl))
+                self.limits.bill(
+                    cost_usd(
+                        answer.usage,
+                        pricing,
+                        separate_writes=info.separate_cache_writes,
+                        ttl=answer.ttl,
+                    )
+                )
             _bucket_add(self.tokens, answer.usage)
             if answer.lookup.cached_tokens:
                 self.cache_counts["hits"] += 1

@@ -10,8 +10,11 @@ Model:
   byte-identical prefix.
 - **Read**: the longest run of leading blocks that are present and unexpired. It counts as
   ``cached_tokens`` only when longer than ``min_tokens`` (default 256, "a request can hit only if
-  the cached prefix is longer than 256 tokens"); a counted read refreshes those blocks' expiry to
-  now + their own TTL.
+  the cached prefix is longer than 256 tokens"). With ``refresh_on_read`` (off by default) a
+  counted read also resets those blocks' expiry to now + their own TTL; by default an entry lives
+  its TTL from the write that made it (the seed calls it the "cache write TTL" and bills writes
+  separately), so a run longer than the TTL re-writes the prefix — which is what makes the 1 h
+  TTL worth paying for on long runs.
 - **Write** (only when the prompt is longer than ``min_tokens``): every full block not already
   present. Writes become readable only when the response that made them completes
   (``commit``), so concurrent first requests all miss, as on a real server. A failed or
@@ -45,11 +48,16 @@ class PrefixCache:
     """Hash-chained block cache with per-entry expiry; see the module docstring."""
 
     def __init__(
-        self, clock: Callable[[], float], block_tokens: int = 64, min_tokens: int = 256
+        self,
+        clock: Callable[[], float],
+        block_tokens: int = 64,
+        min_tokens: int = 256,
+        refresh_on_read: bool = False,
     ) -> None:
         if block_tokens < 1:
             raise ValueError("cache_block_tokens must be at least 1")
         self.clock = clock
+        self.refresh_on_read = refresh_on_read
         self.block_tokens = block_tokens
         self.min_tokens = min_tokens
         #: block key -> (expiry time, TTL seconds)
@@ -91,7 +99,7 @@ class PrefixCache:
             hit += 1
         if hit * self.block_tokens > self.min_tokens:
             result.cached_tokens = hit * self.block_tokens
-            for key in keys[:hit]:
+            for key in keys[:hit] if self.refresh_on_read else ():
                 ttl_s = entries[key][1]
                 entries[key] = (now + ttl_s, ttl_s)
         for key in keys[hit:]:

@@ -164,21 +164,25 @@ def compose(
                 "search_result": {"search_id": f"ws-{rng.getrandbits(64):016x}"},
                 "usage": {"total_tokens": rng.randint(800, 4000)},
             }
-            tool_calls = [{
-                "id": _call_id(rng),
-                "type": "builtin_function",
-                "function": {"name": WEB_SEARCH, "arguments": json.dumps(arguments)},
-            }]
+            tool_calls = [
+                {
+                    "id": _call_id(rng),
+                    "type": "builtin_function",
+                    "function": {"name": WEB_SEARCH, "arguments": json.dumps(arguments)},
+                }
+            ]
         elif (function := _wanted_function(body, text)) is not None:
             arguments_value = values.json_value(rng, function.get("parameters", {}), words)
-            tool_calls = [{
-                "id": _call_id(rng),
-                "type": "function",
-                "function": {
-                    "name": function["name"],
-                    "arguments": to_json(arguments_value),
-                },
-            }]
+            tool_calls = [
+                {
+                    "id": _call_id(rng),
+                    "type": "function",
+                    "function": {
+                        "name": function["name"],
+                        "arguments": to_json(arguments_value),
+                    },
+                }
+            ]
     if tool_calls is None:
         if reply is not None and reply.content is not None:
             value = reply.content
@@ -198,14 +202,21 @@ def fit(outcome: Outcome, budget: int) -> Outcome:
     if total <= budget:
         return outcome
     if reasoning >= budget:
-        return Outcome("", answers.cut_to_tokens(outcome.reasoning_content, budget), "length",
-                       None, outcome.json_content)
+        return Outcome(
+            "",
+            answers.cut_to_tokens(outcome.reasoning_content, budget),
+            "length",
+            None,
+            outcome.json_content,
+        )
     if outcome.tool_calls:
-        return Outcome("", outcome.reasoning_content, "length", None, outcome.json_content,
-                       reasoning)
+        return Outcome(
+            "", outcome.reasoning_content, "length", None, outcome.json_content, reasoning
+        )
     content = answers.cut_to_tokens(outcome.content, budget - reasoning)
-    return Outcome(content, outcome.reasoning_content, "length", None, outcome.json_content,
-                   reasoning)
+    return Outcome(
+        content, outcome.reasoning_content, "length", None, outcome.json_content, reasoning
+    )
 
 
 def break_json(outcome: Outcome, rng: random.Random) -> Outcome:
@@ -214,16 +225,28 @@ def break_json(outcome: Outcome, rng: random.Random) -> Outcome:
         content = "Sure! Here is the JSON you asked for:\n" + outcome.content
     else:
         content = outcome.content[: max(1, len(outcome.content) // 2)]
-    return Outcome(content, outcome.reasoning_content, outcome.finish_reason, None, True,
-                   outcome.reasoning_tokens)
+    return Outcome(
+        content,
+        outcome.reasoning_content,
+        outcome.finish_reason,
+        None,
+        True,
+        outcome.reasoning_tokens,
+    )
 
 
 def truncate(outcome: Outcome) -> Outcome:
     """The truncation fault: about half the content, finish_reason "length"."""
     half = tokens.count_text_tokens(outcome.content) // 2
     content = answers.cut_to_tokens(outcome.content, half)
-    return Outcome(content, outcome.reasoning_content, "length", None, outcome.json_content,
-                   outcome.reasoning_tokens)
+    return Outcome(
+        content,
+        outcome.reasoning_content,
+        "length",
+        None,
+        outcome.json_content,
+        outcome.reasoning_tokens,
+    )
 
 
 def usage_dict(
@@ -282,20 +305,23 @@ def stream_deltas(outcome: Outcome) -> list[dict[str, Any]]:
     deltas += [{"reasoning_content": piece} for piece in _pieces(outcome.reasoning_content)]
     deltas += [{"content": piece} for piece in _pieces(outcome.content)]
     if outcome.tool_calls:
-        deltas.append({
-            "tool_calls": [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]
-        })
+        deltas.append(
+            {"tool_calls": [{"index": i, **call} for i, call in enumerate(outcome.tool_calls)]}
+        )
     return deltas
 
 
 def chunk(
-    response_id: str, created: int, model: str, delta: dict[str, Any] | None,
+    response_id: str,
+    created: int,
+    model: str,
+    delta: dict[str, Any] | None,
     finish_reason: str | None = None,
 ) -> dict[str, Any]:
     """One ``chat.completion.chunk``; ``delta`` None makes a usage-only chunk with no choices."""
-    choices = [] if delta is None else [
-        {"index": 0, "delta": delta, "finish_reason": finish_reason}
-    ]
+    choices = (
+        [] if delta is None else [{"index": 0, "delta": delta, "finish_reason": finish_reason}]
+    )
     return {
         "id": response_id,
         "object": "chat.completion.chunk",

@@ -168,8 +168,14 @@ class FaultRates:
         """Whether any fault is enabled."""
         return any(
             rate > 0
-            for rate in (self.server_error, self.reset, self.stream_cut, self.slow_first_byte,
-                         self.invalid_json, self.truncate)
+            for rate in (
+                self.server_error,
+                self.reset,
+                self.stream_cut,
+                self.slow_first_byte,
+                self.invalid_json,
+                self.truncate,
+            )
         )
 
 

@@ -154,7 +154,8 @@ def message_text(content: Any) -> str:
         return "\n".join(
             part["text"]
             for part in content
-            if isinstance(part, dict) and part.get("type") == "text"
+            if isinstance(part, dict)
+            and part.get("type") == "text"
             and isinstance(part.get("text"), str)
         )
     return ""

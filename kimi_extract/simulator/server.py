@@ -43,7 +43,7 @@ class Simulator:
       ``slow_first_byte_s``), ``fault_invalid_json``, ``fault_truncate``: per-request rates 0..1.
     - ``ttft_s`` before the first byte, ``tokens_per_s`` output pacing.
     - ``stream_usage``: "choices" or "separate" (see ``streaming``).
-    - ``cache_block_tokens``, ``cache_min_tokens``: see ``cache``.
+    - ``cache_block_tokens``, ``cache_min_tokens``, ``cache_refresh_on_read``: see ``cache``.
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
       keeps none). Counters and ``Exchange.index`` still count every request.
     """
@@ -76,14 +76,18 @@ class Simulator:
         stream_usage: str = "choices",
         cache_block_tokens: int = 64,
         cache_min_tokens: int = 256,
+        cache_refresh_on_read: bool = False,
         history_limit: int | None = None,
     ) -> None:
         if stream_usage not in _STREAM_USAGE:
             raise ValueError(f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}")
         rates = {
-            "fault_500": fault_500, "fault_reset": fault_reset,
-            "fault_stream_cut": fault_stream_cut, "fault_slow_first_byte": fault_slow_first_byte,
-            "fault_invalid_json": fault_invalid_json, "fault_truncate": fault_truncate,
+            "fault_500": fault_500,
+            "fault_reset": fault_reset,
+            "fault_stream_cut": fault_stream_cut,
+            "fault_slow_first_byte": fault_slow_first_byte,
+            "fault_invalid_json": fault_invalid_json,
+            "fault_truncate": fault_truncate,
             "overload_rate": overload_rate,
         }
         for name, rate in rates.items():
@@ -103,14 +107,21 @@ class Simulator:
             overload_rate=overload_rate,
             quota_usd=quota_usd,
             pricing=pricing,
-            faults=FaultRates(fault_500, fault_reset, fault_stream_cut, fault_slow_first_byte,
-                              fault_invalid_json, fault_truncate),
+            faults=FaultRates(
+                fault_500,
+                fault_reset,
+                fault_stream_cut,
+                fault_slow_first_byte,
+                fault_invalid_json,
+                fault_truncate,
+            ),
             slow_first_byte_s=slow_first_byte_s,
             ttft_s=ttft_s,
             tokens_per_s=tokens_per_s,
             stream_usage=stream_usage,
             cache_block_tokens=cache_block_tokens,
             cache_min_tokens=cache_min_tokens,
+            cache_refresh_on_read=cache_refresh_on_read,
             history_limit=history_limit,
         )
         self._service = Service(config, responder)
@@ -181,8 +192,7 @@ class Simulator:
             loop.run_forever()
 
         self._loop = loop
-        self._thread = threading.Thread(target=run, name=f"kimi-simulator-{self.port}",
-                                        daemon=True)
+        self._thread = threading.Thread(target=run, name=f"kimi-simulator-{self.port}", daemon=True)
         self._thread.start()
         ready.wait()
         if failure:

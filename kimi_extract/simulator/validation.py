@@ -89,8 +89,10 @@ _TYPE_CHECKS: dict[str, Check] = {
     "boolean": lambda v: isinstance(v, bool),
     "null": lambda v: v is None,
     "number": lambda v: isinstance(v, int | float) and not isinstance(v, bool),
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool))
-    or (isinstance(v, float) and v.is_integer()),
+    "integer": lambda v: (
+        (isinstance(v, int) and not isinstance(v, bool))
+        or (isinstance(v, float) and v.is_integer())
+    ),
 }
 
 
@@ -224,9 +226,11 @@ def _compile(node: Any, components: dict[str, Any], depth: int = 0) -> Check:
         elif key == "required":
             checks.append(_has_keys(list(spec)))
         elif key == "properties":
-            checks.append(_properties(
-                {name: _compile(sub, components, depth + 1) for name, sub in spec.items()}
-            ))
+            checks.append(
+                _properties(
+                    {name: _compile(sub, components, depth + 1) for name, sub in spec.items()}
+                )
+            )
         elif key == "additionalProperties":
             if spec is not True:
                 raise _Unsupported("additionalProperties")

@@ -43,9 +43,14 @@ _BOUND = re.compile(
 _EXACTLY = re.compile(r"^exactly (\d+) items?")
 _FORMAT = re.compile(r"^format:\s*([\w-]+)")
 _SCHEMA_KEYWORDS = {
-    "minimum": "minimum", "maximum": "maximum", "exclusiveMinimum": "exclusive minimum",
-    "exclusiveMaximum": "exclusive maximum", "minLength": "min length", "maxLength": "max length",
-    "minItems": "min items", "maxItems": "max items",
+    "minimum": "minimum",
+    "maximum": "maximum",
+    "exclusiveMinimum": "exclusive minimum",
+    "exclusiveMaximum": "exclusive maximum",
+    "minLength": "min length",
+    "maxLength": "max length",
+    "minItems": "min items",
+    "maxItems": "max items",
 }
 
 
@@ -141,8 +146,10 @@ class _Compiler:
         if kind is None:
             kind = "object" if "properties" in node else "array" if "items" in node else "string"
         if kind == "object":
-            props = [(name, self.compile(sub, {}))
-                     for name, sub in (node.get("properties") or {}).items()]
+            props = [
+                (name, self.compile(sub, {}))
+                for name, sub in (node.get("properties") or {}).items()
+            ]
             return lambda rng, words, depth: {name: gen(rng, words, depth) for name, gen in props}
         if kind == "array":
             return self.array(node, found)
@@ -174,8 +181,11 @@ class _Compiler:
 
     def any_of(self, branches: list[Any], found: dict[str, Any]) -> Gen:
         nullable = any(isinstance(b, dict) and b.get("type") == "null" for b in branches)
-        others = [self.compile(b, found) for b in branches
-                  if not (isinstance(b, dict) and b.get("type") == "null")]
+        others = [
+            self.compile(b, found)
+            for b in branches
+            if not (isinstance(b, dict) and b.get("type") == "null")
+        ]
 
         def gen(rng: random.Random, words: list[str], depth: int) -> Any:
             if nullable and (not others or depth >= MAX_DEPTH or rng.random() < 0.125):
