@@ -54,7 +54,7 @@ def main() -> None:
     print(f"{'backend':<10} {'concurrency':>11} {'CPU ms/row':>11} {'rows/s':>8}")
     with simulator_process() as base_url:
         for concurrency in (64, 256):
-            for backend in ("httpx", "aiohttp"):
+            for backend in ("httpx", "httpx-aiohttp", "aiohttp"):
                 ms, rate = measure(base_url, backend, concurrency, args.rows)
                 print(f"{backend:<10} {concurrency:>11} {ms:>11.2f} {rate:>8.0f}", flush=True)
 

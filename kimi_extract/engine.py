@@ -192,10 +192,7 @@ class Engine:
                 tools=list(settings.tools),
                 stream=settings.stream,
             )
-            estimate = settings.prefix_tokens + estimate_prompt_tokens(
-                messages[len(settings.static_messages) :]
-            )
-            answer = await self.transport.complete(body, exchange, estimate)
+            answer = await self.transport.complete(body, exchange, prompt_estimate)
             result.attempts += 1
             result.usage = result.usage + answer.usage
             if answer.finish_reason == "tool_calls" and answer.tool_calls:
@@ -207,7 +204,9 @@ class Engine:
                     for call in answer.tool_calls
                     if (call.get("function") or {}).get("name") == "$web_search"
                 )
-                messages = [*messages, assistant_message(answer), *tool_result_messages(answer)]
+                added = [assistant_message(answer), *tool_result_messages(answer)]
+                messages = [*messages, *added]
+                prompt_estimate += estimate_prompt_tokens(added)
                 continue
             if answer.finish_reason == "length":
                 larger = min(budget * 2, MAX_COMPLETION_TOKENS, room)
@@ -227,11 +226,9 @@ class Engine:
                         invalid.errors,
                     ) from None
                 reasks += 1
-                messages = [
-                    *messages,
-                    assistant_message(answer),
-                    reask_message(invalid.errors, invalid.kind),
-                ]
+                added = [assistant_message(answer), reask_message(invalid.errors, invalid.kind)]
+                messages = [*messages, *added]
+                prompt_estimate += estimate_prompt_tokens(added)
 
     async def run(
         self,

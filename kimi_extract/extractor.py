@@ -16,6 +16,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
+from .backends import BACKENDS
 from .engine import Engine, RowResult, RowSettings
 from .exceptions import (
     ConfigurationError,
@@ -36,6 +37,7 @@ from .models import (
     normalize_effort,
 )
 from .request import (
+    BodyEncoder,
     Mode,
     estimate_prompt_tokens,
     example_messages,
@@ -174,9 +176,9 @@ class Extractor(Generic[T]):
             raise ConfigurationError(
                 f"{model} does not accept prompt_cache_options (K3.1 series only); drop cache_ttl"
             )
-        if http_backend not in ("aiohttp", "httpx"):
+        if http_backend not in BACKENDS:
             raise ConfigurationError(
-                f"http_backend must be 'aiohttp' or 'httpx', got {http_backend!r}"
+                f"http_backend must be one of {BACKENDS}, got {http_backend!r}"
             )
         self.instructions = instructions
         self.mode: Mode = mode
@@ -341,6 +343,16 @@ class Extractor(Generic[T]):
             web_search=self.web_search,
         )
 
+    def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
+        """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``."""
+        return _run_sync(self.arun_documents(sources, **options))
+
+    async def arun_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
+        """Async ``run_documents``."""
+        from .documents import arun_documents
+
+        return await arun_documents(self, sources, **options)
+
     def extract(self, content: Content, *, images: Any = None) -> T:
         """Extract one input; returns the model instance or raises the row's error."""
         return _run_sync(self.aextract(content, images=images))
@@ -444,6 +456,7 @@ class Extractor(Generic[T]):
         )
         transport = self._transport(limiter)
         settings = self._settings(total)
+        transport.encoder = BodyEncoder(settings.static_messages, settings.response_format)
         kept: list[RowResult] = []
         tally = _Tally()
 

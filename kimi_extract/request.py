@@ -113,6 +113,53 @@ def build_body(
     return body
 
 
+_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
+class BodyEncoder:
+    """Serializes request bodies, reusing the JSON of the parts every row shares.
+
+    The static messages and the response format are encoded once; a body whose first messages
+    are those very objects (and whose response_format is that object) is assembled from the cached
+    text, anything else falls back to a full encode. Output is compact JSON either way, so the
+    bytes of the shared prefix are identical across rows.
+    """
+
+    def __init__(
+        self, static_messages: Sequence[dict[str, Any]], response_format: dict[str, Any] | None
+    ) -> None:
+        self.static = tuple(static_messages)
+        self.static_json = ",".join(_dumps(m) for m in self.static)
+        self.response_format = response_format
+        self.response_format_json = _dumps(response_format) if response_format else ""
+
+    def __call__(self, body: dict[str, Any]) -> bytes:
+        messages = body.get("messages")
+        count = len(self.static)
+        if (
+            not isinstance(messages, list)
+            or len(messages) < count
+            or any(a is not b for a, b in zip(messages, self.static, strict=False))
+        ):
+            return _dumps(body).encode()
+        parts = []
+        for key, value in body.items():
+            if key == "messages":
+                rest = ",".join(_dumps(m) for m in messages[count:])
+                joined = ",".join(p for p in (self.static_json, rest) if p)
+                parts.append(f'"messages":[{joined}]')
+            elif key == "response_format" and value is self.response_format:
+                parts.append(f'"response_format":{self.response_format_json}')
+            else:
+                parts.append(f"{_dumps(key)}:{_dumps(value)}")
+        return ("{" + ",".join(parts) + "}").encode()
+
+
+def encode_body(body: dict[str, Any]) -> bytes:
+    """Compact JSON bytes of a body (no cached parts)."""
+    return _dumps(body).encode()
+
+
 def parse_completion(data: Any, request_id: str | None = None) -> Answer:
     """Read a non-streaming response body; raises ValueError on a malformed one."""
     if not isinstance(data, dict):

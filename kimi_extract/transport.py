@@ -1,9 +1,7 @@
-"""HTTP: the httpx client, auth, error mapping and the retry policy.
+"""HTTP: the client, auth, error mapping and the retry policy.
 
-One ``httpx.AsyncClient`` per run, its pool sized to the run's concurrency. By default the client
-uses the ``httpx-aiohttp`` transport: plain httpx pools cost much more CPU per request at high
-concurrency (see the project notes for the measured figures); ``http_backend="httpx"`` selects the
-native pool.
+One HTTP client per run (see ``backends``: aiohttp by default, or httpx with or without the
+httpx-aiohttp transport), its pool sized to the run's concurrency.
 
 Retry policy (tenacity): retried are 408, 409, 429 ``rate_limit_reached_error`` /
 ``engine_overloaded_error``, 5xx, timeouts and connection errors, with full-jitter exponential
@@ -21,11 +19,10 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import httpx
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -34,10 +31,10 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from .backends import Backend, make_backend
 from .exceptions import (
     APIConnectionError,
     APIError,
-    APITimeoutError,
     AuthenticationError,
     BadRequestError,
     NotFoundError,
@@ -46,7 +43,7 @@ from .exceptions import (
     RateLimitError,
     ServerError,
 )
-from .request import Answer, StreamAssembler, parse_completion
+from .request import Answer, StreamAssembler, encode_body, parse_completion
 
 logger = logging.getLogger("kimi_extract")
 
@@ -95,7 +92,7 @@ def chat_url(base_url: str) -> str:
     return base + CHAT_PATH
 
 
-def retry_after_seconds(headers: httpx.Headers, message: str | None) -> float | None:
+def retry_after_seconds(headers: Mapping[str, str], message: str | None) -> float | None:
     """Seconds the server asked us to wait, from headers or Kimi's message; None if unsaid."""
     value = headers.get("retry-after-ms")
     if value:
@@ -119,9 +116,8 @@ def retry_after_seconds(headers: httpx.Headers, message: str | None) -> float | 
     return None
 
 
-def error_from_response(response: httpx.Response, body: bytes) -> APIError:
+def error_from_response(status: int, headers: Mapping[str, str], body: bytes) -> APIError:
     """Map an error status and Kimi's error body to a specific exception."""
-    status = response.status_code
     message, error_type, code = f"HTTP {status}", None, None
     try:
         payload = json.loads(body)
@@ -136,7 +132,7 @@ def error_from_response(response: httpx.Response, body: bytes) -> APIError:
         text = body[:200].decode("utf-8", "replace").strip()
         if text:
             message = text
-    request_id = _request_id(response)
+    request_id = _request_id(headers)
     cls: type[APIError]
     if status == 400:
         cls = BadRequestError
@@ -152,7 +148,7 @@ def error_from_response(response: httpx.Response, body: bytes) -> APIError:
         cls = ServerError
     else:
         cls = APIError
-    retry_after = retry_after_seconds(response.headers, message) if cls.retryable else None
+    retry_after = retry_after_seconds(headers, message) if cls.retryable else None
     return cls(
         message,
         status=status,
@@ -163,8 +159,8 @@ def error_from_response(response: httpx.Response, body: bytes) -> APIError:
     )
 
 
-def _request_id(response: httpx.Response) -> str | None:
-    return next((response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None)
+def _request_id(headers: Mapping[str, str]) -> str | None:
+    return next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -240,44 +236,45 @@ class Transport:
         http_backend: str = "aiohttp",
         on_retry: Callable[[BaseException, float], None] | None = None,
         gate: Gate | None = None,
+        encoder: Callable[[dict[str, Any]], bytes] = encode_body,
     ) -> None:
         self.url = chat_url(base_url)
+        self.encoder = encoder
         self._api_key = api_key
         self.concurrency = concurrency
-        self.timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self.timeout = timeout
+        self.connect_timeout = connect_timeout
         self.retry = retry or RetryPolicy()
         self.http_backend = http_backend
         self.on_retry = on_retry
         self.gate = gate
         self.retries = 0
-        self._client: httpx.AsyncClient | None = None
+        self._backend: Backend | None = None
 
     def __repr__(self) -> str:
         return f"Transport(url={self.url!r}, backend={self.http_backend!r})"
 
     async def __aenter__(self) -> Transport:
-        limits = httpx.Limits(
-            max_connections=self.concurrency, max_keepalive_connections=self.concurrency
-        )
         headers = {
             "Authorization": f"Bearer {self._api_key.get()}",
             "Content-Type": "application/json",
             "User-Agent": "kimi-extract/0.1",
         }
-        transport: httpx.AsyncBaseTransport | None = None
-        if self.http_backend == "aiohttp":
-            from httpx_aiohttp import AiohttpTransport
-
-            transport = AiohttpTransport(limits=limits)
-        self._client = httpx.AsyncClient(
-            headers=headers, timeout=self.timeout, limits=limits, transport=transport
+        backend = make_backend(
+            self.http_backend,
+            headers=headers,
+            concurrency=self.concurrency,
+            timeout=self.timeout,
+            connect_timeout=self.connect_timeout,
         )
+        await backend.open()
+        self._backend = backend
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        if self._backend is not None:
+            await self._backend.close()
+            self._backend = None
 
     async def send(
         self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int = 0
@@ -307,45 +304,40 @@ class Transport:
         A streaming body (``"stream": true``) is read as SSE and assembled; a stream that ends
         before its final chunk and ``[DONE]`` is a connection error (retried).
         """
-        if self._client is None:
+        backend = self._backend
+        if backend is None:
             raise RuntimeError("Transport used outside 'async with'")
-        payload = json.dumps(body, ensure_ascii=False).encode()
+        payload = self.encoder(body)
         started = time.perf_counter()
         exchange.http_attempts += 1
         try:
             if body.get("stream"):
-                return await self._send_streaming(payload)
-            response = await self._client.post(self.url, content=payload)
-            raw = response.content
-        except httpx.TimeoutException as exc:
-            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
-        except httpx.TransportError as exc:
-            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None
+                return await self._send_streaming(backend, payload)
+            reply = await backend.post(self.url, payload)
         finally:
             exchange.latency_s += time.perf_counter() - started
-        if response.status_code != 200:
-            raise error_from_response(response, raw)
+        if reply.status != 200:
+            raise error_from_response(reply.status, reply.headers, reply.body)
         try:
-            return parse_completion(json.loads(raw), _request_id(response))
+            return parse_completion(json.loads(reply.body), _request_id(reply.headers))
         except ValueError as exc:
             # A 200 whose body is not a chat completion: treat like a server fault (retried).
             raise ServerError(f"malformed response body: {exc}", status=200) from None
 
-    async def _send_streaming(self, payload: bytes) -> Answer:
-        assert self._client is not None
-        async with self._client.stream("POST", self.url, content=payload) as response:
-            if response.status_code != 200:
-                raise error_from_response(response, await response.aread())
+    async def _send_streaming(self, backend: Backend, payload: bytes) -> Answer:
+        async with backend.stream(self.url, payload) as reply:
+            if reply.status != 200:
+                raise error_from_response(reply.status, reply.headers, await reply.read())
             assembler = StreamAssembler()
             try:
-                async for line in response.aiter_lines():
+                async for line in reply.lines:
                     assembler.feed_line(line)
                     if assembler.done:
                         break
             except ValueError as exc:
                 raise ServerError(f"malformed stream chunk: {exc}", status=200) from None
             try:
-                return assembler.answer(_request_id(response))
+                return assembler.answer(_request_id(reply.headers))
             except ValueError as exc:
                 raise APIConnectionError(f"stream cut: {exc}") from None
 

@@ -71,7 +71,7 @@ def response(
 )
 def test_error_mapping(status, error_type, cls, retryable):
     resp = response(status, error_type, x_request_id="req-1")
-    exc = error_from_response(resp, resp.content)
+    exc = error_from_response(resp.status_code, resp.headers, resp.content)
     assert type(exc) is cls
     assert exc.retryable is retryable
     assert exc.status == status and exc.error_type == error_type
@@ -80,7 +80,7 @@ def test_error_mapping(status, error_type, cls, retryable):
 
 def test_error_body_not_json():
     resp = httpx.Response(502, content=b"<html>bad gateway</html>")
-    exc = error_from_response(resp, resp.content)
+    exc = error_from_response(resp.status_code, resp.headers, resp.content)
     assert isinstance(exc, ServerError) and "bad gateway" in str(exc)
 
 
@@ -88,7 +88,7 @@ def test_429_reads_wait_from_message_without_header():
     resp = response(
         429, "rate_limit_reached_error", "max concurrency: 1, please try again after 3 seconds"
     )
-    assert error_from_response(resp, resp.content).retry_after == 3.0
+    assert error_from_response(resp.status_code, resp.headers, resp.content).retry_after == 3.0
 
 
 def test_chat_url_and_secret():

@@ -1,0 +1,128 @@
+"""Pure request building: body shape, cached-prefix encoding, SSE assembly, reask text."""
+
+from __future__ import annotations
+
+import json
+
+from kimi_extract.request import (
+    Answer,
+    BodyEncoder,
+    StreamAssembler,
+    assistant_message,
+    build_body,
+    encode_body,
+    reask_message,
+    tool_result_messages,
+)
+from kimi_extract.usage import Usage
+
+STATIC = ({"role": "system", "content": "Classify. ü"}, {"role": "user", "content": "ex"})
+FORMAT = {"type": "json_schema", "json_schema": {"name": "R", "strict": True, "schema": {}}}
+
+
+def body_with(messages):
+    return build_body(
+        model="kimi-k3.1-pro",
+        messages=messages,
+        response_format=FORMAT,
+        reasoning_effort="low",
+        max_completion_tokens=100,
+        prompt_cache_options={"mode": "implicit", "ttl": "1h"},
+    )
+
+
+def test_body_never_sends_temperature_or_top_p():
+    body = body_with([*STATIC, {"role": "user", "content": "x"}])
+    assert "temperature" not in body and "top_p" not in body
+    assert body["max_completion_tokens"] == 100
+
+
+def test_encoder_matches_a_full_encode_and_shares_prefix_bytes():
+    encoder = BodyEncoder(STATIC, FORMAT)
+    rows = [[*STATIC, {"role": "user", "content": f"row {i} ✓"}] for i in range(3)]
+    encoded = [encoder(body_with(m)) for m in rows]
+    for raw, messages in zip(encoded, rows, strict=True):
+        assert raw == encode_body(body_with(messages))
+        assert json.loads(raw) == body_with(messages)
+    prefix = encoded[0][: encoded[0].index(b"row 0")]
+    assert all(raw.startswith(prefix) for raw in encoded)
+
+
+def test_encoder_falls_back_for_other_bodies():
+    encoder = BodyEncoder(STATIC, FORMAT)
+    copied = [dict(m) for m in STATIC] + [{"role": "user", "content": "x"}]
+    assert json.loads(encoder(body_with(copied))) == body_with(copied)
+
+
+def test_stream_assembler_reads_both_usage_placements_and_tool_calls():
+    lines = [
+        'data: {"id":"c1","choices":[{"index":0,"delta":{"role":"assistant"}}]}',
+        'data: {"choices":[{"index":0,"delta":{"reasoning_content":"thi"}}]}',
+        'data: {"choices":[{"index":0,"delta":{"reasoning_content":"nk"}}]}',
+        'data: {"choices":[{"index":0,"delta":{"content":"{\\"a\\":"}}]}',
+        'data: {"choices":[{"index":0,"delta":{"content":"1}"}}]}',
+        ": keep-alive comment",
+        'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t1",'
+        '"type":"builtin_function","function":{"name":"$web","arguments":"{\\"x\\""}}]}}]}',
+        'data: {"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,'
+        '"function":{"name":"_search","arguments":":1}"}}]}}]}',
+        'data: {"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}',
+        'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}',
+        "data: [DONE]",
+    ]
+    assembler = StreamAssembler()
+    for line in lines:
+        assembler.feed_line(line)
+    answer = assembler.answer()
+    assert answer.content == '{"a":1}' and answer.reasoning_content == "think"
+    assert answer.finish_reason == "tool_calls"
+    assert answer.tool_calls == [
+        {
+            "id": "t1",
+            "type": "builtin_function",
+            "function": {"name": "$web_search", "arguments": '{"x":1}'},
+        }
+    ]
+    assert answer.usage.prompt_tokens == 5 and answer.usage.completion_tokens == 3
+    assert answer.request_id == "c1"
+
+
+def test_stream_without_done_is_an_error():
+    assembler = StreamAssembler()
+    assembler.feed_line('data: {"choices":[{"index":0,"delta":{"content":"x"}}]}')
+    try:
+        assembler.answer()
+    except ValueError as exc:
+        assert "ended" in str(exc)
+    else:
+        raise AssertionError("expected ValueError")
+
+
+def test_assistant_and_tool_messages_keep_reasoning_and_arguments():
+    call = {
+        "id": "t9",
+        "type": "builtin_function",
+        "function": {"name": "$web_search", "arguments": '{"k": 1}'},
+    }
+    answer = Answer(
+        content="",
+        reasoning_content="why",
+        finish_reason="tool_calls",
+        usage=Usage(),
+        tool_calls=[call],
+    )
+    assert assistant_message(answer) == {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": "why",
+        "tool_calls": [call],
+    }
+    assert tool_result_messages(answer) == [
+        {"role": "tool", "tool_call_id": "t9", "name": "$web_search", "content": '{"k": 1}'}
+    ]
+
+
+def test_reask_lists_every_error():
+    message = reask_message(["a.0: bad", "b: missing"], "validation")
+    assert message["role"] == "user"
+    assert "- a.0: bad" in message["content"] and "- b: missing" in message["content"]
