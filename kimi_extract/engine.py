@@ -14,10 +14,11 @@ quota, unknown model, or the same 400 for the first rows of a run).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import BaseModel
 
@@ -26,6 +27,7 @@ from .exceptions import (
     APIError,
     AuthenticationError,
     BadRequestError,
+    BudgetExceeded,
     ContextOverflowError,
     KimiExtractError,
     NotFoundError,
@@ -36,13 +38,14 @@ from .exceptions import (
     ValidationFailedError,
 )
 from .inputs import RowInput
-from .limits import Limiter
+from .limits import DEFAULT_COMPLETION_GUESS, Budget, Limiter
 from .models import MAX_COMPLETION_TOKENS
 from .request import (
     assistant_message,
     build_body,
     estimate_prompt_tokens,
     reask_message,
+    request_key,
     tool_result_messages,
 )
 from .schema import AnswerInvalid, CompiledSchema
@@ -53,6 +56,8 @@ from .usage import Pricing, Usage
 FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, NotFoundError)
 #: The run stops when its first rows all fail with this many identical 400s and nothing succeeded.
 SAME_400_LIMIT = 3
+#: ``kx_error`` of a row not sent because it would have crossed the run's budget.
+BUDGET_ERROR = "budget"
 
 
 @dataclass
@@ -68,6 +73,9 @@ class RowResult:
     error: str | None = None
     exception: BaseException | None = field(default=None, repr=False)
     web_searches: int = 0
+    #: Served from the result store without a request; ``saved`` is its original usage.
+    from_cache: bool = False
+    saved: Usage | None = None
     #: The row's input values, kept only for streaming outputs.
     record: Mapping[str, Any] | None = field(default=None, repr=False)
 
@@ -100,12 +108,23 @@ class RowSettings:
     tools: tuple[dict[str, Any], ...] = ()
     #: Tool-call rounds allowed per row before giving up.
     max_tool_rounds: int = 3
+    mode: str = "json_schema"
 
 
 def one_line(exc: BaseException) -> str:
     """A row's error as one line: the type name and the message."""
     text = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ResultCache(Protocol):
+    """Where validated rows are kept between runs (``store.ResultStore``)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(
+        self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
+    ) -> None: ...
 
 
 class RunStop(Exception):
@@ -126,37 +145,99 @@ class Engine:
         limiter: Limiter | None = None,
         *,
         keep_records: bool = False,
+        store: ResultCache | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.settings = settings
         self.transport = transport
         self.limiter = limiter
         self.keep_records = keep_records
+        self.store = store
+        self.budget = budget
+        self.budget_hit = False
         self.successes = 0
         self._early_400: dict[str, int] = {}
 
     async def process(self, row: RowInput) -> RowResult:
-        """One row, start to finish. Raises ``RunStop`` only for run-level errors."""
+        """One row, start to finish. Raises ``RunStop`` only for run-level errors.
+
+        A row already in the result store is served from it without a request. Otherwise the
+        row's expected cost is reserved against the budget (a row that would cross it is not
+        sent: ``kx_error == "budget"`` and scheduling stops), the conversation runs, and a valid
+        result is committed to the store at once.
+        """
+        settings = self.settings
         result = RowResult(label=row.label, position=row.position)
         if row.error is not None or row.content is None:
             exc = row.error or ValueError("row has no content")
             result.error, result.exception = one_line(exc), exc
             return result
+        user = {"role": "user", "content": row.content}
+        key = None
+        if self.store is not None:
+            key = request_key(
+                model=settings.model,
+                messages=[*settings.static_messages, user],
+                response_format=settings.response_format,
+                reasoning_effort=settings.reasoning_effort,
+                tools=settings.tools,
+                mode=settings.mode,
+            )
+            if self._serve_stored(key, result):
+                return result
+        prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
+        reservation = None
+        if self.budget is not None:
+            reservation = self.budget.reserve(self._expected_tokens(prompt_estimate))
+            if reservation is None:
+                self.budget_hit = True
+                result.error = BUDGET_ERROR
+                return result
         exchange = Exchange()
         try:
-            result.value = await self._converse(row, result, exchange)
+            result.value = await self._converse(user, prompt_estimate, result, exchange)
             self.successes += 1
         except (APIError, APIConnectionError, KimiExtractError) as exc:
             result.error, result.exception = one_line(exc), exc
             self._check_run_stop(exc)
         finally:
             result.latency_s = exchange.latency_s
-            settings = self.settings
             result.usage = result.usage.priced(
                 settings.pricing,
                 separate_cache_writes=settings.separate_cache_writes,
                 ttl=settings.cache_ttl,
             )
+            if self.budget is not None and reservation is not None:
+                self.budget.settle(reservation, result.usage)
+        if key is not None and result.value is not None and self.store is not None:
+            self.store.put(
+                key,
+                model=settings.model,
+                output=result.value.model_dump_json(by_alias=True),
+                usage=result.usage,
+                attempts=result.attempts,
+                web_searches=result.web_searches,
+            )
         return result
+
+    def _serve_stored(self, key: str, result: RowResult) -> bool:
+        stored = self.store.get(key) if self.store is not None else None
+        if stored is None:
+            return False
+        try:
+            result.value = self.settings.compiled.model.model_validate_json(stored.output)
+        except ValueError:
+            return False  # the model changed shape since; ask again
+        result.from_cache = True
+        result.saved = stored.usage
+        result.web_searches = stored.web_searches
+        result.usage = Usage(cost=0.0 if self.settings.pricing is not None else math.nan)
+        return True
+
+    def _expected_tokens(self, prompt_estimate: int) -> int:
+        if self.limiter is not None:
+            return self.limiter.estimate(prompt_estimate)
+        return prompt_estimate + DEFAULT_COMPLETION_GUESS
 
     def _check_run_stop(self, exc: BaseException) -> None:
         if isinstance(exc, FATAL_ERRORS):
@@ -167,11 +248,15 @@ class Engine:
             if self._early_400[key] >= SAME_400_LIMIT:
                 raise RunStop(exc)
 
-    async def _converse(self, row: RowInput, result: RowResult, exchange: Exchange) -> BaseModel:
+    async def _converse(
+        self,
+        user: dict[str, Any],
+        prompt_estimate: int,
+        result: RowResult,
+        exchange: Exchange,
+    ) -> BaseModel:
         settings = self.settings
-        user = {"role": "user", "content": row.content}
         messages = [*settings.static_messages, user]
-        prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         room = settings.context_window - prompt_estimate
         if room <= 0:
             raise ContextOverflowError(
@@ -262,8 +347,29 @@ class Engine:
             bar.update(result)
             return result
 
+        try:
+            await self._schedule(rows, order, handle, concurrency, warm_first)
+        except* RunStop as stopped:
+            first = stopped.exceptions[0]
+            stop.append(first.cause if isinstance(first, RunStop) else first)
+        finally:
+            bar.close()
+        if not stop and self.budget_hit:
+            stop.append(BudgetExceeded("the budget would be crossed by the next row"))
+        return order.collected(), (stop[0] if stop else None)
+
+    async def _schedule(
+        self,
+        rows: Iterator[RowInput],
+        order: _Reorder,
+        handle: Callable[[RowInput], Awaitable[RowResult]],
+        concurrency: int,
+        warm_first: bool,
+    ) -> None:
+        """The warm-up row (if asked), then ``concurrency`` workers pulling rows lazily."""
+
         async def worker() -> None:
-            while True:
+            while not self.budget_hit:
                 await order.room()
                 row = next(rows, None)
                 if row is None:
@@ -283,12 +389,9 @@ class Engine:
             async with asyncio.TaskGroup() as group:
                 for _ in range(max(1, concurrency)):
                     group.create_task(worker())
-        except* RunStop as stopped:
-            first = stopped.exceptions[0]
-            stop.append(first.cause if isinstance(first, RunStop) else first)
-        finally:
-            bar.close()
-        return order.collected(), (stop[0] if stop else None)
+        except asyncio.CancelledError:
+            order.collected()  # hand finished rows to the sink before the cancel goes on
+            raise
 
 
 class _Reorder:
@@ -332,6 +435,7 @@ class _Reorder:
     def collected(self) -> list[RowResult]:
         """Every result kept (in order), then any released out of order by a stop."""
         leftovers = [self.pending[k] for k in sorted(self.pending)]
+        self.pending.clear()
         if self.sink is not None:
             if leftovers:
                 self.sink(leftovers)

@@ -25,6 +25,8 @@ The hierarchy::
     │   ├── TruncatedError          the answer hit max_completion_tokens twice
     │   └── ToolLoopError           the model kept calling tools (web search) past the round limit
     └── RunStopped                  the run stopped early; ``.partial`` holds the DataFrame so far
+        ├── BudgetExceeded          max_cost / max_tokens would have been crossed
+        └── RunInterrupted          Ctrl-C (also a KeyboardInterrupt)
 
 No exception ever carries the API key: messages are built from status, Kimi error type, message
 and request id only, and request headers are never included.
@@ -216,3 +218,18 @@ class RunStopped(KimiExtractError):
         super().__init__(message)
         self.partial = partial
         self.cause = cause
+
+
+class BudgetExceeded(RunStopped):
+    """The run stopped scheduling rows because ``max_cost`` / ``max_tokens`` would be crossed.
+
+    Rows not sent hold ``kx_error == "budget"``; rerun with a higher budget to resume (finished
+    rows come from the result store).
+    """
+
+
+class RunInterrupted(RunStopped, KeyboardInterrupt):
+    """Ctrl-C stopped a sync ``run``: finished rows are committed, ``.partial`` holds the frame.
+
+    It is also a ``KeyboardInterrupt``, so code that catches that keeps working.
+    """

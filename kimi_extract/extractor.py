@@ -7,27 +7,30 @@ import json
 import logging
 import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
 
 from .backends import BACKENDS
-from .engine import Engine, RowResult, RowSettings
+from .engine import BUDGET_ERROR, Engine, RowResult, RowSettings
 from .exceptions import (
+    BudgetExceeded,
     ConfigurationError,
     MissingAPIKeyError,
     RowError,
+    RunInterrupted,
     RunStopped,
 )
 from .export import TableWriter
 from .frame import build_frame, check_clashes
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
-from .limits import Limiter
+from .limits import Budget, Limiter
 from .models import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_COMPLETION_TOKENS,
@@ -45,6 +48,8 @@ from .request import (
     system_prompt,
 )
 from .schema import compile_schema
+from .store import ResultStore
+from .store import resolve as store_path
 from .transport import RetryPolicy, Secret, Transport
 from .usage import Pricing, Usage
 
@@ -75,6 +80,10 @@ class RunReport:
     priced: bool
     retries: int = 0
     throttles: int = 0
+    #: Rows served from the result store, and the usage they cost when first extracted.
+    from_store: int = 0
+    saved: Usage = field(default_factory=Usage)
+    store: str | None = None
 
     def summary(self) -> str:
         """The one-line summary logged at the end of a run."""
@@ -90,6 +99,7 @@ class RunReport:
             f"(cached {u.cached_tokens:,} = {u.cache_hit_share:.0%}, cache write "
             f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
             f"{u.reasoning_tokens:,}); {cost}"
+            + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
         )
 
 
@@ -136,6 +146,9 @@ class Extractor(Generic[T]):
         pricing: Pricing | dict[str, Pricing] | None = None,
         cache_ttl: str | None = "auto",
         cache_warm: bool = True,
+        cache: str | os.PathLike[str] | bool | None = None,
+        max_cost: float | None = None,
+        max_tokens: int | None = None,
         rpm: int | None = None,
         tpm: int | None = None,
         adaptive: bool = True,
@@ -193,6 +206,13 @@ class Extractor(Generic[T]):
         self.rpm = rpm
         self.tpm = tpm
         self.adaptive = adaptive
+        if max_cost is not None and not max_cost > 0:
+            raise ConfigurationError(f"max_cost must be a positive number of USD, got {max_cost!r}")
+        if max_tokens is not None:
+            _check_positive("max_tokens", max_tokens)
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self.cache_path = store_path(cache)
         self.retry = RetryPolicy(max_retries=max_retries, max_wait=max_retry_wait)
         self.timeout = timeout
         self.progress = progress
@@ -210,6 +230,8 @@ class Extractor(Generic[T]):
         self._static_messages = tuple(static)
         self.usage = Usage()
         self.last_run: RunReport | None = None
+        #: After a Ctrl-C / cancellation: the partial frame (also on ``RunInterrupted.partial``).
+        self.last_partial: pd.DataFrame | None = None
 
     def __repr__(self) -> str:
         return (
@@ -227,8 +249,22 @@ class Extractor(Generic[T]):
         template: str | None = None,
         images: str | None = None,
     ) -> pd.DataFrame:
-        """Extract every row of ``data``; returns a DataFrame (see ``arun``). Works in Jupyter."""
-        return _run_sync(self.arun(data, text=text, template=template, images=images))
+        """Extract every row of ``data``; returns a DataFrame (see ``arun``). Works in Jupyter.
+
+        Ctrl-C stops the run within moments: finished rows are already in the result store, the
+        connections are closed, and ``kx.RunInterrupted`` (a ``KeyboardInterrupt``) is raised
+        with ``.partial`` holding every row (unfinished ones say so in ``kx_error``).
+        """
+        self.last_partial = None
+        try:
+            return _run_sync(self.arun(data, text=text, template=template, images=images))
+        except KeyboardInterrupt as interrupt:
+            if isinstance(interrupt, RunInterrupted):
+                raise
+            raise RunInterrupted(
+                "interrupted; finished rows are committed to the result store",
+                partial=self.last_partial,
+            ) from interrupt
 
     async def arun(
         self,
@@ -248,20 +284,39 @@ class Extractor(Generic[T]):
         prepared = prepare(data, text=text, template=template, images=images)
         check_clashes(prepared.columns, self.output, self.prefix)
         lazy = prepared.frame is None
-        results, stop_cause, report = await self._execute(
-            prepared.rows, total=prepared.length, progress=self.progress, keep_records=lazy
-        )
-        if lazy:
-            frame = self._frame_of(results)
-        else:
+        kept: list[RowResult] = []
+
+        def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
+            if lazy:
+                return self._frame_of(kept)
             assert prepared.index is not None
-            frame = build_frame(
+            return build_frame(
                 model=self.output,
-                results=_fill_missing(results, prepared.index, stop_cause),
+                results=_fill_missing(kept, prepared.index, stop_cause),
                 index=prepared.index,
                 input_frame=prepared.frame,
                 prefix=self.prefix,
                 web_search=self.web_search,
+            )
+
+        try:
+            _, stop_cause, report = await self._execute(
+                prepared.rows,
+                total=prepared.length,
+                progress=self.progress,
+                sink=kept.extend,
+                keep_records=lazy,
+            )
+        except asyncio.CancelledError:
+            self.last_partial = frame_of("not run: interrupted")
+            raise
+        frame = frame_of(stop_cause)
+        if isinstance(stop_cause, BudgetExceeded):
+            raise BudgetExceeded(
+                f"budget reached after {report.ok} of {report.rows} rows; rows not sent hold "
+                "kx_error='budget' (rerun with a higher budget to resume)",
+                partial=frame,
+                cause=stop_cause,
             )
         if stop_cause is not None:
             raise RunStopped(
@@ -421,6 +476,16 @@ class Extractor(Generic[T]):
             return "1h"
         return None
 
+    def _open_store(self, progress: bool) -> ResultStore | None:
+        if self.cache_path is None:
+            return None
+        store = ResultStore(self.cache_path)
+        message = f"kimi_extract: result store at {store.path} (cache=False to disable)"
+        logger.info(message)
+        if progress:
+            print(message, file=sys.stderr)
+        return store
+
     def _transport(self, limiter: Limiter) -> Transport:
         if self._api_key is None:
             raise MissingAPIKeyError(
@@ -468,17 +533,34 @@ class Extractor(Generic[T]):
                 kept.extend(batch)
 
         warm = self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS
-        started = time.perf_counter()
-        async with transport:
-            engine = Engine(settings, transport, limiter, keep_records=keep_records)
-            _, stop_cause = await engine.run(
-                rows,
-                total=total,
-                progress=progress,
-                concurrency=self.concurrency,
-                sink=deliver,
-                warm_first=warm,
+        budget = None
+        if self.max_cost is not None or self.max_tokens is not None:
+            budget = Budget(
+                max_cost=self.max_cost, max_tokens=self.max_tokens, pricing=self.pricing
             )
+        store = self._open_store(progress)
+        started = time.perf_counter()
+        try:
+            async with transport:
+                engine = Engine(
+                    settings,
+                    transport,
+                    limiter,
+                    keep_records=keep_records,
+                    store=store,
+                    budget=budget,
+                )
+                _, stop_cause = await engine.run(
+                    rows,
+                    total=total,
+                    progress=progress,
+                    concurrency=self.concurrency,
+                    sink=deliver,
+                    warm_first=warm,
+                )
+        finally:
+            if store is not None:
+                store.close()
         report = RunReport(
             rows=total if total is not None else tally.rows,
             ok=tally.ok,
@@ -489,6 +571,9 @@ class Extractor(Generic[T]):
             priced=self.pricing is not None,
             retries=transport.retries,
             throttles=limiter.throttles,
+            from_store=tally.from_store,
+            saved=tally.saved,
+            store=str(store.path) if store is not None else None,
         )
         self.usage = self.usage + tally.usage
         self.last_run = report
@@ -502,13 +587,18 @@ class _Tally:
     def __init__(self) -> None:
         self.rows = 0
         self.ok = 0
+        self.from_store = 0
         self.usage = Usage()
+        self.saved = Usage()
 
     def add(self, batch: list[RowResult]) -> None:
         self.rows += len(batch)
-        self.ok += sum(1 for r in batch if r.ok)
         for result in batch:
+            self.ok += result.ok
             self.usage = self.usage + result.usage
+            if result.saved is not None:
+                self.from_store += 1
+                self.saved = self.saved + result.saved
 
 
 def _check_positive(name: str, value: int) -> None:
@@ -529,13 +619,20 @@ def _resolve_pricing(
 
 
 def _fill_missing(
-    results: list[RowResult], index: pd.Index, stop_cause: BaseException | None
+    results: list[RowResult], index: pd.Index, stop_cause: BaseException | str | None
 ) -> list[RowResult]:
     """Rows never run (the run stopped) get a result saying so, keeping one row per input."""
     if len(results) == len(index):
         return results
     by_position = {r.position: r for r in results}
-    reason = f"not run: the run stopped ({type(stop_cause).__name__})" if stop_cause else "not run"
+    if isinstance(stop_cause, str):
+        reason = stop_cause
+    elif isinstance(stop_cause, BudgetExceeded):
+        reason = BUDGET_ERROR
+    elif stop_cause is not None:
+        reason = f"not run: the run stopped ({type(stop_cause).__name__})"
+    else:
+        reason = "not run"
     return [
         by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
         for pos, label in enumerate(index)

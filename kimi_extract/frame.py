@@ -29,6 +29,7 @@ ACCOUNTING_COLUMNS = (
     "kx_attempts",
     "kx_latency_s",
     "kx_error",
+    "kx_from_cache",
 )
 
 
@@ -123,4 +124,5 @@ def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[st
         "kx_attempts": pd.Series([r.attempts for r in results], index=index, dtype="int64"),
         "kx_latency_s": pd.Series([r.latency_s for r in results], index=index, dtype="float64"),
         "kx_error": pd.Series([r.error for r in results], index=index, dtype="object"),
+        "kx_from_cache": pd.Series([r.from_cache for r in results], index=index, dtype="bool"),
     }

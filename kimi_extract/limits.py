@@ -31,6 +31,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Any
 
 logger = logging.getLogger("kimi_extract")
 
@@ -264,3 +265,49 @@ class Limiter:
         wait = max(waits)
         # Sleep a hair past the boundary so float rounding cannot leave it a hair short.
         return wait + 1e-6 if wait > 0 else wait
+
+
+class Budget:
+    """A run's spending cap in USD and/or tokens, checked before each row is sent.
+
+    A row reserves its expected tokens (and their cost at the uncached input and output prices)
+    before it is sent; it is refused when spent + reserved-by-rows-in-flight + its own estimate
+    would cross a cap. When it finishes, the reservation is replaced by what it really cost.
+    """
+
+    def __init__(
+        self, *, max_cost: float | None, max_tokens: int | None, pricing: Any = None
+    ) -> None:
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self.pricing = pricing
+        self.spent_cost = 0.0
+        self.spent_tokens = 0
+        self.reserved_cost = 0.0
+        self.reserved_tokens = 0
+
+    def reserve(self, tokens: int) -> tuple[int, float] | None:
+        """Reserve a row's expected tokens; None when that would cross a cap."""
+        cost = 0.0
+        if self.pricing is not None:
+            cost = tokens * max(self.pricing.input, self.pricing.output) / 1_000_000
+        if self.max_tokens is not None and (
+            self.spent_tokens + self.reserved_tokens + tokens > self.max_tokens
+        ):
+            return None
+        if self.max_cost is not None and (
+            self.spent_cost + self.reserved_cost + cost > self.max_cost
+        ):
+            return None
+        self.reserved_tokens += tokens
+        self.reserved_cost += cost
+        return tokens, cost
+
+    def settle(self, reservation: tuple[int, float], usage: Any) -> None:
+        """Replace a reservation by the row's real usage (a ``Usage``)."""
+        tokens, cost = reservation
+        self.reserved_tokens -= tokens
+        self.reserved_cost -= cost
+        self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
+        if usage.cost == usage.cost:  # not NaN
+            self.spent_cost += usage.cost

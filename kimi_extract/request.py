@@ -7,6 +7,7 @@ rows and Kimi's prefix cache can serve it (caching needs a byte-identical prefix
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -317,3 +318,31 @@ def estimate_prompt_tokens(messages: Sequence[dict[str, Any]], extra_text: str =
         if reasoning:
             total += tokens.count_text_tokens(reasoning)
     return total
+
+
+def request_key(
+    *,
+    model: str,
+    messages: list[dict[str, Any]],
+    response_format: dict[str, Any] | None,
+    reasoning_effort: str | None,
+    tools: list[dict[str, Any]] | tuple[dict[str, Any], ...] | None,
+    mode: str,
+) -> str:
+    """The stable key of a row's request for the result store.
+
+    SHA-256 of the canonical JSON (sorted keys, no whitespace) of everything that determines the
+    answer: model, messages, response format, reasoning effort, tools and mode. Never the API
+    key, the base URL or the output budget; identical in every process and ``PYTHONHASHSEED``.
+    """
+    material = {
+        "v": 1,
+        "model": model,
+        "messages": messages,
+        "response_format": response_format,
+        "reasoning_effort": reasoning_effort,
+        "tools": list(tools or ()),
+        "mode": mode,
+    }
+    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()

@@ -25,6 +25,12 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 )
 
 
+@pytest.fixture(autouse=True)
+def _no_default_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tests never touch the user's cache directory; store tests pass ``cache=`` a tmp path."""
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "off")
+
+
 @pytest.fixture
 def sim() -> Iterator[Simulator]:
     with Simulator() as server:

@@ -230,7 +230,10 @@ class Service:
     def _error_response(self, exchange: Exchange, error: SimError) -> web.Response:
         body = error.body()
         self._finish(exchange, error.status, error.error_type, body)
-        return web.json_response(body, status=error.status, headers=error.headers)
+        # Errors carry a request id too, so a client can quote it (as Kimi's gateway does).
+        request_id = f"req-{self._id_prefix}{exchange.index:06x}"
+        headers = {"x-request-id": request_id, **(error.headers or {})}
+        return web.json_response(body, status=error.status, headers=headers)
 
     # -- routes ------------------------------------------------------------------------------
 
