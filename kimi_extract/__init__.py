@@ -6,12 +6,14 @@ DataFrame back with one column per field and per-row token, cache and cost accou
 
 from __future__ import annotations
 
+from .estimate import Estimate
 from .exceptions import (
     APIConnectionError,
     APIError,
     APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    BudgetExceeded,
     ConfigurationError,
     ContextOverflowError,
     EmptyInputError,
@@ -24,6 +26,7 @@ from .exceptions import (
     QuotaExceededError,
     RateLimitError,
     RowError,
+    RunInterrupted,
     RunStopped,
     SchemaError,
     ServerError,
@@ -44,10 +47,12 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "BudgetExceeded",
     "CompiledSchema",
     "ConfigurationError",
     "ContextOverflowError",
     "EmptyInputError",
+    "Estimate",
     "Extractor",
     "InputError",
     "KimiExtractError",
@@ -61,6 +66,7 @@ __all__ = [
     "QuotaExceededError",
     "RateLimitError",
     "RowError",
+    "RunInterrupted",
     "RunReport",
     "RunStopped",
     "SchemaError",

@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from .backends import BACKENDS
 from .engine import BUDGET_ERROR, Engine, RowResult, RowSettings
+from .estimate import Estimate, predict
 from .exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -44,6 +45,7 @@ from .request import (
     Mode,
     estimate_prompt_tokens,
     example_messages,
+    request_key,
     response_format_for,
     system_prompt,
 )
@@ -398,6 +400,58 @@ class Extractor(Generic[T]):
             web_search=self.web_search,
         )
 
+    def estimate(
+        self,
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+    ) -> Estimate:
+        """Predict requests, prompt/cached/completion tokens and cost without calling the API.
+
+        The shared prefix is counted once as a cache write and then as cache reads; rows already
+        in the result store cost nothing. See ``kimi_extract.estimate`` for the assumptions.
+        """
+        prepared = prepare(data, text=text, template=template, images=images)
+        settings = self._settings(prepared.length)
+        store = ResultStore(self.cache_path) if self.cache_path is not None else None
+        prompts: list[int | None] = []
+        stored: list[bool] = []
+        try:
+            for row in prepared.rows:
+                if row.error is not None or row.content is None:
+                    prompts.append(None)
+                    stored.append(False)
+                    continue
+                user = {"role": "user", "content": row.content}
+                prompts.append(settings.prefix_tokens + estimate_prompt_tokens([user]))
+                key = None
+                if store is not None:
+                    key = request_key(
+                        model=settings.model,
+                        messages=[*settings.static_messages, user],
+                        response_format=settings.response_format,
+                        reasoning_effort=settings.reasoning_effort,
+                        tools=settings.tools,
+                        mode=settings.mode,
+                    )
+                stored.append(store is not None and key is not None and store.get(key) is not None)
+        finally:
+            if store is not None:
+                store.close()
+        return predict(
+            row_prompt_tokens=prompts,
+            stored=stored,
+            prefix_tokens=settings.prefix_tokens,
+            schema=self.compiled.schema,
+            reasoning_effort=self.reasoning_effort,
+            cacheable=True,
+            separate_cache_writes=self.info.separate_cache_writes,
+            pricing=self.pricing,
+            cache_ttl=settings.cache_ttl,
+        )
+
     def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``."""
         return _run_sync(self.arun_documents(sources, **options))
@@ -458,6 +512,7 @@ class Extractor(Generic[T]):
             stream=self.stream,
             tools=({"type": "web_search"},) if self.web_search else (),
             max_tool_rounds=self.max_tool_rounds,
+            mode=self.mode,
         )
 
     def _auto_cache_ttl(self, total_rows: int | None, prefix_tokens: int) -> str | None:

@@ -1,0 +1,127 @@
+"""Predict a run's requests, tokens and cost without calling the API (``Extractor.estimate``).
+
+Assumptions, stated so the numbers can be judged:
+
+- prompt tokens follow ``kimi_extract.tokens`` (the same approximation the simulator bills with);
+- one request per row (no reasks, retries or truncation retries); rows already in the result
+  store and rows with no content cost nothing;
+- when the shared prefix (system + examples + schema) is longer than 256 tokens, the first
+  request writes it to the cache and every later request reads it (the cache-warm scheduler makes
+  this so); kimi-k3 reports no writes and bills them as regular input;
+- completion tokens per row = reasoning (by effort: low 400, high 2,000, max 6,000) + the answer
+  (12 tokens per property of the output schema, at least 20).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .usage import Pricing, Usage
+
+REASONING_GUESS = {"low": 400, "high": 2000, "max": 6000, None: 6000}
+TOKENS_PER_PROPERTY = 12
+CACHE_MIN_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A run's predicted cost (see the module docstring for the assumptions)."""
+
+    rows: int
+    requests: int
+    prompt_tokens: int
+    cached_tokens: int
+    cache_write_tokens: int
+    completion_tokens: int
+    cost: float
+    #: Rows the result store already holds (served without a request).
+    stored_rows: int = 0
+    #: Rows with no content (they get an error, no request).
+    empty_rows: int = 0
+
+    @property
+    def usage(self) -> Usage:
+        """The estimate as a ``Usage``."""
+        return Usage(
+            prompt_tokens=self.prompt_tokens,
+            cached_tokens=self.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens,
+            completion_tokens=self.completion_tokens,
+            requests=self.requests,
+            cost=self.cost,
+        )
+
+    def summary(self) -> str:
+        """One line for people."""
+        cost = "cost unknown" if math.isnan(self.cost) else f"about ${self.cost:,.4f}"
+        return (
+            f"{self.rows:,} rows -> {self.requests:,} requests; prompt ~{self.prompt_tokens:,} "
+            f"tokens (cached ~{self.cached_tokens:,}, cache write ~{self.cache_write_tokens:,}), "
+            f"completion ~{self.completion_tokens:,}; {cost}"
+            + (f"; {self.stored_rows:,} rows already stored" if self.stored_rows else "")
+        )
+
+
+def count_properties(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> int:
+    """Properties in a JSON schema, nested ones included (``$ref`` followed, depth-capped)."""
+    if depth > 6 or not isinstance(schema, dict):
+        return 0
+    defs = defs if defs is not None else schema.get("$defs", {})
+    if "$ref" in schema:
+        return count_properties(defs.get(schema["$ref"].rsplit("/", 1)[-1]), defs, depth + 1)
+    total = 0
+    for sub in (schema.get("properties") or {}).values():
+        total += 1 + count_properties(sub, defs, depth + 1)
+    for branch in schema.get("anyOf") or ():
+        total = max(total, count_properties(branch, defs, depth + 1))
+    if "items" in schema:
+        total += count_properties(schema["items"], defs, depth + 1)
+    return total
+
+
+def predict(
+    *,
+    row_prompt_tokens: list[int | None],
+    stored: list[bool],
+    prefix_tokens: int,
+    schema: dict[str, Any],
+    reasoning_effort: str | None,
+    cacheable: bool,
+    separate_cache_writes: bool,
+    pricing: Pricing | None,
+    cache_ttl: str,
+) -> Estimate:
+    """The estimate for rows whose prompt sizes are known (None = no content)."""
+    answer = max(20, TOKENS_PER_PROPERTY * count_properties(schema))
+    completion_each = REASONING_GUESS.get(reasoning_effort, 6000) + answer
+    sent = [
+        tokens
+        for tokens, is_stored in zip(row_prompt_tokens, stored, strict=True)
+        if tokens is not None and not is_stored
+    ]
+    prompt = sum(sent)
+    cached = writes = 0
+    if sent and cacheable and prefix_tokens > CACHE_MIN_TOKENS:
+        cached = prefix_tokens * (len(sent) - 1)
+        writes = prefix_tokens if separate_cache_writes else 0
+    usage = Usage(
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        cache_write_tokens=writes,
+        completion_tokens=completion_each * len(sent),
+        requests=len(sent),
+    )
+    priced = usage.priced(pricing, separate_cache_writes=separate_cache_writes, ttl=cache_ttl)
+    return Estimate(
+        rows=len(row_prompt_tokens),
+        requests=len(sent),
+        prompt_tokens=prompt,
+        cached_tokens=cached,
+        cache_write_tokens=writes,
+        completion_tokens=usage.completion_tokens,
+        cost=priced.cost,
+        stored_rows=sum(stored),
+        empty_rows=sum(1 for t in row_prompt_tokens if t is None),
+    )

@@ -1,0 +1,286 @@
+"""The result store: resume without requests, stable keys, per-row commits, kill -9, budgets,
+Ctrl-C with a partial frame, and estimates."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import kimi_extract as kx
+from kimi_extract.request import request_key
+from kimi_extract.simulator import Reply
+from kimi_extract.store import ResultStore, resolve
+
+from .conftest import LONG_INSTRUCTIONS, Review, chat_requests, ok_exchanges
+
+ROWS = [f"review {i}: the hinge is loose but the screen is bright" for i in range(30)]
+
+
+def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, tmp_path: Path):
+    store = tmp_path / "results.sqlite3"
+    first = make_extractor(cache=store, instructions=LONG_INSTRUCTIONS).run(ROWS)
+    sent = len(chat_requests(sim))
+    assert sent == 30 and not first["kx_from_cache"].any()
+    ex = make_extractor(cache=store, instructions=LONG_INSTRUCTIONS)
+    again = ex.run(ROWS)
+    assert len(chat_requests(sim)) == sent  # no request at all
+    assert again["kx_from_cache"].all()
+    pd.testing.assert_frame_equal(first[["sentiment", "aspects"]], again[["sentiment", "aspects"]])
+    assert again["kx_prompt_tokens"].sum() == 0 and again["kx_cost"].sum() == 0
+    report = ex.last_run
+    assert report is not None and report.from_store == 30
+    assert report.saved.prompt_tokens == first["kx_prompt_tokens"].sum()
+    assert report.saved.cost == pytest.approx(first["kx_cost"].sum())
+    assert report.store == str(store)
+
+
+def test_changed_inputs_miss_and_errors_are_not_stored(sim, make_extractor, tmp_path: Path):
+    store = tmp_path / "s.sqlite3"
+    sim.responder = lambda r: "broken" if "bad" in r.user_text else None
+    out = make_extractor(cache=store, validation_retries=0).run(["good", "bad"])
+    assert out["kx_error"].notna().tolist() == [False, True]
+    sim.responder = None
+    before = len(chat_requests(sim))
+    again = make_extractor(cache=store, validation_retries=0).run(["good", "bad"])
+    assert len(chat_requests(sim)) == before + 1  # only the failed row is asked again
+    assert again["kx_from_cache"].tolist() == [True, False]
+    assert again["kx_error"].isna().all()
+    make_extractor(cache=store, instructions="Other instructions.").run(["good"])
+    assert len(chat_requests(sim)) == before + 2  # a different prompt is a different key
+
+
+KEY_ARGS = dict(
+    model="kimi-k3.1-pro",
+    messages=[{"role": "system", "content": "S"}, {"role": "user", "content": "ünïcode row"}],
+    response_format=kx.response_format(Review),
+    reasoning_effort="low",
+    tools=None,
+    mode="json_schema",
+)
+
+
+def test_key_is_stable_across_processes_and_hash_seeds():
+    script = textwrap.dedent(
+        """
+        import json, sys
+        import kimi_extract as kx
+        from kimi_extract.request import request_key
+        from tests.conftest import Review
+        args = json.loads(sys.argv[1])
+        args["response_format"] = kx.response_format(Review)
+        print(request_key(**args))
+        """
+    )
+    import json
+
+    plain = {k: v for k, v in KEY_ARGS.items() if k != "response_format"}
+    keys = set()
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        result = subprocess.run(
+            [sys.executable, "-c", script, json.dumps(plain)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=Path(__file__).parents[1],
+            check=True,
+        )
+        keys.add(result.stdout.strip())
+    assert keys == {request_key(**KEY_ARGS)}
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"model": "kimi-k3"},
+        {"reasoning_effort": "high"},
+        {"tools": [{"type": "web_search"}]},
+        {"mode": "json_object"},
+        {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "other"}]},
+        {"response_format": {"type": "json_object"}},
+    ],
+)
+def test_any_change_is_a_different_key(change):
+    assert request_key(**{**KEY_ARGS, **change}) != request_key(**KEY_ARGS)
+
+
+def test_store_never_holds_the_key(sim, make_extractor, tmp_path: Path):
+    store = tmp_path / "s.sqlite3"
+    make_extractor(cache=store).run(["a", "b"])
+    for path in tmp_path.iterdir():
+        data = path.read_bytes()
+        assert sim.api_key.encode() not in data
+        assert sim.api_key[:8].encode() not in data and sim.api_key[-4:].encode() not in data
+
+
+def test_each_row_is_committed_when_it_finishes(sim, make_extractor, tmp_path: Path):
+    store = tmp_path / "s.sqlite3"
+    sim.responder = lambda r: Reply(delay=1.5) if "slow" in r.user_text else None
+
+    async def scenario() -> int:
+        task = asyncio.create_task(
+            make_extractor(cache=store, concurrency=4).arun(["fast", "slow"])
+        )
+        for _ in range(100):
+            await asyncio.sleep(0.05)
+            if store.exists():
+                with sqlite3.connect(store) as db:
+                    if db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 1:
+                        break
+        with sqlite3.connect(store) as db:
+            during = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+        await task
+        return during
+
+    assert asyncio.run(scenario()) == 1  # the fast row was on disk while the slow one ran
+
+
+def test_default_location_and_switches(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "")
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE_DIR", str(tmp_path))
+    assert resolve(None) == tmp_path / "results.sqlite3"
+    assert resolve(False) is None
+    assert resolve(tmp_path / "x.db") == tmp_path / "x.db"
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "off")
+    assert resolve(None) is None and resolve(True) is None
+    assert resolve(tmp_path / "x.db") == tmp_path / "x.db"  # an explicit path still wins
+
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import kimi_extract as kx
+    from tests.conftest import Review
+    base_url, key, store, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    ex = kx.Extractor(Review, base_url=base_url, api_key=key, cache=store, concurrency=8,
+                      progress=False)
+    out = ex.run([f"row {i}" for i in range(n)])
+    out[["sentiment", "kx_error", "kx_from_cache"]].to_csv(sys.argv[5])
+    print("done", flush=True)
+    """
+)
+
+
+def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path):
+    store, n, concurrency = tmp_path / "s.sqlite3", 200, 8
+    sim.responder = lambda r: Reply(delay=0.02)
+    root = Path(__file__).parents[1]
+    args = [sys.executable, "-c", KILL_SCRIPT, sim.base_url, sim.api_key, str(store), str(n)]
+    victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(ok_exchanges(sim)) < 60:
+        time.sleep(0.01)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        committed = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    assert 0 < committed < n
+    before = len(chat_requests(sim))
+    subprocess.run([*args, str(tmp_path / "second.csv")], cwd=root, check=True, timeout=120)
+    out = pd.read_csv(tmp_path / "second.csv", index_col=0)
+    assert len(out) == n and out.index.is_unique and out["kx_error"].isna().all()
+    assert out["kx_from_cache"].sum() == committed
+    second_run = chat_requests(sim)[before:]
+    assert len(second_run) == n - committed  # committed rows sent no request
+    per_row: dict[str, int] = {}
+    for h in chat_requests(sim):
+        per_row[h.body["messages"][-1]["content"]] = (
+            per_row.get(h.body["messages"][-1]["content"], 0) + 1
+        )
+    assert len(per_row) == n
+    assert sum(1 for c in per_row.values() if c > 1) <= concurrency
+
+
+INTERRUPT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import kimi_extract as kx
+    from kimi_extract.simulator import Reply, Simulator
+    from tests.conftest import Review
+    slow = lambda r: Reply(delay=60) if int(r.user_text.split()[1]) >= 5 else None
+    with Simulator(responder=slow) as sim:
+        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, cache=sys.argv[1],
+                          concurrency=10, progress=False)
+        print("started", flush=True)
+        try:
+            ex.run([f"row {i}" for i in range(20)])
+        except kx.RunInterrupted as stop:
+            part = stop.partial
+            print("partial", len(part), int(part["kx_error"].isna().sum()),
+                  isinstance(stop, KeyboardInterrupt), flush=True)
+    """
+)
+
+
+def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(tmp_path: Path):
+    store = tmp_path / "s.sqlite3"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPT_SCRIPT, str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parents[1],
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
+    time.sleep(1.5)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 2.0, err
+    assert out.split() == ["partial", "20", "5", "True"], err
+    assert len(ResultStore(store)) == 5
+
+
+def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp_path: Path):
+    store = tmp_path / "s.sqlite3"
+    probe = make_extractor(cache=False).run(ROWS[:1])
+    per_row = int(probe["kx_prompt_tokens"].sum() + probe["kx_completion_tokens"].sum())
+    sim.reset()
+    budget = per_row * 10
+    with pytest.raises(kx.BudgetExceeded) as info:
+        make_extractor(cache=store, max_tokens=budget, concurrency=4).run(ROWS)
+    partial = info.value.partial
+    assert len(partial) == 30
+    spent = partial["kx_prompt_tokens"].sum() + partial["kx_completion_tokens"].sum()
+    assert spent <= budget
+    unsent = partial["kx_error"] == "budget"
+    assert unsent.sum() > 0 and (partial.loc[~unsent, "kx_error"].isna()).all()
+    assert len(chat_requests(sim)) == (~unsent).sum()
+    resumed = make_extractor(cache=store, max_tokens=budget * 10, concurrency=4).run(ROWS)
+    assert resumed["kx_error"].isna().all()
+    assert resumed["kx_from_cache"].sum() == (~unsent).sum()
+    assert len(chat_requests(sim)) == 30  # every row requested exactly once over both runs
+
+
+def test_max_cost_budget(sim, make_extractor):
+    with pytest.raises(kx.BudgetExceeded):
+        make_extractor(max_cost=0.0001, concurrency=2).run(ROWS)
+    with pytest.raises(kx.ConfigurationError):
+        make_extractor(max_cost=-1)
+
+
+def test_estimate_matches_a_real_run(sim, make_extractor, tmp_path: Path):
+    ex = make_extractor(instructions=LONG_INSTRUCTIONS, cache=tmp_path / "s.sqlite3")
+    estimate = ex.estimate(ROWS + [None])
+    assert sim.history == []
+    assert estimate.rows == 31 and estimate.requests == 30 and estimate.empty_rows == 1
+    assert estimate.cache_write_tokens > 256
+    assert estimate.cached_tokens == estimate.cache_write_tokens * 29
+    out = ex.run(ROWS)
+    actual = out["kx_prompt_tokens"].sum()
+    assert abs(estimate.prompt_tokens - actual) / actual < 0.05
+    assert not math.isnan(estimate.cost) and estimate.cost > 0
+    assert ex.estimate(ROWS).requests == 0  # everything is stored now
+    assert "30 rows" in ex.estimate(ROWS).summary()
