@@ -1,6 +1,7 @@
 """The ``kimi-extract`` command line. The library never imports this module.
 
     kimi-extract run INPUT --schema FILE.py:Class --text COL --out OUT [--simulate] ...
+    kimi-extract run-docs DIR|FILES --schema FILE.py:Class [--explode FIELD] --out OUT ...
     kimi-extract simulate --port 8000
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
@@ -158,6 +159,63 @@ def cmd_run(args: argparse.Namespace) -> int:
     return code
 
 
+def cmd_run_docs(args: argparse.Namespace) -> int:
+    """``kimi-extract run-docs``: documents (.txt, .md, .html, .pdf) -> rows."""
+    import pandas as pd
+
+    from .exceptions import KimiExtractError, RunStopped
+    from .extractor import Extractor
+
+    output = load_model(args.schema)
+    options: dict[str, Any] = {
+        "pdf_mode": args.pdf_mode,
+        "per_page": args.per_page,
+        "pages": args.pages,
+        "chunk_pages": args.chunk_pages,
+        "chunk_chars": args.chunk_chars,
+        "explode": args.explode,
+        "recursive": args.recursive,
+    }
+    if args.max_image_pixels is not None:
+        options["max_image_pixels"] = args.max_image_pixels
+    with _maybe_simulator(args.simulate) as sim:
+        settings: dict[str, Any] = {
+            "instructions": args.instructions,
+            "model": args.model,
+            "reasoning_effort": args.effort,
+            "concurrency": args.concurrency,
+            "progress": not args.no_progress,
+            "prefix": args.prefix,
+        }
+        if sim is not None:
+            settings.update(base_url=sim.base_url, api_key=sim.api_key)
+        frame: pd.DataFrame | None = None
+        try:
+            extractor = Extractor(output, **settings)
+            frame = extractor.run_documents(args.sources, **options)
+            code = EXIT_OK
+        except RunStopped as stopped:
+            print(f"error: {stopped}", file=sys.stderr)
+            frame, code = stopped.partial, EXIT_STOPPED
+        except (KimiExtractError, TypeError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_STOPPED
+    if frame is None:
+        return code
+    if args.out:
+        write_table(frame, Path(args.out))
+        print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
+    with pd.option_context(
+        "display.max_columns", 20, "display.width", 160, "display.max_colwidth", 40
+    ):
+        print(frame.head(args.show))
+    if extractor.last_run is not None:
+        print(extractor.last_run.summary())
+    if code == EXIT_OK and frame["kx_error"].notna().any():
+        code = EXIT_ROWS_FAILED
+    return code
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``kimi-extract simulate``: serve the local Kimi API until interrupted."""
     from .simulator import serve
@@ -201,6 +259,34 @@ def build_parser() -> argparse.ArgumentParser:
         "--simulate", action="store_true", help="run against an in-process simulator (offline)"
     )
     run.set_defaults(func=cmd_run)
+
+    docs = sub.add_parser("run-docs", help="extract from documents (.txt, .md, .html, .pdf)")
+    docs.add_argument("sources", nargs="+", help="documents, or folders of them")
+    docs.add_argument(
+        "--schema", required=True, help="output model as FILE.py:Class or module:Class"
+    )
+    docs.add_argument("--explode", metavar="FIELD", help="one output row per item of this list")
+    docs.add_argument("--pdf-mode", choices=("auto", "text", "images"), default="auto")
+    docs.add_argument("--per-page", action="store_true", help="one row per page")
+    docs.add_argument("--pages", help="page numbers, e.g. '1-3,5' or '2-'")
+    docs.add_argument("--chunk-pages", type=int, help="send at most N pages per request")
+    docs.add_argument("--chunk-chars", type=int, help="send about N characters per request")
+    docs.add_argument("--recursive", action="store_true", help="also read subfolders")
+    docs.add_argument(
+        "--max-image-pixels", type=int, help="pixel budget of rendered pages (default 1048576)"
+    )
+    docs.add_argument("--instructions", help="system instructions")
+    docs.add_argument("--model", default="kimi-k3.1-pro")
+    docs.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
+    docs.add_argument("--concurrency", type=int, default=16)
+    docs.add_argument("--prefix", default="", help="prefix for output column names")
+    docs.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
+    docs.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
+    docs.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    docs.add_argument(
+        "--simulate", action="store_true", help="run against an in-process simulator (offline)"
+    )
+    docs.set_defaults(func=cmd_run_docs)
 
     sim = sub.add_parser("simulate", help="serve the local Kimi API simulator")
     sim.add_argument("--port", type=int, default=8000)

@@ -1,45 +1,34 @@
-"""Turn user data into rows: text rendering and image content parts.
+"""Turn user data into rows: text rendering and media content parts.
 
 Accepted data: a DataFrame (``text=`` column, list of columns, or ``template=``), a Series, a list
 of strings, a list of dicts, or any iterable of those items. Each row becomes a ``RowInput`` whose
-``content`` is a string (text only) or a list of content parts (images first, then the text, as in
-the seed's multimodal example).
+``content`` is a string (text only) or a list of content parts (images and videos first, then the
+text, as in the seed's multimodal example).
 
-Images (``images=`` column): a cell is a local path (str or ``pathlib.Path``), bytes, a ``data:``
-URL, an http(s) URL, or a list of these. Local data is sent as a base64 data URL with the MIME type
-read from the file's magic bytes (png, jpeg, webp, gif); URLs are passed through unchanged.
+Media (``images=`` column, and ``videos=`` for a column of videos only): a cell is a local path,
+bytes, a PIL image, a numpy array, a ``data:`` URL, an http(s) URL, or a list of these; see
+``kimi_extract.media`` for formats, downscaling (``max_image_pixels``) and URL fetching. The
+options come from ``prepare(media=...)``, else from ``media.media_options(...)``.
 """
 
 from __future__ import annotations
 
-import base64
 import itertools
 import math
 import string
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from .exceptions import EmptyInputError, InputError, MediaError
+from .media import MediaOptions, current_options, media_parts
+from .media import image_url as _media_image_url
+from .media_formats import data_url as data_url  # re-exported (their earlier home)
+from .media_formats import sniff_image_mime as sniff_image_mime
 
 Content = str | list[dict[str, Any]]
-
-_IMAGE_MAGIC: tuple[tuple[bytes, str], ...] = (
-    (b"\x89PNG\r\n\x1a\n", "image/png"),
-    (b"\xff\xd8\xff", "image/jpeg"),
-    (b"GIF87a", "image/gif"),
-    (b"GIF89a", "image/gif"),
-)
-_IMAGE_EXTENSIONS = {
-    ".png": "image/png",
-    ".jpg": "image/jpeg",
-    ".jpeg": "image/jpeg",
-    ".gif": "image/gif",
-    ".webp": "image/webp",
-}
 
 
 def is_missing(value: Any) -> bool:
@@ -145,17 +134,26 @@ def prepare(
     text: str | Sequence[str] | None = None,
     template: str | None = None,
     images: str | None = None,
+    videos: str | None = None,
+    media: MediaOptions | None = None,
 ) -> PreparedInput:
-    """Normalize ``data`` and validate column arguments before any request is sent."""
+    """Normalize ``data`` and validate column arguments before any request is sent.
+
+    ``media``: how image/video cells are encoded (default: ``media.current_options()``).
+    """
+    media = media or current_options()
+    columns_args = _MediaColumns(images, videos, media)
     if isinstance(data, str):
         raise InputError("run() takes many rows; for a single text use extract(text)")
     if isinstance(data, pd.Series):
-        if text is not None or template is not None or images is not None:
-            raise InputError("text=, template= and images= apply to DataFrames, not a Series")
+        if text is not None or template is not None or columns_args.any:
+            raise InputError(
+                "text=, template=, images= and videos= apply to DataFrames, not a Series"
+            )
         name = str(data.name) if data.name is not None else "input"
         frame = data.to_frame(name=name)
         spec = TextSpec(columns=(name,))
-        return _from_frame(frame, spec, None)
+        return _from_frame(frame, spec, columns_args)
     if isinstance(data, pd.DataFrame):
         columns = [str(c) for c in data.columns]
         if len(set(columns)) != len(columns):
@@ -163,25 +161,35 @@ def prepare(
         frame = data
         if not all(isinstance(c, str) for c in data.columns):
             frame = data.rename(columns=str)
-        if images is not None and images not in columns:
-            raise InputError(f"images column {images!r} not found; available columns: {columns}")
-        available = [c for c in columns if c != images]
-        if text is None and template is None and images is not None:
+        for kind, column in (("images", images), ("videos", videos)):
+            if column is not None and column not in columns:
+                raise InputError(
+                    f"{kind} column {column!r} not found; available columns: {columns}"
+                )
+        available = [c for c in columns if c not in columns_args.names]
+        if text is None and template is None and columns_args.any:
             spec = TextSpec(columns=())
         else:
             spec = TextSpec.build(text=text, template=template, available=available)
-        return _from_frame(frame, spec, images)
+        return _from_frame(frame, spec, columns_args)
     if isinstance(data, Iterator):
-        return _from_iterator(data, text=text, template=template, images=images)
+        return _from_iterator(data, text=text, template=template, media_columns=columns_args)
     if isinstance(data, Iterable) and not isinstance(data, bytes | Mapping):
         items = list(data)
         if all(isinstance(item, str) or is_missing(item) for item in items):
-            if text is not None or template is not None or images is not None:
-                raise InputError("text=, template= and images= need dict rows or a DataFrame")
+            if text is not None or template is not None or columns_args.any:
+                raise InputError(
+                    "text=, template=, images= and videos= need dict rows or a DataFrame"
+                )
             return prepare(pd.Series(items, name="input", dtype=object))
         if all(isinstance(item, Mapping) for item in items):
             return prepare(
-                pd.DataFrame.from_records(items), text=text, template=template, images=images
+                pd.DataFrame.from_records(items),
+                text=text,
+                template=template,
+                images=images,
+                videos=videos,
+                media=media,
             )
         kinds = sorted({type(item).__name__ for item in items})
         raise InputError(f"rows must all be strings or all be dicts; got {kinds}")
@@ -191,12 +199,29 @@ def prepare(
     )
 
 
+@dataclass(frozen=True)
+class _MediaColumns:
+    """The media columns of a run and the options that encode them."""
+
+    images: str | None
+    videos: str | None
+    options: MediaOptions
+
+    @property
+    def names(self) -> list[str]:
+        return [c for c in (self.images, self.videos) if c is not None]
+
+    @property
+    def any(self) -> bool:
+        return bool(self.names)
+
+
 def _from_iterator(
     items: Iterator[Any],
     *,
     text: str | Sequence[str] | None,
     template: str | None,
-    images: str | None,
+    media_columns: _MediaColumns,
 ) -> PreparedInput:
     """Lazy rows from a generator of str or dict items; the first item fixes the kind.
 
@@ -207,19 +232,21 @@ def _from_iterator(
     if first is None:
         return PreparedInput(frame=None, index=None, rows=iter(()), length=0, columns=[])
     if isinstance(first, str):
-        if text is not None or template is not None or images is not None:
-            raise InputError("text=, template= and images= need dict rows or a DataFrame")
-        spec, image_column, columns = TextSpec(columns=("input",)), None, ["input"]
+        if text is not None or template is not None or media_columns.any:
+            raise InputError("text=, template=, images= and videos= need dict rows or a DataFrame")
+        spec, columns = TextSpec(columns=("input",)), ["input"]
+        media_columns = _MediaColumns(None, None, media_columns.options)
     elif isinstance(first, Mapping):
         keys = [str(k) for k in first]
-        if images is not None and images not in keys:
-            raise InputError(f"images column {images!r} not found; first row has {keys}")
-        available = [k for k in keys if k != images]
-        if text is None and template is None and images is not None:
+        for kind, column in (("images", media_columns.images), ("videos", media_columns.videos)):
+            if column is not None and column not in keys:
+                raise InputError(f"{kind} column {column!r} not found; first row has {keys}")
+        available = [k for k in keys if k not in media_columns.names]
+        if text is None and template is None and media_columns.any:
             spec = TextSpec(columns=())
         else:
             spec = TextSpec.build(text=text, template=template, available=available)
-        image_column, columns = images, keys
+        columns = keys
     else:
         raise InputError(f"rows must be strings or dicts; got {type(first).__name__}")
 
@@ -231,7 +258,15 @@ def _from_iterator(
                 record = {"input": item}
             else:
                 record = {}
-            row = make_row(position, position, record, spec, image_column)
+            row = make_row(
+                position,
+                position,
+                record,
+                spec,
+                media_columns.images,
+                videos=media_columns.videos,
+                media=media_columns.options,
+            )
             if not record:
                 row.error = InputError(f"row {position} is a {type(item).__name__}, not str/dict")
             row.record = record
@@ -240,14 +275,22 @@ def _from_iterator(
     return PreparedInput(frame=None, index=None, rows=rows(), length=None, columns=columns)
 
 
-def _from_frame(frame: pd.DataFrame, spec: TextSpec, images: str | None) -> PreparedInput:
+def _from_frame(frame: pd.DataFrame, spec: TextSpec, media_columns: _MediaColumns) -> PreparedInput:
     def rows() -> Iterator[RowInput]:
         columns = list(frame.columns)
         for position, (label, values) in enumerate(
             zip(frame.index, frame.itertuples(index=False, name=None), strict=True)
         ):
             record = dict(zip(columns, values, strict=True))
-            row = make_row(label, position, record, spec, images)
+            row = make_row(
+                label,
+                position,
+                record,
+                spec,
+                media_columns.images,
+                videos=media_columns.videos,
+                media=media_columns.options,
+            )
             row.record = record
             yield row
 
@@ -261,89 +304,52 @@ def _from_frame(frame: pd.DataFrame, spec: TextSpec, images: str | None) -> Prep
 
 
 def make_row(
-    label: Hashable, position: int, record: Mapping[str, Any], spec: TextSpec, images: str | None
+    label: Hashable,
+    position: int,
+    record: Mapping[str, Any],
+    spec: TextSpec,
+    images: str | None,
+    *,
+    videos: str | None = None,
+    media: MediaOptions | None = None,
 ) -> RowInput:
     """Build one row's content; a bad row gets an error instead of raising."""
     row = RowInput(label=label, position=position)
     text = spec.render(record) if spec.columns else None
+    media = media or current_options()
     try:
-        image_urls = image_urls_of(record.get(images)) if images is not None else []
+        parts = media_parts(record.get(images), media) if images is not None else []
+        if videos is not None:
+            parts += media_parts(record.get(videos), media, kind="video")
     except MediaError as exc:
         row.error = exc
         return row
-    if text is None and not image_urls:
-        what = "text and images" if images is not None else "text"
+    if text is None and not parts:
+        what = "text and media" if images is not None or videos is not None else "text"
         row.error = EmptyInputError(f"empty input: the row's {what} is missing or blank")
         return row
-    row.content = content_parts(text, image_urls)
+    row.content = content_parts(text, parts)
     return row
 
 
-def content_parts(text: str | None, image_urls: Sequence[str]) -> Content:
-    """A plain string for text only; otherwise image parts then a text part."""
-    if not image_urls:
+def content_parts(text: str | None, media: Sequence[str | dict[str, Any]]) -> Content:
+    """A plain string for text only; otherwise media parts (a str is an image URL), then text."""
+    if not media:
         return text or ""
     parts: list[dict[str, Any]] = [
-        {"type": "image_url", "image_url": {"url": url}} for url in image_urls
+        {"type": "image_url", "image_url": {"url": item}} if isinstance(item, str) else item
+        for item in media
     ]
     if text:
         parts.append({"type": "text", "text": text})
     return parts
 
 
-def image_urls_of(cell: Any) -> list[str]:
-    """Image URLs for one cell (see the module docstring); raises ``MediaError``."""
-    if cell is None or (not isinstance(cell, list | tuple) and is_missing(cell)):
-        return []
-    if isinstance(cell, list | tuple):
-        return [url for item in cell for url in image_urls_of(item)]
-    return [image_url(cell)]
+def image_urls_of(cell: Any, media: MediaOptions | None = None) -> list[str]:
+    """Image URLs for one cell (see ``kimi_extract.media``); raises ``MediaError``."""
+    return [part["image_url"]["url"] for part in media_parts(cell, media, kind="image")]
 
 
-def image_url(value: Any) -> str:
-    """One image value as a URL: passed through for data:/http(s), base64-inlined otherwise."""
-    if isinstance(value, bytes | bytearray | memoryview):
-        data = bytes(value)
-        mime = sniff_image_mime(data)
-        if mime is None:
-            raise MediaError("image bytes are not png, jpeg, webp or gif")
-        return data_url(data, mime)
-    if isinstance(value, str):
-        if value.startswith("data:"):
-            if not value.startswith("data:image/") or ";base64," not in value:
-                raise MediaError(f"not a base64 image data URL: {value[:40]}...")
-            return value
-        if value.startswith(("http://", "https://")):
-            return value
-        return _file_url(Path(value))
-    if isinstance(value, Path):
-        return _file_url(value)
-    raise MediaError(f"unsupported image value of type {type(value).__name__}")
-
-
-def _file_url(path: Path) -> str:
-    try:
-        data = path.expanduser().read_bytes()
-    except FileNotFoundError:
-        raise MediaError(f"image file not found: {path}") from None
-    except OSError as exc:
-        raise MediaError(f"cannot read image file {path}: {exc.strerror}") from None
-    mime = sniff_image_mime(data) or _IMAGE_EXTENSIONS.get(path.suffix.lower())
-    if mime is None:
-        raise MediaError(f"{path} is not a png, jpeg, webp or gif image")
-    return data_url(data, mime)
-
-
-def sniff_image_mime(data: bytes) -> str | None:
-    """The image MIME type from magic bytes, or None."""
-    for magic, mime in _IMAGE_MAGIC:
-        if data.startswith(magic):
-            return mime
-    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
-        return "image/webp"
-    return None
-
-
-def data_url(data: bytes, mime: str) -> str:
-    """A base64 data URL."""
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+def image_url(value: Any, media: MediaOptions | None = None) -> str:
+    """One image value as a URL: passed through for http(s), a base64 data URL otherwise."""
+    return _media_image_url(value, media)
