@@ -9,7 +9,7 @@ chunks share the concurrency and the cached prompt prefix), and merges the chunk
   page by page, ``pdf_mode="text"`` sends the text layer, ``"images"`` sends every page rendered
   as a PNG, and ``"auto"`` (default) sends the text layer and renders only pages without one
   (fewer than ``MIN_TEXT_CHARS`` non-space characters: scans). Rendered pages fit
-  ``max_image_pixels`` (default: ``media.DEFAULT_MAX_IMAGE_PIXELS``, about 105 dpi for a US-letter
+  ``max_image_pixels`` (default: the extractor's, 1024 x 1024 pixels: about 105 dpi for a US-letter
   page) and never exceed 200 dpi.
 - ``pages``: 1-based page numbers applied to every document: ``"1-3,5"``, ``"2-"``, an int, a
   list, or a ``range`` (``range(1, 4)`` = pages 1-3). Pages past a document's end are ignored.
@@ -130,7 +130,7 @@ async def arun_documents(
     ``sources``: a directory (its supported files, sorted; ``recursive=True`` for subfolders), a
     file path, a list of paths, or a DataFrame whose ``path_column`` holds the paths (its other
     columns are kept). ``text_column``: also keep each row's document text under that name.
-    ``max_image_pixels``: size of rendered pages (default: the media options in force).
+    ``max_image_pixels``: size of rendered pages and images (default: the extractor's).
     """
     if pdf_mode not in ("auto", "text", "images"):
         raise ConfigurationError(f"pdf_mode must be 'auto', 'text' or 'images', got {pdf_mode!r}")
@@ -154,9 +154,10 @@ async def arun_documents(
         check_explode(
             model, explode, prefix=prefix, item_prefix=item_prefix, columns=fixed + source_columns
         )
-    pixels = (
-        current_options().max_image_pixels if max_image_pixels == "default" else max_image_pixels
-    )
+    if max_image_pixels == "default":
+        pixels = current_options(extractor.media).max_image_pixels
+    else:
+        pixels = max_image_pixels
 
     await asyncio.to_thread(_load_all, documents, pdf_mode, select, pixels)
     units = _plan(documents, per_page, chunk_pages, chunk_chars)

@@ -32,6 +32,7 @@ from .export import TableWriter
 from .frame import build_frame, check_clashes
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
 from .limits import Budget, Limiter
+from .media import DEFAULT_MAX_IMAGE_PIXELS, MediaOptions, current_options
 from .models import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_COMPLETION_TOKENS,
@@ -49,6 +50,7 @@ from .request import (
     response_format_for,
     system_prompt,
 )
+from .routing import Router
 from .schema import compile_schema
 from .store import ResultStore
 from .store import resolve as store_path
@@ -112,7 +114,9 @@ class Extractor(Generic[T]):
     so it forms a cacheable prefix). ``examples``: optional few-shot ``(input, output)`` pairs.
     ``model``: default ``kimi-k3.1-pro``. ``reasoning_effort``: default ``"low"`` (the API's own
     default is max). ``api_key``: default env ``KIMI_API_KEY`` then ``EVOLINK_API_KEY``.
-    ``base_url``: default env ``KIMI_BASE_URL``, else ``https://direct.evolink.ai``.
+    ``base_url``: default env ``KIMI_BASE_URL``, else routed per request: image/video requests to
+    ``https://api.evolink.ai``, text to ``https://direct.evolink.ai``, failing over between them
+    (``kimi_extract.routing``).
     ``concurrency``: rows in flight at once (default 16). ``validation_retries``: reasks after an
     invalid answer (default 2). ``max_completion_tokens``: output budget incl. reasoning (default
     16,384; a truncated answer is retried once with double). ``pricing``: a ``kx.Pricing`` or a
@@ -129,7 +133,10 @@ class Extractor(Generic[T]):
     ``progress``: show a tqdm bar. ``prefix``: prepended to output column names. ``stream``:
     request SSE streams (results are identical). ``web_search``: offer Kimi's built-in
     ``$web_search`` tool and run the tool loop (at most ``max_tool_rounds`` rounds per row; adds a
-    ``kx_web_searches`` column).
+    ``kx_web_searches`` column). ``max_image_pixels``: larger images are downscaled to this many
+    pixels (default 1,048,576 = 1024 x 1024, at most ~1,370 image tokens; None: never; see
+    ``kimi_extract.media``). ``fetch_urls``: download http(s) image/video URLs and send them inline
+    instead of passing the URLs through.
     """
 
     def __init__(
@@ -164,6 +171,8 @@ class Extractor(Generic[T]):
         web_search: bool = False,
         max_tool_rounds: int = 3,
         http_backend: str = "aiohttp",
+        max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
+        fetch_urls: bool = False,
     ) -> None:
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise TypeError(f"output must be a pydantic BaseModel subclass, got {output!r}")
@@ -225,6 +234,8 @@ class Extractor(Generic[T]):
         self.max_tool_rounds = max_tool_rounds
         self.pricing = _resolve_pricing(pricing, model, self.info.pricing)
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
+        self.router = Router(base_url or os.environ.get(BASE_URL_ENV_VAR))
+        self.media = MediaOptions(max_image_pixels=max_image_pixels, fetch_urls=fetch_urls)
         key = api_key or next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
         self._api_key = Secret(key) if key else None
         static = [{"role": "system", "content": system_prompt(instructions, self.compiled, mode)}]
@@ -283,7 +294,7 @@ class Extractor(Generic[T]):
         input columns, one column per output field, and the ``kx_`` accounting columns. Raises
         ``RunStopped`` (with ``.partial``) when a run-level error stops the run.
         """
-        prepared = prepare(data, text=text, template=template, images=images)
+        prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         check_clashes(prepared.columns, self.output, self.prefix)
         lazy = prepared.frame is None
         kept: list[RowResult] = []
@@ -357,7 +368,7 @@ class Extractor(Generic[T]):
     ) -> RunReport:
         """Async ``run_to``."""
         writer = TableWriter(path)
-        prepared = prepare(data, text=text, template=template, images=images)
+        prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         check_clashes(prepared.columns, self.output, self.prefix)
         buffer: list[RowResult] = []
 
@@ -413,7 +424,7 @@ class Extractor(Generic[T]):
         The shared prefix is counted once as a cache write and then as cache reads; rows already
         in the result store cost nothing. See ``kimi_extract.estimate`` for the assumptions.
         """
-        prepared = prepare(data, text=text, template=template, images=images)
+        prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         settings = self._settings(prepared.length)
         store = ResultStore(self.cache_path) if self.cache_path is not None else None
         prompts: list[int | None] = []
@@ -473,7 +484,9 @@ class Extractor(Generic[T]):
         else:
             record = {"text": content, "images": images}
             images_key = "images" if images is not None else None
-            row = make_row(0, 0, record, TextSpec(columns=("text",)), images_key)
+            row = make_row(
+                0, 0, record, TextSpec(columns=("text",)), images_key, media=self._media()
+            )
         results, stop_cause, _ = await self._execute(iter([row]), total=1, progress=False)
         if stop_cause is not None:
             raise stop_cause
@@ -555,7 +568,12 @@ class Extractor(Generic[T]):
             retry=self.retry,
             http_backend=self.http_backend,
             gate=limiter,
+            router=self.router,
         )
+
+    def _media(self) -> MediaOptions:
+        """This extractor's media options, under any enclosing ``media_options`` block."""
+        return current_options(self.media)
 
     async def _execute(
         self,

@@ -106,28 +106,37 @@ class MediaOptions:
 
 
 _DEFAULT_OPTIONS = MediaOptions()
-_current: contextvars.ContextVar[MediaOptions | None] = contextvars.ContextVar(
+#: The changes ``media_options`` blocks made, innermost last merged in.
+_changes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "kimi_extract_media", default=None
 )
 
 
-def current_options() -> MediaOptions:
-    """The media options in force (set with ``media_options``; defaults otherwise)."""
-    return _current.get() or _DEFAULT_OPTIONS
+def current_options(base: MediaOptions | None = None) -> MediaOptions:
+    """``base`` (default: the package defaults) with the changes of enclosing ``media_options``.
+
+    ``Extractor`` passes its own options (``max_image_pixels=``, ``fetch_urls=``) as ``base``, so
+    a ``media_options`` block overrides an extractor's settings for the runs started inside it.
+    """
+    changes = _changes.get()
+    base = base or _DEFAULT_OPTIONS
+    return replace(base, **changes) if changes else base
 
 
 @contextlib.contextmanager
 def media_options(**changes: Any) -> Iterator[MediaOptions]:
     """Change media options for the runs started inside the block (e.g. ``fetch_urls=True``).
 
-    Applies to ``await ex.arun(...)`` and ``ex.run(...)`` called in the block's thread and task.
+    Applies to ``await ex.arun(...)`` and ``ex.run(...)`` called in the block's thread and task,
+    over the extractor's own options; yields the options a default extractor would use.
     """
-    options = replace(current_options(), **changes)
-    token = _current.set(options)
+    merged = {**(_changes.get() or {}), **changes}
+    options = replace(_DEFAULT_OPTIONS, **merged)  # validates the values now
+    token = _changes.set(merged)
     try:
         yield options
     finally:
-        _current.reset(token)
+        _changes.reset(token)
 
 
 # -- cells -> parts --------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """HTTP: the client, auth, error mapping and the retry policy.
 
 One HTTP client per run (see ``backends``: aiohttp by default, or httpx with or without the
-httpx-aiohttp transport), its pool sized to the run's concurrency.
+httpx-aiohttp transport), its pool sized to the run's concurrency. With a ``routing.Router`` each
+attempt's host is chosen per body (multimodal vs text host, failover) and its outcome reported back.
 
 Retry policy (tenacity): retried are 408, 409, 429 ``rate_limit_reached_error`` /
 ``engine_overloaded_error``, 5xx, timeouts and connection errors, with full-jitter exponential
@@ -44,6 +45,7 @@ from .exceptions import (
     ServerError,
 )
 from .request import Answer, StreamAssembler, encode_body, parse_completion
+from .routing import Router
 
 logger = logging.getLogger("kimi_extract")
 
@@ -237,8 +239,10 @@ class Transport:
         on_retry: Callable[[BaseException, float], None] | None = None,
         gate: Gate | None = None,
         encoder: Callable[[dict[str, Any]], bytes] = encode_body,
+        router: Router | None = None,
     ) -> None:
         self.url = chat_url(base_url)
+        self.router = router  # when set, it picks each attempt's host (base_url is unused)
         self.encoder = encoder
         self._api_key = api_key
         self.concurrency = concurrency
@@ -308,12 +312,27 @@ class Transport:
         if backend is None:
             raise RuntimeError("Transport used outside 'async with'")
         payload = self.encoder(body)
+        router = self.router
+        if router is None:
+            return await self._attempt(backend, self.url, body, payload, exchange)
+        base_url = router.base_url_for(body)
+        try:
+            answer = await self._attempt(backend, chat_url(base_url), body, payload, exchange)
+        except Exception as exc:
+            router.report(base_url, exc)
+            raise
+        router.report(base_url, None)
+        return answer
+
+    async def _attempt(
+        self, backend: Backend, url: str, body: dict[str, Any], payload: bytes, exchange: Exchange
+    ) -> Answer:
         started = time.perf_counter()
         exchange.http_attempts += 1
         try:
             if body.get("stream"):
-                return await self._send_streaming(backend, payload)
-            reply = await backend.post(self.url, payload)
+                return await self._send_streaming(backend, url, payload)
+            reply = await backend.post(url, payload)
         finally:
             exchange.latency_s += time.perf_counter() - started
         if reply.status != 200:
@@ -324,8 +343,8 @@ class Transport:
             # A 200 whose body is not a chat completion: treat like a server fault (retried).
             raise ServerError(f"malformed response body: {exc}", status=200) from None
 
-    async def _send_streaming(self, backend: Backend, payload: bytes) -> Answer:
-        async with backend.stream(self.url, payload) as reply:
+    async def _send_streaming(self, backend: Backend, url: str, payload: bytes) -> Answer:
+        async with backend.stream(url, payload) as reply:
             if reply.status != 200:
                 raise error_from_response(reply.status, reply.headers, await reply.read())
             assembler = StreamAssembler()

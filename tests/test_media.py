@@ -368,3 +368,95 @@ def test_fetch_urls_limits_timeouts_and_http_errors(file_server):
         image_url(f"{file_server}/slow.png", MediaOptions(fetch_urls=True, fetch_timeout=0.2))
     with pytest.raises(MediaError, match="HTTP 404"):
         image_url(f"{file_server}/missing.png", MediaOptions(fetch_urls=True))
+
+
+# -- Extractor options ----------------------------------------------------------------------------
+
+
+def test_extractor_max_image_pixels_and_fetch_urls(sim, make_extractor, file_server):
+    big = encode(Image.new("RGB", (1200, 900), (40, 80, 120)), "PNG")
+    _Files.files = {"/big.png": ("image/png", big)}
+    frame = pd.DataFrame({"note": ["bytes", "url"], "img": [big, f"{file_server}/big.png"]})
+
+    ex = make_extractor(max_image_pixels=40_000)
+    assert ex.media == MediaOptions(max_image_pixels=40_000, fetch_urls=False)
+    ex.run(frame, text="note", images="img")
+    by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
+    width, height = opened(by_text["bytes"][0]["image_url"]["url"]).size
+    assert width * height <= 40_000 and abs(width / height - 4 / 3) < 0.02
+    assert by_text["url"][0]["image_url"]["url"] == f"{file_server}/big.png"  # passed through
+
+    sim.reset()
+    make_extractor(fetch_urls=True, max_image_pixels=None).run(frame, text="note", images="img")
+    by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
+    assert decode(by_text["url"][0]["image_url"]["url"]) == ("image/png", big)  # fetched, as is
+    assert decode(by_text["bytes"][0]["image_url"]["url"]) == ("image/png", big)
+
+    # A media_options block overrides the extractor's settings for runs started inside it.
+    sim.reset()
+    with media_options(max_image_pixels=10_000):
+        ex.run(frame.iloc[:1], text="note", images="img")
+    (parts,) = sent_parts(sim)
+    width, height = opened(parts[0]["image_url"]["url"]).size
+    assert width * height <= 10_000
+    with pytest.raises(ConfigurationError, match="max_image_pixels"):
+        make_extractor(max_image_pixels=10)
+
+
+def test_extract_one_row_with_images_uses_the_extractor_options(sim, make_extractor):
+    big = encode(Image.new("RGB", (800, 800)), "JPEG")
+    make_extractor(max_image_pixels=20_000).extract("describe", images=[big, big])
+    (parts,) = sent_parts(sim)
+    assert [p["type"] for p in parts] == ["image_url", "image_url", "text"]
+    assert_valid_parts(parts)
+    assert all(opened(p["image_url"]["url"]).size == (141, 141) for p in parts[:2])
+
+
+def test_converted_rotated_and_downscaled_images_in_the_request(sim, make_extractor, tmp_path):
+    bmp = tmp_path / "scan.bmp"
+    picture((64, 48)).save(bmp)
+    exif = Image.Exif()
+    exif[0x0112] = 8
+    rotated = encode(picture((60, 40)), "JPEG", exif=exif.tobytes())
+    tiff = encode(picture((30, 30), (0, 200, 0, 128), mode="RGBA"), "TIFF")
+    big = encode(Image.new("RGB", (2400, 1600)), "JPEG")
+    frame = pd.DataFrame({"note": ["bmp", "exif", "tiff", "big"], "img": [bmp, rotated, tiff, big]})
+    out = make_extractor().run(frame, text="note", images="img")
+    assert out["kx_error"].isna().all()
+    by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
+    for parts in by_text.values():
+        assert_valid_parts(parts)
+    sent = {t: decode(p[0]["image_url"]["url"]) for t, p in by_text.items()}
+    assert {t: mime for t, (mime, _) in sent.items()} == {
+        "bmp": "image/jpeg",
+        "exif": "image/jpeg",
+        "tiff": "image/png",
+        "big": "image/jpeg",
+    }
+    sizes = {t: Image.open(io.BytesIO(data)).size for t, (_, data) in sent.items()}
+    assert sizes["bmp"] == (64, 48) and sizes["exif"] == (40, 60) and sizes["tiff"] == (30, 30)
+    assert sizes["big"][0] * sizes["big"][1] <= DEFAULT_MAX_IMAGE_PIXELS
+    # The simulator bills the downscaled size, not the original 2400 x 1600.
+    usage = {
+        h.body["messages"][-1]["content"][-1]["text"]: h.usage["prompt_tokens"]
+        for h in chat_requests(sim)
+    }
+    assert usage["big"] - usage["bmp"] == tokens.image_tokens(*sizes["big"]) - (
+        tokens.image_tokens(64, 48)
+    )
+
+
+def test_without_pillow_a_run_fails_only_the_rows_that_need_it(sim, make_extractor, monkeypatch):
+    small = encode(picture((40, 40)), "PNG")
+    bmp = encode(picture(), "BMP")
+    monkeypatch.setitem(sys.modules, "PIL", None)
+    frame = pd.DataFrame({"note": ["png", "bmp", "text"], "img": [small, bmp, None]})
+    out = make_extractor().run(frame, text="note", images="img")
+    assert out["kx_error"].isna().tolist() == [True, False, True]
+    assert "pip install 'kimi-extract[images]'" in out.loc[1, "kx_error"]
+    assert sorted(text_of(h) for h in chat_requests(sim)) == ["png", "text"]
+
+
+def text_of(exchange: Any) -> str:
+    content = exchange.body["messages"][-1]["content"]
+    return content if isinstance(content, str) else content[-1]["text"]
