@@ -1,0 +1,74 @@
+"""Caption a folder of images into a typed table (the image-captioning pipeline).
+
+    python examples/caption_images.py --simulate            # offline, against the simulator
+    python examples/caption_images.py examples/images       # real API (KIMI_API_KEY set)
+
+Each image becomes an ``image_url`` part: png/jpeg/webp/gif go as they are, other formats (the
+.bmp here) are converted, EXIF-rotated photos are turned upright, and anything larger than
+``max_image_pixels`` is downscaled first. Needs Pillow for the conversion:
+``pip install 'kimi-extract[images]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from pydantic import BaseModel, Field
+
+import kimi_extract as kx
+
+HERE = Path(__file__).resolve().parent
+SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
+
+
+class Caption(BaseModel):
+    """What an image shows."""
+
+    caption: str = Field(description="One sentence describing the image")
+    objects: list[str] = Field(description="Main objects visible, as short nouns")
+    dominant_color: str = Field(description="The color covering most of the image")
+    has_text: bool = Field(description="Whether the image contains readable text")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default=str(HERE / "images"))
+    parser.add_argument("--simulate", action="store_true", help="use the local simulator")
+    parser.add_argument("--max-image-pixels", type=int, default=1024 * 1024)
+    parser.add_argument("--out", help="write the table here (.csv, .jsonl or .parquet)")
+    args = parser.parse_args()
+
+    paths = sorted(p for p in Path(args.folder).iterdir() if p.suffix.lower() in SUFFIXES)
+    frame = pd.DataFrame({"file": [p.name for p in paths], "image": [str(p) for p in paths]})
+    with contextlib.ExitStack() as stack:
+        options: dict[str, Any] = {}
+        if args.simulate:  # simulated answers stay out of the result store
+            sim = stack.enter_context(kx.Simulator())
+            options = {"base_url": sim.base_url, "api_key": sim.api_key, "cache": False}
+        extractor = kx.Extractor(
+            Caption,
+            instructions="Describe the image for a searchable photo catalogue.",
+            max_image_pixels=args.max_image_pixels,  # larger images are downscaled first
+            progress=False,
+            **options,
+        )
+        out = extractor.run(frame, images="image")
+    columns = ["file", "caption", "objects", "dominant_color", "kx_prompt_tokens", "kx_error"]
+    with pd.option_context(
+        "display.width", 200, "display.max_columns", 12, "display.max_colwidth", 40
+    ):
+        print(out[columns])
+    if extractor.last_run is not None:
+        print(extractor.last_run.summary())
+    if args.out:
+        from kimi_extract.cli import write_table
+
+        write_table(out, Path(args.out))
+
+
+if __name__ == "__main__":
+    main()
