@@ -6,6 +6,9 @@ DataFrame back with one column per field and per-row token, cache and cost accou
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
+from . import accessor  # noqa: F401  (registers df.kimi and series.kimi)
 from .estimate import Estimate
 from .exceptions import (
     APIConnectionError,
@@ -36,8 +39,11 @@ from .exceptions import (
 from .extractor import Extractor, RunReport
 from .models import MODELS, ModelInfo
 from .schema import CompiledSchema, compile_schema, response_format
-from .simulator import Simulator
 from .usage import Pricing, Usage
+
+if TYPE_CHECKING:
+    from .plot import plot_usage
+    from .simulator import Simulator
 
 __version__ = "0.1.0"
 
@@ -77,5 +83,26 @@ __all__ = [
     "ValidationFailedError",
     "__version__",
     "compile_schema",
+    "plot_usage",
     "response_format",
 ]
+
+#: Public names whose modules load on first use, so ``import kimi_extract`` stays fast: the
+#: simulator pulls in its HTTP server stack, which most runs against the real API never need;
+#: ``plot_usage`` is only for notebooks (it imports matplotlib when called).
+_LAZY = {"Simulator": ".simulator", "plot_usage": ".plot"}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kimi_extract' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

@@ -109,38 +109,73 @@ def _maybe_simulator(enabled: bool) -> Iterator[Any]:
         yield sim
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    """``kimi-extract run``."""
+def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
+    """Extractor keyword arguments from the flags shared by ``run`` and ``run-docs``."""
+    options: dict[str, Any] = {
+        "instructions": args.instructions,
+        "model": args.model,
+        "reasoning_effort": args.effort,
+        "concurrency": args.concurrency,
+        "rpm": args.rpm,
+        "tpm": args.tpm,
+        "max_cost": args.max_cost,
+        "stream": args.stream,
+        "web_search": args.web_search,
+        "progress": not args.no_progress,
+        "prefix": args.prefix,
+    }
+    if args.cache is not None:
+        off = args.cache.lower() in ("off", "false", "no", "0")
+        options["cache"] = False if off else args.cache
+    if sim is not None:
+        options.update(base_url=sim.base_url, api_key=sim.api_key)
+    return options
+
+
+def summary_table(report: Any) -> str:
+    """The final summary of a run as a small two-column table."""
+    u = report.usage
+    cost = f"${u.cost:,.4f}" if report.priced else "unknown (no price for this model)"
+    rows = [
+        ("rows", f"{report.rows:,} ({report.ok:,} ok, {report.failed:,} failed)"),
+        ("from the result store", f"{report.from_store:,}"),
+        ("requests", f"{u.requests:,} ({report.retries:,} retried, {report.throttles:,} 429s)"),
+        ("prompt tokens", f"{u.prompt_tokens:,}"),
+        ("  cached", f"{u.cached_tokens:,} ({u.cache_hit_share:.0%})"),
+        ("  cache write", f"{u.cache_write_tokens:,}"),
+        ("completion tokens", f"{u.completion_tokens:,}"),
+        ("  reasoning", f"{u.reasoning_tokens:,}"),
+        ("cost", cost),
+        ("wall time", f"{report.wall_s:,.2f} s"),
+    ]
+    width = max(len(name) for name, _ in rows)
+    return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
+
+
+def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> int:
+    """Shared body of ``run`` and ``run-docs``: build, run (or estimate), write, summarize."""
     import pandas as pd
 
     from .exceptions import KimiExtractError, RunStopped
     from .extractor import Extractor
 
     output = load_model(args.schema)
-    data = read_table(Path(args.input))
-    text: str | list[str] | None = None
-    if args.text:
-        text = args.text[0] if len(args.text) == 1 else list(args.text)
-    with _maybe_simulator(args.simulate) as sim:
-        options: dict[str, Any] = {
-            "instructions": args.instructions,
-            "model": args.model,
-            "reasoning_effort": args.effort,
-            "concurrency": args.concurrency,
-            "progress": not args.no_progress,
-            "prefix": args.prefix,
-        }
-        if sim is not None:
-            options.update(base_url=sim.base_url, api_key=sim.api_key)
+    with _maybe_simulator(args.simulate and not args.dry_run) as sim:
         frame: pd.DataFrame | None = None
         try:
-            extractor = Extractor(output, **options)
-            frame = extractor.run(data, text=text, template=args.template, images=args.images)
+            extractor = Extractor(output, **_extractor_options(args, sim))
+            if args.dry_run:
+                if estimate is None:
+                    print("error: --dry-run is not available for this command", file=sys.stderr)
+                    return EXIT_STOPPED
+                print(estimate(extractor).summary())
+                return EXIT_OK
+            frame = run(extractor)
             code = EXIT_OK
         except RunStopped as stopped:
             print(f"error: {stopped}", file=sys.stderr)
             frame, code = stopped.partial, EXIT_STOPPED
-        except (KimiExtractError, TypeError) as exc:
+        except (KimiExtractError, TypeError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_STOPPED
     if frame is None:
@@ -153,20 +188,28 @@ def cmd_run(args: argparse.Namespace) -> int:
     ):
         print(frame.head(args.show))
     if extractor.last_run is not None:
-        print(extractor.last_run.summary())
+        print(summary_table(extractor.last_run))
     if code == EXIT_OK and frame["kx_error"].notna().any():
         code = EXIT_ROWS_FAILED
     return code
 
 
+def cmd_run(args: argparse.Namespace) -> int:
+    """``kimi-extract run``: a table of rows -> typed columns."""
+    data = read_table(Path(args.input))
+    text: str | list[str] | None = None
+    if args.text:
+        text = args.text[0] if len(args.text) == 1 else list(args.text)
+    inputs = {"text": text, "template": args.template, "images": args.images}
+    return _run_command(
+        args,
+        run=lambda ex: ex.run(data, **inputs),
+        estimate=lambda ex: ex.estimate(data, **inputs),
+    )
+
+
 def cmd_run_docs(args: argparse.Namespace) -> int:
     """``kimi-extract run-docs``: documents (.txt, .md, .html, .pdf) -> rows."""
-    import pandas as pd
-
-    from .exceptions import KimiExtractError, RunStopped
-    from .extractor import Extractor
-
-    output = load_model(args.schema)
     options: dict[str, Any] = {
         "pdf_mode": args.pdf_mode,
         "per_page": args.per_page,
@@ -178,42 +221,7 @@ def cmd_run_docs(args: argparse.Namespace) -> int:
     }
     if args.max_image_pixels is not None:
         options["max_image_pixels"] = args.max_image_pixels
-    with _maybe_simulator(args.simulate) as sim:
-        settings: dict[str, Any] = {
-            "instructions": args.instructions,
-            "model": args.model,
-            "reasoning_effort": args.effort,
-            "concurrency": args.concurrency,
-            "progress": not args.no_progress,
-            "prefix": args.prefix,
-        }
-        if sim is not None:
-            settings.update(base_url=sim.base_url, api_key=sim.api_key)
-        frame: pd.DataFrame | None = None
-        try:
-            extractor = Extractor(output, **settings)
-            frame = extractor.run_documents(args.sources, **options)
-            code = EXIT_OK
-        except RunStopped as stopped:
-            print(f"error: {stopped}", file=sys.stderr)
-            frame, code = stopped.partial, EXIT_STOPPED
-        except (KimiExtractError, TypeError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_STOPPED
-    if frame is None:
-        return code
-    if args.out:
-        write_table(frame, Path(args.out))
-        print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
-    with pd.option_context(
-        "display.max_columns", 20, "display.width", 160, "display.max_colwidth", 40
-    ):
-        print(frame.head(args.show))
-    if extractor.last_run is not None:
-        print(extractor.last_run.summary())
-    if code == EXIT_OK and frame["kx_error"].notna().any():
-        code = EXIT_ROWS_FAILED
-    return code
+    return _run_command(args, run=lambda ex: ex.run_documents(args.sources, **options))
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -229,6 +237,34 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         options["api_key"] = args.api_key
     serve(port=args.port, host=args.host, **options)
     return EXIT_OK
+
+
+def _add_run_args(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by ``run`` and ``run-docs``."""
+    parser.add_argument("--instructions", help="system instructions")
+    parser.add_argument("--model", default="kimi-k3.1-pro")
+    parser.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
+    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    parser.add_argument("--rpm", type=int, help="client-side requests-per-minute limit")
+    parser.add_argument("--tpm", type=int, help="client-side tokens-per-minute limit")
+    parser.add_argument("--max-cost", type=float, help="stop before spending more USD")
+    parser.add_argument(
+        "--cache", help="result store: a path, or 'off' (default: the user cache directory)"
+    )
+    parser.add_argument("--stream", action="store_true", help="request SSE streams")
+    parser.add_argument("--web-search", action="store_true", help="offer Kimi's web search tool")
+    parser.add_argument("--prefix", default="", help="prefix for output column names")
+    parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
+    parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the estimate (requests, tokens, cost); send nothing",
+    )
+    parser.add_argument(
+        "--simulate", action="store_true", help="run against an in-process simulator (offline)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -247,17 +283,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--text", action="append", help="text column (repeat for several)")
     run.add_argument("--template", help="str.format template over columns, e.g. 'Title: {title}'")
     run.add_argument("--images", help="column of image paths / URLs")
-    run.add_argument("--instructions", help="system instructions")
-    run.add_argument("--model", default="kimi-k3.1-pro")
-    run.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
-    run.add_argument("--concurrency", type=int, default=16)
-    run.add_argument("--prefix", default="", help="prefix for output column names")
-    run.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
-    run.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
-    run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    run.add_argument(
-        "--simulate", action="store_true", help="run against an in-process simulator (offline)"
-    )
+    _add_run_args(run)
     run.set_defaults(func=cmd_run)
 
     docs = sub.add_parser("run-docs", help="extract from documents (.txt, .md, .html, .pdf)")
@@ -275,17 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument(
         "--max-image-pixels", type=int, help="pixel budget of rendered pages (default 1048576)"
     )
-    docs.add_argument("--instructions", help="system instructions")
-    docs.add_argument("--model", default="kimi-k3.1-pro")
-    docs.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
-    docs.add_argument("--concurrency", type=int, default=16)
-    docs.add_argument("--prefix", default="", help="prefix for output column names")
-    docs.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
-    docs.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
-    docs.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    docs.add_argument(
-        "--simulate", action="store_true", help="run against an in-process simulator (offline)"
-    )
+    _add_run_args(docs)
     docs.set_defaults(func=cmd_run_docs)
 
     sim = sub.add_parser("simulate", help="serve the local Kimi API simulator")

@@ -8,17 +8,15 @@ import logging
 import math
 import os
 import sys
-import threading
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
 
 from .backends import BACKENDS
-from .engine import BUDGET_ERROR, Engine, RowResult, RowSettings
+from .engine import Engine, RowResult, RowSettings
 from .estimate import Estimate, predict
 from .exceptions import (
     BudgetExceeded,
@@ -51,6 +49,7 @@ from .request import (
     system_prompt,
 )
 from .routing import Router
+from .runs import RunReport, Tally, fill_missing, run_sync
 from .schema import compile_schema
 from .store import ResultStore
 from .store import resolve as store_path
@@ -69,42 +68,6 @@ ASSUMED_REQUEST_S = 10.0
 #: run_to writes results in batches of this many rows.
 WRITE_BATCH_ROWS = 1000
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """What one run did: rows ok/failed, usage by bucket, cost and wall time."""
-
-    rows: int
-    ok: int
-    failed: int
-    usage: Usage
-    wall_s: float
-    model: str
-    priced: bool
-    retries: int = 0
-    throttles: int = 0
-    #: Rows served from the result store, and the usage they cost when first extracted.
-    from_store: int = 0
-    saved: Usage = field(default_factory=Usage)
-    store: str | None = None
-
-    def summary(self) -> str:
-        """The one-line summary logged at the end of a run."""
-        cost = (
-            f"cost ${self.usage.cost:.4f}"
-            if self.priced
-            else f"cost unknown (no price for {self.model}; pass pricing=kx.Pricing(...))"
-        )
-        u = self.usage
-        return (
-            f"kimi_extract: {self.rows:,} rows ({self.ok:,} ok, {self.failed:,} failed) in "
-            f"{self.wall_s:.2f} s; {u.requests:,} requests; prompt {u.prompt_tokens:,} tokens "
-            f"(cached {u.cached_tokens:,} = {u.cache_hit_share:.0%}, cache write "
-            f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
-            f"{u.reasoning_tokens:,}); {cost}"
-            + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
-        )
 
 
 class Extractor(Generic[T]):
@@ -270,7 +233,7 @@ class Extractor(Generic[T]):
         """
         self.last_partial = None
         try:
-            return _run_sync(self.arun(data, text=text, template=template, images=images))
+            return run_sync(self.arun(data, text=text, template=template, images=images))
         except KeyboardInterrupt as interrupt:
             if isinstance(interrupt, RunInterrupted):
                 raise
@@ -305,7 +268,7 @@ class Extractor(Generic[T]):
             assert prepared.index is not None
             return build_frame(
                 model=self.output,
-                results=_fill_missing(kept, prepared.index, stop_cause),
+                results=fill_missing(kept, prepared.index, stop_cause),
                 index=prepared.index,
                 input_frame=prepared.frame,
                 prefix=self.prefix,
@@ -355,7 +318,7 @@ class Extractor(Generic[T]):
         dict items). Returns the run report. Raises ``RunStopped`` after writing the rows that
         finished when a run-level error stops the run.
         """
-        return _run_sync(self.arun_to(path, data, text=text, template=template, images=images))
+        return run_sync(self.arun_to(path, data, text=text, template=template, images=images))
 
     async def arun_to(
         self,
@@ -465,7 +428,7 @@ class Extractor(Generic[T]):
 
     def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``."""
-        return _run_sync(self.arun_documents(sources, **options))
+        return run_sync(self.arun_documents(sources, **options))
 
     async def arun_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Async ``run_documents``."""
@@ -475,7 +438,7 @@ class Extractor(Generic[T]):
 
     def extract(self, content: Content, *, images: Any = None) -> T:
         """Extract one input; returns the model instance or raises the row's error."""
-        return _run_sync(self.aextract(content, images=images))
+        return run_sync(self.aextract(content, images=images))
 
     async def aextract(self, content: Content, *, images: Any = None) -> T:
         """Async ``extract``: one text (and optional images) -> one model instance."""
@@ -596,7 +559,7 @@ class Extractor(Generic[T]):
         settings = self._settings(total)
         transport.encoder = BodyEncoder(settings.static_messages, settings.response_format)
         kept: list[RowResult] = []
-        tally = _Tally()
+        tally = Tally()
 
         def deliver(batch: list[RowResult]) -> None:
             tally.add(batch)
@@ -654,26 +617,6 @@ class Extractor(Generic[T]):
         return kept, stop_cause, report
 
 
-class _Tally:
-    """Running totals of delivered rows."""
-
-    def __init__(self) -> None:
-        self.rows = 0
-        self.ok = 0
-        self.from_store = 0
-        self.usage = Usage()
-        self.saved = Usage()
-
-    def add(self, batch: list[RowResult]) -> None:
-        self.rows += len(batch)
-        for result in batch:
-            self.ok += result.ok
-            self.usage = self.usage + result.usage
-            if result.saved is not None:
-                self.from_store += 1
-                self.saved = self.saved + result.saved
-
-
 def _check_positive(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
@@ -689,71 +632,3 @@ def _resolve_pricing(
     if pricing is not None:
         raise ConfigurationError("pricing must be a kx.Pricing or a dict of model -> kx.Pricing")
     return default
-
-
-def _fill_missing(
-    results: list[RowResult], index: pd.Index, stop_cause: BaseException | str | None
-) -> list[RowResult]:
-    """Rows never run (the run stopped) get a result saying so, keeping one row per input."""
-    if len(results) == len(index):
-        return results
-    by_position = {r.position: r for r in results}
-    if isinstance(stop_cause, str):
-        reason = stop_cause
-    elif isinstance(stop_cause, BudgetExceeded):
-        reason = BUDGET_ERROR
-    elif stop_cause is not None:
-        reason = f"not run: the run stopped ({type(stop_cause).__name__})"
-    else:
-        reason = "not run"
-    return [
-        by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
-        for pos, label in enumerate(index)
-    ]
-
-
-R = TypeVar("R")
-
-
-def _run_sync(coro: Coroutine[Any, Any, R]) -> R:
-    """Run a coroutine from sync code.
-
-    Without a running loop this is ``asyncio.run`` (Ctrl-C cancels the run, which closes its
-    connections). Inside a running loop (Jupyter) the coroutine runs on a fresh loop in a worker
-    thread; a Ctrl-C in the calling thread cancels it there and waits for it to clean up.
-    """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    outcome: dict[str, Any] = {}
-    ready = threading.Event()
-
-    def worker() -> None:
-        with asyncio.Runner() as runner:
-            outcome["loop"] = runner.get_loop()
-            task = outcome["task"] = outcome["loop"].create_task(coro)
-            ready.set()
-            try:
-                outcome["value"] = runner.run(_await(task))
-            except BaseException as exc:  # delivered to the calling thread below
-                outcome["error"] = exc
-
-    thread = threading.Thread(target=worker, name="kimi_extract-run", daemon=True)
-    thread.start()
-    try:
-        while thread.is_alive():
-            thread.join(0.1)
-    except KeyboardInterrupt:
-        ready.wait(5)
-        if "task" in outcome:
-            outcome["loop"].call_soon_threadsafe(outcome["task"].cancel)
-        thread.join(10)
-        raise
-    if "error" in outcome:
-        raise outcome["error"]
-    return outcome["value"]
-
-
-async def _await(task: asyncio.Task[R]) -> R:
-    return await task

@@ -15,10 +15,20 @@
   rate it was measured at and then grows it back along a cubic curve towards (and past) the old
   maximum. Kimi's 429 messages name the limit that was hit ("max organization concurrency: 50",
   "max RPM: 3000", "max TPM: ..."); the limiter adopts it, so later sends stay under it.
+  Throttles that arrive together (one burst of in-flight requests all refused) count as one
+  congestion event: the rate and the window are cut at most once per ``CUT_EPOCH_S``.
+- **Window**: after a throttle the in-flight window drops to what was in flight, then grows back
+  by one slot per window's worth of answers (TCP-style congestion avoidance) up to the limit.
 - **Pause**: when the server says how long to wait, every sender waits that long, not only the
   request that was told.
 
+``adaptive=False`` turns off slow start, learned limits and the rate/window cuts; the configured
+limits and server-asked pauses stay.
+
 The clock and sleep are injectable so tests can check the windows on a simulated clock.
+
+An *outer gate* (``OUTER_GATE``, set by ``kimi_extract.dask`` on workers) is passed after the
+limiter's own checks by every ``Limiter`` created while it is set, for limits shared beyond one run.
 """
 
 from __future__ import annotations
@@ -30,8 +40,9 @@ import re
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 logger = logging.getLogger("kimi_extract")
 
@@ -40,6 +51,7 @@ SLOW_START = 8
 BETA = 0.7  # botocore adaptive mode: multiplicative decrease
 SCALE = 0.4  # botocore adaptive mode: cubic scale constant
 MIN_RATE = 0.5  # requests per second; the adaptive rate never drops below this
+CUT_EPOCH_S = 1.0  # throttles within this long of a cut are the same congestion event
 DEFAULT_COMPLETION_GUESS = 512
 
 _LIMIT_PATTERNS = {
@@ -59,12 +71,25 @@ def limits_in_message(message: str) -> dict[str, int]:
     return found
 
 
+class OuterGate(Protocol):
+    """A limit shared beyond one run; ``acquire`` returns a handle given back to ``release``."""
+
+    async def acquire(self, tokens: int) -> Any: ...
+
+    def release(self, handle: Any, actual_tokens: int | None) -> None: ...
+
+
+#: The outer gate of every ``Limiter`` created while it is set (None: none).
+OUTER_GATE: ContextVar[OuterGate | None] = ContextVar("kimi_extract_outer_gate", default=None)
+
+
 @dataclass
 class Permit:
     """One admitted request: when it was sent and the tokens charged for it."""
 
     sent_at: float
     entry: list[float]
+    outer: Any = None
 
 
 class Limiter:
@@ -86,6 +111,7 @@ class Limiter:
         self.adaptive = adaptive
         self.clock = clock
         self.sleep = sleep
+        self.outer = OUTER_GATE.get()
         self.window_allowed = min(concurrency, SLOW_START) if adaptive else concurrency
         self.in_flight = 0
         self.peak_in_flight = 0
@@ -100,6 +126,8 @@ class Limiter:
         self.rate: float | None = None
         self._w_max = 0.0
         self._last_throttle = 0.0
+        self._last_cut = -math.inf
+        self._window_credit = 0.0
         self._measured_rate = 0.0
         self._measure_start = clock()
         self._measure_count = 0
@@ -152,7 +180,14 @@ class Limiter:
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self.sends += 1
         self._take_pacing_token(now)
-        return Permit(sent_at=now, entry=entry)
+        permit = Permit(sent_at=now, entry=entry)
+        if self.outer is not None:
+            try:
+                permit.outer = await self.outer.acquire(tokens)
+            except BaseException:
+                self.release(permit, 0)
+                raise
+        return permit
 
     def release(self, permit: Permit, actual_tokens: int | None = None) -> None:
         """The request finished; correct its token charge to ``actual_tokens`` when known."""
@@ -161,6 +196,8 @@ class Limiter:
             if permit.entry[2]:
                 self._tokens_in_window += actual_tokens - permit.entry[1]
             permit.entry[1] = float(actual_tokens)
+        if self.outer is not None and permit.outer is not None:
+            self.outer.release(permit.outer, actual_tokens)
         self._wake_slots()
 
     def observe_completion(self, completion_tokens: int) -> None:
@@ -172,8 +209,14 @@ class Limiter:
 
     def succeeded(self) -> None:
         """A request got an answer: grow the window and the adaptive rate."""
-        if self.window_allowed < self.max_concurrency and self.throttles == 0:
-            self.window_allowed = min(self.max_concurrency, self.window_allowed * 2)
+        if self.window_allowed < self.max_concurrency:
+            if self.throttles == 0:
+                self.window_allowed = min(self.max_concurrency, self.window_allowed * 2)
+            else:
+                self._window_credit += 1 / self.window_allowed
+                if self._window_credit >= 1:
+                    self._window_credit = 0.0
+                    self.window_allowed += 1
         if self.rate is not None:
             elapsed = self.clock() - self._last_throttle
             k = (self._w_max * (1 - BETA) / SCALE) ** (1 / 3)
@@ -187,6 +230,11 @@ class Limiter:
         """A 429 rate limit / overload: cut the rate, adopt named limits, pause if asked."""
         now = self.clock()
         self.throttles += 1
+        if retry_after is not None:
+            self.pause_until = max(self.pause_until, now + retry_after)
+        if not self.adaptive:
+            self._wake_slots()
+            return
         learned = limits_in_message(message)
         if "concurrency" in learned:
             self.max_concurrency = min(self.max_concurrency, learned["concurrency"])
@@ -196,14 +244,14 @@ class Limiter:
             self.tpm = learned["tpm"]
         if learned:
             logger.info("server limit learned from a 429: %s", learned)
-        self.window_allowed = max(1, min(self.window_allowed, self.in_flight))
-        if self.adaptive:
+        if now - self._last_cut >= CUT_EPOCH_S:
+            self._last_cut = now
+            self.window_allowed = max(1, min(self.window_allowed, self.in_flight))
+            self._window_credit = 0.0
             current = self.rate or self._current_send_rate(now) or MIN_RATE
             self._w_max = current
             self.rate = max(MIN_RATE, current * BETA)
             self._last_throttle = now
-        if retry_after is not None:
-            self.pause_until = max(self.pause_until, now + retry_after)
         self._wake_slots()
 
     # -- internals -------------------------------------------------------------------------

@@ -294,7 +294,12 @@ class Transport:
             actual = answer.usage.prompt_tokens + answer.usage.completion_tokens
         except RateLimitError as exc:
             actual = 0  # rejected before any work: no tokens
-            gate.throttled(exc.retry_after, exc.message)
+            # Everyone pauses for the server's time, but never longer than a retry may wait: a
+            # longer ask fails the row that got it (see _Wait), it does not stall the whole run.
+            pause = exc.retry_after
+            if pause is not None:
+                pause = min(pause, self.retry.max_wait)
+            gate.throttled(pause, exc.message)
             raise
         finally:
             gate.release(permit, actual)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,7 +36,7 @@ def test_demo_command_runs_offline(tmp_path: Path, capsys):
     assert code == 0
     captured = capsys.readouterr()
     assert "simulator" in captured.err
-    assert "sentiment" in captured.out and "kimi_extract: 20 rows (20 ok, 0 failed)" in captured.out
+    assert "sentiment" in captured.out and "20 (20 ok, 0 failed)" in captured.out
     frame = pd.read_csv(out, index_col=0)
     assert len(frame) == 20 and frame["kx_error"].isna().all()
     assert all(isinstance(json.loads(a), list) for a in frame["aspects"])
@@ -112,3 +113,60 @@ def test_python_dash_m_entry_point():
         check=False,
     )
     assert result.returncode == 0 and "run" in result.stdout and "simulate" in result.stdout
+
+
+def demo_args(*extra: str) -> list[str]:
+    schema = f"{EXAMPLES / 'review_schema.py'}:Review"
+    return ["run", str(EXAMPLES / "reviews.csv"), "--schema", schema, "--text", "review", *extra]
+
+
+def test_dry_run_prints_the_estimate_and_sends_nothing(capsys, monkeypatch):
+    monkeypatch.delenv("KIMI_API_KEY", raising=False)
+    monkeypatch.delenv("EVOLINK_API_KEY", raising=False)
+    # No key and no simulator: any request would fail, so exit 0 proves none was sent.
+    assert main(demo_args("--dry-run", "--no-progress")) == 0
+    out = capsys.readouterr().out
+    assert "20 rows -> 20 requests" in out and "$" in out
+
+
+def test_cache_flag_resumes_from_the_store(tmp_path: Path, capsys):
+    store = tmp_path / "store.sqlite3"
+    args = demo_args("--simulate", "--no-progress", "--cache", str(store))
+    assert main(args) == 0
+    assert store.exists()
+    capsys.readouterr()
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"from the result store\s+20\n", out)
+    assert re.search(r"requests\s+0 ", out)
+
+
+def test_max_cost_stops_the_run_with_exit_2(capsys):
+    assert main(demo_args("--simulate", "--no-progress", "--max-cost", "0.0005")) == 2
+    assert "budget" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--stream", "--web-search"])
+def test_stream_and_web_search_flags(tmp_path: Path, flag: str):
+    out = tmp_path / "out.jsonl"
+    assert main(demo_args("--simulate", "--no-progress", flag, "--out", str(out))) == 0
+    frame = pd.read_json(out, lines=True)
+    assert len(frame) == 20 and frame["kx_error"].isna().all()
+    if flag == "--web-search":
+        assert (frame["kx_web_searches"] >= 1).all()
+
+
+def test_limit_flags_reach_the_extractor(monkeypatch):
+    from kimi_extract import cli
+
+    seen: dict = {}
+
+    class Spy:
+        def __init__(self, output, **options):
+            seen.update(options)
+            raise ValueError("stop here")
+
+    monkeypatch.setattr("kimi_extract.extractor.Extractor", Spy)
+    args = demo_args("--concurrency", "7", "--rpm", "120", "--tpm", "9000", "--cache", "off")
+    assert cli.main(args) == 2
+    assert (seen["concurrency"], seen["rpm"], seen["tpm"], seen["cache"]) == (7, 120, 9000, False)

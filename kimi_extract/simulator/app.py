@@ -469,7 +469,9 @@ class Service:
         error_type = reply.error_type or default_error_type(reply.status)
         body = error_body(error_type, reply.error_message or f"simulated {reply.status} error")
         self._finish(exchange, reply.status, error_type, body)
-        return web.json_response(body, status=reply.status, headers=reply.headers or {})
+        request_id = f"req-{self._id_prefix}{exchange.index:06x}"
+        headers = {"x-request-id": request_id, **(reply.headers or {})}
+        return web.json_response(body, status=reply.status, headers=headers)
 
 
 def _unauthorized() -> SimError:

@@ -1,0 +1,139 @@
+"""Run plumbing shared by the entry points: the run report, tallies, and sync runners."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pandas as pd
+
+from .engine import BUDGET_ERROR, RowResult
+from .exceptions import BudgetExceeded
+from .usage import Usage
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one run did: rows ok/failed, usage by bucket, cost and wall time."""
+
+    rows: int
+    ok: int
+    failed: int
+    usage: Usage
+    wall_s: float
+    model: str
+    priced: bool
+    retries: int = 0
+    throttles: int = 0
+    #: Rows served from the result store, and the usage they cost when first extracted.
+    from_store: int = 0
+    saved: Usage = field(default_factory=Usage)
+    store: str | None = None
+
+    def summary(self) -> str:
+        """The one-line summary logged at the end of a run."""
+        cost = (
+            f"cost ${self.usage.cost:.4f}"
+            if self.priced
+            else f"cost unknown (no price for {self.model}; pass pricing=kx.Pricing(...))"
+        )
+        u = self.usage
+        return (
+            f"kimi_extract: {self.rows:,} rows ({self.ok:,} ok, {self.failed:,} failed) in "
+            f"{self.wall_s:.2f} s; {u.requests:,} requests; prompt {u.prompt_tokens:,} tokens "
+            f"(cached {u.cached_tokens:,} = {u.cache_hit_share:.0%}, cache write "
+            f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
+            f"{u.reasoning_tokens:,}); {cost}"
+            + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
+        )
+
+
+class Tally:
+    """Running totals of delivered rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.ok = 0
+        self.from_store = 0
+        self.usage = Usage()
+        self.saved = Usage()
+
+    def add(self, batch: list[RowResult]) -> None:
+        self.rows += len(batch)
+        for result in batch:
+            self.ok += result.ok
+            self.usage = self.usage + result.usage
+            if result.saved is not None:
+                self.from_store += 1
+                self.saved = self.saved + result.saved
+
+
+def fill_missing(
+    results: list[RowResult], index: pd.Index, stop_cause: BaseException | str | None
+) -> list[RowResult]:
+    """Rows never run (the run stopped) get a result saying so, keeping one row per input."""
+    if len(results) == len(index):
+        return results
+    by_position = {r.position: r for r in results}
+    if isinstance(stop_cause, str):
+        reason = stop_cause
+    elif isinstance(stop_cause, BudgetExceeded):
+        reason = BUDGET_ERROR
+    elif stop_cause is not None:
+        reason = f"not run: the run stopped ({type(stop_cause).__name__})"
+    else:
+        reason = "not run"
+    return [
+        by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
+        for pos, label in enumerate(index)
+    ]
+
+
+R = TypeVar("R")
+
+
+def run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine from sync code.
+
+    Without a running loop this is ``asyncio.run`` (Ctrl-C cancels the run, which closes its
+    connections). Inside a running loop (Jupyter) the coroutine runs on a fresh loop in a worker
+    thread; a Ctrl-C in the calling thread cancels it there and waits for it to clean up.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    outcome: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def worker() -> None:
+        with asyncio.Runner() as runner:
+            outcome["loop"] = runner.get_loop()
+            task = outcome["task"] = outcome["loop"].create_task(coro)
+            ready.set()
+            try:
+                outcome["value"] = runner.run(_await(task))
+            except BaseException as exc:  # delivered to the calling thread below
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=worker, name="kimi_extract-run", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        ready.wait(5)
+        if "task" in outcome:
+            outcome["loop"].call_soon_threadsafe(outcome["task"].cancel)
+        thread.join(10)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+async def _await(task: asyncio.Task[R]) -> R:
+    return await task
