@@ -84,6 +84,26 @@ def test_run_to_writes_every_row_in_order(sim, make_extractor, tmp_path: Path, s
     assert not list(tmp_path.glob(".*.part"))
 
 
+def test_run_to_writes_to_a_temp_file_and_renames_at_the_end(
+    sim, make_extractor, tmp_path: Path, monkeypatch
+):
+    monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 50)
+    path = tmp_path / "out.jsonl"
+    part = tmp_path / ".out.jsonl.part"
+    seen: list[tuple[bool, int]] = []
+
+    def look(request):
+        if request.user_text == "review 150":  # after the first 50-row batches were written
+            seen.append((path.exists(), part.stat().st_size if part.exists() else -1))
+        return None
+
+    sim.responder = look
+    make_extractor(concurrency=8).run_to(path, (f"review {i}" for i in range(160)))
+    assert seen and seen[0][0] is False and seen[0][1] > 0  # only the temp file, with rows in it
+    assert path.exists() and not part.exists()
+    assert len(pd.read_json(path, lines=True)) == 160
+
+
 def test_run_to_checks_the_path_before_any_request(sim, make_extractor, tmp_path: Path):
     with pytest.raises(kx.ConfigurationError, match="jsonl"):
         make_extractor().run_to(tmp_path / "out.xlsx", ["a"])
