@@ -1,0 +1,654 @@
+"""Write the example notebooks from the cell sources below, execute them, save them with outputs.
+
+    python notebooks/build.py                 # write and execute all three (about 15 s)
+    python notebooks/build.py 01 --no-execute # write one, without outputs
+
+Edit the notebooks here, not in Jupyter, so they stay reproducible; ``tests/test_notebooks.py``
+executes the committed files and checks their cells still match this script. Execution uses
+``execute()`` below: a kernel running this interpreter (``sys.executable``), whatever kernels
+Jupyter has registered, with the notebooks folder as working directory. Needs
+``pip install -e ".[dev]"`` (nbformat, nbclient, ipykernel, matplotlib, Pillow, pypdfium2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import nbformat
+
+HERE = Path(__file__).resolve().parent
+#: A kernel name no user setup defines, so execution never picks up another interpreter's kernel.
+KERNEL_NAME = "kimi-extract-notebooks"
+CELL_TIMEOUT_S = 120
+#: What the saved notebooks ask for: Jupyter's default Python kernel.
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+
+def md(*parts: str) -> Any:
+    """A markdown cell of ``parts`` (each dedented on its own), separated by blank lines."""
+    return nbformat.v4.new_markdown_cell("\n\n".join(_dedent(part) for part in parts))
+
+
+def code(text: str) -> Any:
+    return nbformat.v4.new_code_cell(_dedent(text))
+
+
+def _dedent(text: str) -> str:
+    return textwrap.dedent(text).strip()
+
+
+def real_api_note(extra: str = "") -> str:
+    """The note at the top of every notebook; ``extra`` continues its quote block."""
+    note = _dedent(
+        """
+        > **Running against the real API.** This notebook runs offline against `kx.Simulator()`,
+        > a local server that speaks the Kimi chat-completions API. Its answers are schema-valid
+        > placeholders (deterministic words, not real readings of the input), while tokens, the
+        > prefix cache and costs are accounted as the real API does. To use Kimi instead, set
+        > `export KIMI_API_KEY=sk-...` (or `EVOLINK_API_KEY`) before starting Jupyter, optionally
+        > `KIMI_BASE_URL` (default `https://direct.evolink.ai`), and set `SIMULATE = False` in the
+        > first code cell. Nothing else changes; the real run costs money, so look at
+        > `ex.estimate(...)` first.
+        """
+    )
+    return note + "\n>\n" + _dedent(extra) if extra else note
+
+
+SETUP = """
+import kimi_extract as kx
+
+SIMULATE = True  # False: the real Kimi API (reads KIMI_API_KEY / KIMI_BASE_URL)
+if SIMULATE:
+    sim = kx.Simulator().start()  # a local HTTP server on 127.0.0.1, stopped at the end
+    # cache=False: simulated answers stay out of the on-disk result store.
+    connection = {"base_url": sim.base_url, "api_key": sim.api_key, "cache": False}
+else:
+    connection = {}  # the key and URL come from the environment; results are stored for resume
+"""
+
+SAMPLES = """
+import runpy
+from pathlib import Path
+
+EXAMPLES = Path("..", "examples")
+{folder} = EXAMPLES / "{name}"  # point this at your own folder
+if not {folder}.is_dir():  # a fresh clone: generate the samples (examples/make_samples.py)
+    runpy.run_path(str(EXAMPLES / "make_samples.py"))["make_{name}"]({folder})
+"""
+
+TEARDOWN = """
+if SIMULATE:
+    sim.stop()
+"""
+
+
+def enrichment() -> list[Any]:
+    return [
+        md(
+            """
+            # Enriching a DataFrame: product reviews
+
+            A table of product reviews goes in; the same table comes out with one column per field
+            of a Pydantic model (sentiment, aspects, recommendation, stars) and per-row `kx_`
+            accounting columns: tokens by bucket, cost, attempts, latency and errors. Then the run
+            summary, and a plot of where the tokens went and how much of the prompt the prefix
+            cache served.
+            """,
+            real_api_note(),
+        ),
+        code(SETUP),
+        code(
+            """
+            from pathlib import Path
+
+            import pandas as pd
+
+            pd.set_option("display.max_colwidth", 60)
+            reviews = pd.read_csv(Path("..", "examples", "reviews.csv"))
+            reviews.head()
+            """
+        ),
+        md(
+            """
+            ## The output model and the extractor
+
+            The instructions and the few-shot example come first in every request and are
+            byte-identical across rows, so after the first request Kimi's prefix cache serves them
+            (prefixes longer than 256 tokens are cacheable). `reasoning_effort="low"` is the
+            default.
+            """
+        ),
+        code(
+            '''
+            from typing import Literal
+
+            from pydantic import BaseModel, Field
+
+
+            class Review(BaseModel):
+                """One product review, classified."""
+
+                sentiment: Literal["positive", "negative", "neutral"] = Field(
+                    description="Overall sentiment of the review"
+                )
+                aspects: list[str] = Field(
+                    description="Product aspects the reviewer mentions, e.g. battery, screen, price"
+                )
+                would_recommend: bool = Field(
+                    description="Whether the reviewer recommends the product or would buy it again"
+                )
+                stars: int | None = Field(
+                    default=None, ge=1, le=5, description="Star rating implied by the text, if any"
+                )
+
+
+            INSTRUCTIONS = """\\
+            You read customer reviews of consumer products for a retailer's quality team.
+            For each review decide the overall sentiment: positive when the reviewer is satisfied
+            on balance, negative when a defect, a failure or poor service dominates, neutral when
+            praise and complaints weigh about the same or the review is purely factual.
+            List every product aspect the reviewer comments on as a short lowercase noun phrase
+            (battery, sound, build quality, price, delivery, customer support, noise, size ...),
+            without repeating an aspect and without aspects the reviewer does not mention.
+            would_recommend is true only when the reviewer recommends the product or clearly
+            would buy it again; a mixed review with no recommendation is false.
+            stars is the rating the text states or clearly implies (1 to 5); leave it null when
+            the review gives no rating and none can be inferred with confidence.
+            Judge only from the review text: ignore the product name and do not guess facts about
+            the product that the reviewer does not state."""
+
+            EXAMPLES = [
+                (
+                    "Great blender, crushes ice in seconds. A bit loud. Five stars from me.",
+                    Review(
+                        sentiment="positive",
+                        aspects=["performance", "noise"],
+                        would_recommend=True,
+                        stars=5,
+                    ),
+                )
+            ]
+
+            ex = kx.Extractor(
+                Review,
+                instructions=INSTRUCTIONS,
+                examples=EXAMPLES,
+                concurrency=4,
+                progress=False,
+                **connection,
+            )
+            ex
+            '''
+        ),
+        md(
+            """
+            ## Estimate first
+
+            `estimate` predicts requests, tokens and cost without calling the API (see
+            `kimi_extract.estimate` for its assumptions).
+            """
+        ),
+        code(
+            """
+            estimate = ex.estimate(reviews, text="review")
+            print(estimate.summary())
+            """
+        ),
+        md("## Run"),
+        code(
+            """
+            out = ex.run(reviews, text="review")
+            out[["product", "review", "sentiment", "aspects", "would_recommend", "stars"]].head(8)
+            """
+        ),
+        md(
+            """
+            ## The accounting columns
+
+            Every row carries what it cost, summed over all attempts for that row (reasks
+            included). `kx_prompt_tokens` includes the cached and cache-write tokens;
+            `kx_completion_tokens` includes the reasoning tokens. `kx_error` is None on success;
+            `kx_from_cache` is True for rows served from the result store (no request, no tokens).
+            """
+        ),
+        code(
+            """
+            accounting = [c for c in out.columns if c.startswith("kx_")]
+            out[accounting].head(8)
+            """
+        ),
+        md(
+            """
+            The columns add up to the run's totals. The estimated prompt tokens match exactly here
+            because the simulator counts tokens with the approximation the estimate uses (against
+            Kimi they are close, not exact); the completion side is a deliberately high guess (400
+            reasoning tokens per row at `reasoning_effort="low"`), so runs usually cost less than
+            estimated.
+            """
+        ),
+        code(
+            """
+            tokens = [
+                "kx_prompt_tokens",
+                "kx_cached_tokens",
+                "kx_cache_write_tokens",
+                "kx_completion_tokens",
+                "kx_reasoning_tokens",
+            ]
+            usage = ex.last_run.usage
+            pd.DataFrame(
+                {
+                    "sum of the kx_ columns": out[tokens].sum(),
+                    "ex.last_run.usage": [
+                        usage.prompt_tokens,
+                        usage.cached_tokens,
+                        usage.cache_write_tokens,
+                        usage.completion_tokens,
+                        usage.reasoning_tokens,
+                    ],
+                    "estimate": pd.array(
+                        [
+                            estimate.prompt_tokens,
+                            estimate.cached_tokens,
+                            estimate.cache_write_tokens,
+                            estimate.completion_tokens,
+                            None,
+                        ],
+                        dtype="Int64",
+                    ),
+                }
+            )
+            """
+        ),
+        md(
+            """
+            ## The run summary
+
+            The same line is logged at INFO on the `kimi_extract` logger at the end of every run.
+            """
+        ),
+        code(
+            """
+            report = ex.last_run
+            print(report.summary())
+            print(f"failed rows: {report.failed}, retries: {report.retries}")
+            print(f"cost: ${report.usage.cost:.4f}")
+            """
+        ),
+        md(
+            """
+            ## Where the tokens went
+
+            `kx.plot_usage(out)` (needs `pip install 'kimi-extract[plot]'`) draws the tokens by
+            bucket (the buckets do not overlap, so they add up to the total) and the cache-hit
+            share over the run: cached / prompt tokens, cumulative over the rows in order. The
+            first request writes the shared prefix to the cache; the rows after it read it.
+            """
+        ),
+        code('kx.plot_usage(out, title=f"{len(out)} reviews, {ex.model}")'),
+        md(
+            """
+            ## Using the result
+
+            The enriched frame is an ordinary DataFrame: group, filter, join. Here, sentiment per
+            product and the most mentioned aspects (with the simulator these are placeholder words).
+            """
+        ),
+        code(
+            """
+            ok = out[out["kx_error"].isna()]
+            ok.groupby("product")["sentiment"].value_counts().unstack(fill_value=0)
+            """
+        ),
+        code(
+            """
+            ok.explode("aspects")["aspects"].value_counts().head(10)
+            """
+        ),
+        code(TEARDOWN),
+    ]
+
+
+def documents() -> list[Any]:
+    return [
+        md(
+            """
+            # Tables from documents: PDFs to a tidy DataFrame
+
+            Each PDF page becomes one request (`per_page=True`). Pages with a text layer send their
+            text; a scanned page (no text layer) is rendered to a PNG and sent as an image
+            (`pdf_mode="auto"`, the default). The model returns each page's table as a list of
+            rows, and `explode="rows"` turns every item of that list into a table row, with
+            `kx_source`, `kx_page` and `kx_item` saying where it came from. Needs
+            `pip install 'kimi-extract[pdf]'` (pypdfium2).
+            """,
+            real_api_note(),
+        ),
+        code(SETUP),
+        code(SAMPLES.format(folder="DOCS", name="docs")),
+        code(
+            """
+            import pypdfium2 as pdfium
+
+            pdfs = sorted(DOCS.glob("*.pdf"))
+            for path in pdfs:
+                print(f"{path.name}: {len(pdfium.PdfDocument(path))} page(s)")
+            """
+        ),
+        md("## The output model: one page's table"),
+        code(
+            '''
+            from pydantic import BaseModel, Field
+
+
+            class LineItem(BaseModel):
+                """One row of an order table."""
+
+                item: str = Field(description="Item name as printed")
+                quantity: int = Field(description="Quantity ordered")
+                unit_price: float | None = Field(description="Unit price in USD, if printed")
+
+
+            class PageTable(BaseModel):
+                """The order table on one page (empty when the page has none)."""
+
+                title: str | None = Field(description="The table's title or heading, if any")
+                rows: list[LineItem] = Field(description="Every table row, in order; [] if none")
+
+
+            ex = kx.Extractor(
+                PageTable,
+                instructions="Copy the order table on this page. Quantities are integers.",
+                progress=False,
+                **connection,
+            )
+            '''
+        ),
+        md(
+            """
+            ## Run: one request per page, one row per table row
+
+            `text_column="page_text"` keeps the text each page sent (empty for the scanned page,
+            which went as an image).
+            """
+        ),
+        code(
+            """
+            table = ex.run_documents(pdfs, per_page=True, explode="rows", text_column="page_text")
+            table["document"] = table["kx_source"].map(lambda source: Path(source).name)
+            n_pages = len(table[["kx_source", "kx_page"]].drop_duplicates())
+            print(f"{len(pdfs)} PDFs -> {n_pages} pages -> {len(table)} rows")
+            table[["document", "kx_page", "kx_item", "title", "item", "quantity", "unit_price"]]
+            """
+        ),
+        md("What each page sent:"),
+        code(
+            """
+            pages = table.drop_duplicates(["kx_source", "kx_page"])
+            pages[["document", "kx_page"]].assign(
+                sent=pages["page_text"].map(lambda text: "text" if text.strip() else "image"),
+                page_text=pages["page_text"].str.slice(0, 60),
+            )
+            """
+        ),
+        md(
+            """
+            ## A tidy table
+
+            One row per line item, one column per variable, with the provenance kept. Pages with
+            no table keep a row with empty item columns (so no page disappears); drop them here.
+            """
+        ),
+        code(
+            """
+            columns = ["document", "page", "table", "item", "quantity", "unit_price", "line_total"]
+            tidy = (
+                table.dropna(subset=["item"])
+                .assign(line_total=lambda t: (t["quantity"] * t["unit_price"]).round(2))
+                .rename(columns={"kx_page": "page", "title": "table"})
+                .loc[:, columns]
+                .reset_index(drop=True)
+            )
+            tidy
+            """
+        ),
+        code(
+            """
+            tidy.groupby("document").agg(
+                items=("item", "count"), quantity=("quantity", "sum"), total=("line_total", "sum")
+            )
+            """
+        ),
+        md(
+            """
+            ## Accounting survives the explode
+
+            A page's tokens and cost sit on its first item row (the other item rows hold 0), so
+            the column sums still equal what the server reported for the run.
+            """
+        ),
+        code(
+            """
+            usage = ex.last_run.usage
+            assert table["kx_prompt_tokens"].sum() == usage.prompt_tokens
+            assert table["kx_completion_tokens"].sum() == usage.completion_tokens
+            print(ex.last_run.summary())
+            """
+        ),
+        code(TEARDOWN),
+    ]
+
+
+def captioning() -> list[Any]:
+    return [
+        md(
+            """
+            # Captioning a folder of images
+
+            Every image in a folder becomes a row: a caption, tags, the dominant color and whether
+            it shows text. Images go as `image_url` parts: png, jpeg, webp and gif as they are;
+            other formats (the .bmp here) are converted, phone photos rotated by their EXIF
+            orientation are turned upright, and large images are downscaled first (Pillow:
+            `pip install 'kimi-extract[images]'`).
+            """,
+            real_api_note(
+                """
+                > Without a `base_url`, requests carrying images go to the multimodal endpoint
+                > `https://api.evolink.ai` (text-only requests to `https://direct.evolink.ai`);
+                > setting `KIMI_BASE_URL` sends every request to that one host.
+                """
+            ),
+        ),
+        code(SETUP),
+        code(SAMPLES.format(folder="IMAGES", name="images")),
+        code(
+            """
+            import pandas as pd
+
+            SUFFIXES = {".png", ".jpg", ".jpeg", ".webp", ".gif", ".bmp", ".tif", ".tiff"}
+            paths = sorted(p for p in IMAGES.iterdir() if p.suffix.lower() in SUFFIXES)
+            images = pd.DataFrame({"file": [p.name for p in paths], "image": paths})
+            images
+            """
+        ),
+        code(
+            '''
+            from pydantic import BaseModel, Field
+
+
+            class Caption(BaseModel):
+                """What an image shows."""
+
+                caption: str = Field(description="One sentence describing the image")
+                tags: list[str] = Field(description="3 to 8 search tags, lowercase single words")
+                dominant_color: str = Field(description="The color covering most of the image")
+                has_text: bool = Field(description="Whether the image contains readable text")
+
+
+            ex = kx.Extractor(
+                Caption,
+                instructions="Describe the image for a searchable photo catalogue.",
+                progress=False,
+                **connection,
+            )
+            '''
+        ),
+        md(
+            """
+            ## Run
+
+            `images=` names the column of images: paths here; bytes, PIL images, `data:` URLs and
+            http(s) URLs work too, as do lists of them (several images in one request).
+            """
+        ),
+        code(
+            """
+            out = ex.run(images, images="image")
+            out[["file", "caption", "tags", "dominant_color", "has_text", "kx_error"]]
+            """
+        ),
+        md(
+            """
+            ## Thumbnails with their captions
+
+            Drawn upright (EXIF orientation applied), as the model saw them.
+            """
+        ),
+        code(
+            """
+            import textwrap
+
+            import matplotlib.pyplot as plt
+            from PIL import Image, ImageOps
+
+            fig = plt.figure(figsize=(3.2 * len(out), 3.8), layout="constrained")
+            axes = fig.subplots(1, len(out), squeeze=False)[0]
+            for ax, row in zip(axes, out.itertuples(), strict=True):
+                with Image.open(row.image) as picture:
+                    thumbnail = ImageOps.exif_transpose(picture).convert("RGB")
+                thumbnail.thumbnail((256, 256))
+                ax.imshow(thumbnail)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                for spine in ax.spines.values():
+                    spine.set_color("lightgray")
+                caption = row.caption if row.kx_error is None else f"error: {row.kx_error}"
+                tags = ", ".join(row.tags or [])
+                ax.set_title(f"{row.file}\\n" + textwrap.fill(caption, 28), fontsize=9)
+                ax.set_xlabel(textwrap.fill(tags, 34), fontsize=8, color="dimgray")
+            plt.show()
+            """
+        ),
+        md("## A tag index: which images carry each tag"),
+        code(
+            """
+            (
+                out.explode("tags")
+                .dropna(subset=["tags"])
+                .groupby("tags")["file"]
+                .agg(lambda files: ", ".join(sorted(set(files))))
+                .rename("images")
+                .to_frame()
+            )
+            """
+        ),
+        code(
+            """
+            print(ex.last_run.summary())
+            """
+        ),
+        code(TEARDOWN),
+    ]
+
+
+NOTEBOOKS = {
+    "01_dataframe_enrichment.ipynb": enrichment,
+    "02_tables_from_documents.ipynb": documents,
+    "03_image_captioning.ipynb": captioning,
+}
+
+
+def build(name: str) -> Any:
+    """The notebook ``name`` (a key of ``NOTEBOOKS``), without outputs."""
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = NOTEBOOKS[name]()
+    for number, cell in enumerate(notebook.cells):
+        cell["id"] = f"cell-{number:02d}"  # stable ids keep rebuild diffs small
+    notebook.metadata = {"kernelspec": dict(KERNELSPEC), "language_info": {"name": "python"}}
+    return notebook
+
+
+@contextmanager
+def kernel_for_this_python() -> Iterator[str]:
+    """A kernelspec running ``sys.executable``, visible to Jupyter while the context is open.
+
+    Jupyter's own ``python3`` kernel may point at another interpreter (a user-level kernelspec
+    wins over the one ipykernel installs into the venv), so execution uses a temporary kernelspec
+    on ``JUPYTER_PATH`` under a name nothing else defines. Yields the kernel name.
+    """
+    with tempfile.TemporaryDirectory(prefix="kx-kernel-") as root:
+        spec_dir = Path(root, "kernels", KERNEL_NAME)
+        spec_dir.mkdir(parents=True)
+        spec = {
+            "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": f"Python ({sys.executable})",
+            "language": "python",
+        }
+        (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+        old = os.environ.get("JUPYTER_PATH")
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(p for p in (root, old) if p)
+        try:
+            yield KERNEL_NAME
+        finally:
+            if old is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = old
+
+
+def execute(notebook: Any, *, kernel_name: str, cwd: Path = HERE) -> Any:
+    """Run every cell of ``notebook`` in place; raises ``nbclient.exceptions.CellExecutionError``
+    on the first cell that fails."""
+    from nbclient import NotebookClient
+
+    client = NotebookClient(
+        notebook,
+        kernel_name=kernel_name,
+        timeout=CELL_TIMEOUT_S,
+        resources={"metadata": {"path": str(cwd)}},
+    )
+    client.execute()
+    # Keep the saved metadata about the notebook, not about the machine that ran it.
+    notebook.metadata["kernelspec"] = dict(KERNELSPEC)
+    return notebook
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("only", nargs="*", help="notebook name prefixes (default: all)")
+    parser.add_argument("--no-execute", action="store_true", help="write without outputs")
+    args = parser.parse_args()
+    names = [n for n in NOTEBOOKS if not args.only or any(n.startswith(p) for p in args.only)]
+    with kernel_for_this_python() as kernel_name:
+        for name in names:
+            notebook = build(name)
+            started = time.perf_counter()
+            if not args.no_execute:
+                execute(notebook, kernel_name=kernel_name)
+            nbformat.validate(notebook)
+            nbformat.write(notebook, HERE / name)
+            print(f"{name}: {len(notebook.cells)} cells, {time.perf_counter() - started:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
