@@ -247,7 +247,7 @@ def test_killed_worker_partition_resumes_without_rebilling(client: Any, tmp_path
         worker = next(
             address
             for address, keys in client.processing().items()
-            if any(key[-1] == 0 for key in keys)
+            if any(isinstance(key, tuple) and key[-1] == 0 for key in keys)
         )
         pid = client.run(os.getpid, workers=[worker])[worker]
         hang.clear()
