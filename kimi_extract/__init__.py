@@ -6,7 +6,7 @@ DataFrame back with one column per field and per-row token, cache and cost accou
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import typing
 
 from . import accessor  # noqa: F401  (registers df.kimi and series.kimi)
 from .estimate import Estimate
@@ -41,7 +41,7 @@ from .models import MODELS, ModelInfo
 from .schema import CompiledSchema, compile_schema, response_format
 from .usage import Pricing, Usage
 
-if TYPE_CHECKING:
+if typing.TYPE_CHECKING:
     from .plot import plot_usage
     from .simulator import Simulator
 
@@ -93,7 +93,7 @@ __all__ = [
 _LAZY = {"Simulator": ".simulator", "plot_usage": ".plot"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> typing.Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module 'kimi_extract' has no attribute {name!r}")

@@ -15,14 +15,22 @@ Assumptions, stated so the numbers can be judged:
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .request import estimate_prompt_tokens, request_key
 from .usage import Pricing, Usage
+
+if TYPE_CHECKING:
+    from .engine import RowSettings
+    from .store import ResultStore
 
 REASONING_GUESS = {"low": 400, "high": 2000, "max": 6000, None: 6000}
 TOKENS_PER_PROPERTY = 12
 CACHE_MIN_TOKENS = 256
+#: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
+ASSUMED_REQUEST_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -125,3 +133,56 @@ def predict(
         stored_rows=sum(stored),
         empty_rows=sum(1 for t in row_prompt_tokens if t is None),
     )
+
+
+def row_prompt_tokens(
+    rows: Iterable[Any], settings: RowSettings, store: ResultStore | None
+) -> tuple[list[int | None], list[bool]]:
+    """Per row: the estimated prompt tokens (None: no request) and whether it is already stored."""
+    prompts: list[int | None] = []
+    stored: list[bool] = []
+    for row in rows:
+        if row.error is not None or row.content is None:
+            prompts.append(None)
+            stored.append(False)
+            continue
+        user = {"role": "user", "content": row.content}
+        prompts.append(settings.prefix_tokens + estimate_prompt_tokens([user]))
+        if store is None:
+            stored.append(False)
+            continue
+        key = request_key(
+            model=settings.model,
+            messages=[*settings.static_messages, user],
+            response_format=settings.response_format,
+            reasoning_effort=settings.reasoning_effort,
+            tools=settings.tools,
+            mode=settings.mode,
+        )
+        stored.append(store.get(key) is not None)
+    return prompts, stored
+
+
+def auto_cache_ttl(
+    *,
+    total_rows: int | None,
+    prefix_tokens: int,
+    concurrency: int,
+    rpm: int | None,
+    pricing: Pricing | None,
+    accepts_ttl: bool,
+) -> str | None:
+    """``cache_ttl="auto"``: ``"1h"`` when one 1-hour write is expected to cost less than the
+    5-minute rewrites a run of this length needs (assuming ``ASSUMED_REQUEST_S`` per request);
+    None (the server's 5m default) otherwise, or when the prefix is too short to be cached."""
+    if not accepts_ttl or prefix_tokens <= CACHE_MIN_TOKENS or not total_rows:
+        return None
+    per_second = concurrency / ASSUMED_REQUEST_S
+    if rpm:
+        per_second = min(per_second, rpm / 60)
+    expected_s = total_rows / per_second
+    write_5m = pricing.cache_write if pricing else 1.0
+    write_1h = (pricing.cache_write_1h or 2 * write_5m) if pricing else 2.0
+    if math.ceil(expected_s / 3600) * write_1h < math.ceil(expected_s / 300) * write_5m:
+        return "1h"
+    return None

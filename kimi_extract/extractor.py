@@ -5,10 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import math
 import os
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -16,8 +13,8 @@ import pandas as pd
 from pydantic import BaseModel
 
 from .backends import BACKENDS
-from .engine import Engine, RowResult, RowSettings
-from .estimate import Estimate, predict
+from .engine import RowResult, RowSettings
+from .estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -38,20 +35,20 @@ from .models import (
     MAX_COMPLETION_TOKENS,
     model_info,
     normalize_effort,
+    resolve_pricing,
 )
 from .request import (
     BodyEncoder,
     Mode,
     estimate_prompt_tokens,
     example_messages,
-    request_key,
     response_format_for,
     system_prompt,
 )
 from .routing import Router
-from .runs import RunReport, Tally, fill_missing, run_sync
+from .runs import RunReport, fill_missing, run_engine, run_sync
 from .schema import compile_schema
-from .store import ResultStore
+from .store import ResultStore, open_store
 from .store import resolve as store_path
 from .transport import RetryPolicy, Secret, Transport
 from .usage import Pricing, Usage
@@ -61,10 +58,6 @@ logger = logging.getLogger("kimi_extract")
 T = TypeVar("T", bound=BaseModel)
 
 API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
-#: notes: a request can hit the cache only if the cached prefix is longer than 256 tokens.
-CACHE_MIN_TOKENS = 256
-#: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
-ASSUMED_REQUEST_S = 10.0
 #: run_to writes results in batches of this many rows.
 WRITE_BATCH_ROWS = 1000
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
@@ -195,7 +188,7 @@ class Extractor(Generic[T]):
         self.stream = stream
         self.web_search = web_search
         self.max_tool_rounds = max_tool_rounds
-        self.pricing = _resolve_pricing(pricing, model, self.info.pricing)
+        self.pricing = resolve_pricing(pricing, model, self.info.pricing)
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
         self.router = Router(base_url or os.environ.get(BASE_URL_ENV_VAR))
         self.media = MediaOptions(max_image_pixels=max_image_pixels, fetch_urls=fetch_urls)
@@ -390,27 +383,8 @@ class Extractor(Generic[T]):
         prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         settings = self._settings(prepared.length)
         store = ResultStore(self.cache_path) if self.cache_path is not None else None
-        prompts: list[int | None] = []
-        stored: list[bool] = []
         try:
-            for row in prepared.rows:
-                if row.error is not None or row.content is None:
-                    prompts.append(None)
-                    stored.append(False)
-                    continue
-                user = {"role": "user", "content": row.content}
-                prompts.append(settings.prefix_tokens + estimate_prompt_tokens([user]))
-                key = None
-                if store is not None:
-                    key = request_key(
-                        model=settings.model,
-                        messages=[*settings.static_messages, user],
-                        response_format=settings.response_format,
-                        reasoning_effort=settings.reasoning_effort,
-                        tools=settings.tools,
-                        mode=settings.mode,
-                    )
-                stored.append(store is not None and key is not None and store.get(key) is not None)
+            prompts, stored = row_prompt_tokens(prepared.rows, settings, store)
         finally:
             if store is not None:
                 store.close()
@@ -469,7 +443,14 @@ class Extractor(Generic[T]):
         prefix_tokens = estimate_prompt_tokens(self._static_messages, prefix_text)
         ttl = self.cache_ttl
         if ttl == "auto":
-            ttl = self._auto_cache_ttl(total_rows, prefix_tokens)
+            ttl = auto_cache_ttl(
+                total_rows=total_rows,
+                prefix_tokens=prefix_tokens,
+                concurrency=self.concurrency,
+                rpm=self.rpm,
+                pricing=self.pricing,
+                accepts_ttl=self.info.cache_options,
+            )
         cache_options = {"mode": "implicit", "ttl": ttl} if ttl else None
         return RowSettings(
             model=self.model,
@@ -490,32 +471,6 @@ class Extractor(Generic[T]):
             max_tool_rounds=self.max_tool_rounds,
             mode=self.mode,
         )
-
-    def _auto_cache_ttl(self, total_rows: int | None, prefix_tokens: int) -> str | None:
-        """``"1h"`` when one 1-hour write is expected to cost less than the 5-minute rewrites a
-        run of this length needs; None (server default 5m) otherwise or when it cannot matter."""
-        if not self.info.cache_options or prefix_tokens <= CACHE_MIN_TOKENS or not total_rows:
-            return None
-        per_second = self.concurrency / ASSUMED_REQUEST_S
-        if self.rpm:
-            per_second = min(per_second, self.rpm / 60)
-        expected_s = total_rows / per_second
-        price = self.pricing
-        write_5m = price.cache_write if price else 1.0
-        write_1h = (price.cache_write_1h or 2 * write_5m) if price else 2.0
-        if math.ceil(expected_s / 3600) * write_1h < math.ceil(expected_s / 300) * write_5m:
-            return "1h"
-        return None
-
-    def _open_store(self, progress: bool) -> ResultStore | None:
-        if self.cache_path is None:
-            return None
-        store = ResultStore(self.cache_path)
-        message = f"kimi_extract: result store at {store.path} (cache=False to disable)"
-        logger.info(message)
-        if progress:
-            print(message, file=sys.stderr)
-        return store
 
     def _transport(self, limiter: Limiter) -> Transport:
         if self._api_key is None:
@@ -558,77 +513,32 @@ class Extractor(Generic[T]):
         transport = self._transport(limiter)
         settings = self._settings(total)
         transport.encoder = BodyEncoder(settings.static_messages, settings.response_format)
-        kept: list[RowResult] = []
-        tally = Tally()
-
-        def deliver(batch: list[RowResult]) -> None:
-            tally.add(batch)
-            if sink is not None:
-                sink(batch)
-            else:
-                kept.extend(batch)
-
-        warm = self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS
         budget = None
         if self.max_cost is not None or self.max_tokens is not None:
             budget = Budget(
                 max_cost=self.max_cost, max_tokens=self.max_tokens, pricing=self.pricing
             )
-        store = self._open_store(progress)
-        started = time.perf_counter()
-        try:
-            async with transport:
-                engine = Engine(
-                    settings,
-                    transport,
-                    limiter,
-                    keep_records=keep_records,
-                    store=store,
-                    budget=budget,
-                )
-                _, stop_cause = await engine.run(
-                    rows,
-                    total=total,
-                    progress=progress,
-                    concurrency=self.concurrency,
-                    sink=deliver,
-                    warm_first=warm,
-                )
-        finally:
-            if store is not None:
-                store.close()
-        report = RunReport(
-            rows=total if total is not None else tally.rows,
-            ok=tally.ok,
-            failed=tally.rows - tally.ok,
-            usage=tally.usage,
-            wall_s=time.perf_counter() - started,
+        kept, stop_cause, report = await run_engine(
+            rows,
+            settings=settings,
+            transport=transport,
+            limiter=limiter,
+            budget=budget,
+            store=open_store(self.cache_path, progress),
+            total=total,
+            progress=progress,
+            concurrency=self.concurrency,
+            warm_first=self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
+            keep_records=keep_records,
+            sink=sink,
             model=self.model,
             priced=self.pricing is not None,
-            retries=transport.retries,
-            throttles=limiter.throttles,
-            from_store=tally.from_store,
-            saved=tally.saved,
-            store=str(store.path) if store is not None else None,
         )
-        self.usage = self.usage + tally.usage
+        self.usage = self.usage + report.usage
         self.last_run = report
-        logger.info(report.summary())
         return kept, stop_cause, report
 
 
 def _check_positive(name: str, value: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
-
-
-def _resolve_pricing(
-    pricing: Pricing | dict[str, Pricing] | None, model: str, default: Pricing | None
-) -> Pricing | None:
-    if isinstance(pricing, Pricing):
-        return pricing
-    if isinstance(pricing, dict):
-        return pricing.get(model, default)
-    if pricing is not None:
-        raise ConfigurationError("pricing must be a kx.Pricing or a dict of model -> kx.Pricing")
-    return default

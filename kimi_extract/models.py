@@ -10,6 +10,7 @@ from __future__ import annotations
 import warnings
 from dataclasses import dataclass
 
+from .exceptions import ConfigurationError
 from .usage import Pricing
 
 #: seed, ``info.description``: all three models have a 1,048,576-token context window.
@@ -139,3 +140,16 @@ def normalize_effort(info: ModelInfo, effort: str | None) -> str | None:
         )
         return info.efforts[-1]
     return normalized
+
+
+def resolve_pricing(
+    pricing: Pricing | dict[str, Pricing] | None, model: str, default: Pricing | None
+) -> Pricing | None:
+    """The price to bill ``model`` at: ``pricing`` (one, or a dict by model name) or the default."""
+    if isinstance(pricing, Pricing):
+        return pricing
+    if isinstance(pricing, dict):
+        return pricing.get(model, default)
+    if pricing is not None:
+        raise ConfigurationError("pricing must be a kx.Pricing or a dict of model -> kx.Pricing")
+    return default

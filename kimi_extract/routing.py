@@ -97,6 +97,16 @@ class Router:
         self._aside_until: dict[str, float] = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Picklable (Dask ships extractors to workers): health state travels, the lock does not.
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     def __repr__(self) -> str:
         if self.explicit:
             return f"Router(base_url={self.explicit!r})"

@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
-from collections.abc import Coroutine
+import time
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pandas as pd
 
-from .engine import BUDGET_ERROR, RowResult
+from .engine import BUDGET_ERROR, Engine, RowResult, RowSettings
 from .exceptions import BudgetExceeded
+from .limits import Budget, Limiter
+from .store import ResultStore
+from .transport import Transport
 from .usage import Usage
+
+logger = logging.getLogger("kimi_extract")
 
 
 @dataclass(frozen=True)
@@ -137,3 +144,70 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
 
 async def _await(task: asyncio.Task[R]) -> R:
     return await task
+
+
+async def run_engine(
+    rows: Any,
+    *,
+    settings: RowSettings,
+    transport: Transport,
+    limiter: Limiter,
+    budget: Budget | None,
+    store: ResultStore | None,
+    total: int | None,
+    progress: bool,
+    concurrency: int,
+    warm_first: bool,
+    keep_records: bool,
+    sink: Callable[[list[RowResult]], None] | None,
+    model: str,
+    priced: bool,
+) -> tuple[list[RowResult], BaseException | None, RunReport]:
+    """Run rows through an engine on ``transport``; tally usage; log the summary; close the store.
+
+    Results go to ``sink`` in input order when given (and are not returned), else they are
+    returned as a list.
+    """
+    kept: list[RowResult] = []
+    tally = Tally()
+
+    def deliver(batch: list[RowResult]) -> None:
+        tally.add(batch)
+        if sink is not None:
+            sink(batch)
+        else:
+            kept.extend(batch)
+
+    started = time.perf_counter()
+    try:
+        async with transport:
+            engine = Engine(
+                settings, transport, limiter, keep_records=keep_records, store=store, budget=budget
+            )
+            _, stop_cause = await engine.run(
+                rows,
+                total=total,
+                progress=progress,
+                concurrency=concurrency,
+                sink=deliver,
+                warm_first=warm_first,
+            )
+    finally:
+        if store is not None:
+            store.close()
+    report = RunReport(
+        rows=total if total is not None else tally.rows,
+        ok=tally.ok,
+        failed=tally.rows - tally.ok,
+        usage=tally.usage,
+        wall_s=time.perf_counter() - started,
+        model=model,
+        priced=priced,
+        retries=transport.retries,
+        throttles=limiter.throttles,
+        from_store=tally.from_store,
+        saved=tally.saved,
+        store=str(store.path) if store is not None else None,
+    )
+    logger.info(report.summary())
+    return kept, stop_cause, report

@@ -23,6 +23,7 @@ never ran.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .usage import Usage
+
+logger = logging.getLogger("kimi_extract")
 
 DISABLE_ENV = "KIMI_EXTRACT_CACHE"
 DIR_ENV = "KIMI_EXTRACT_CACHE_DIR"
@@ -147,3 +150,15 @@ class ResultStore:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+def open_store(path: Path | None, announce: bool) -> ResultStore | None:
+    """Open the run's store (None when disabled); say where it is (stderr when ``announce``)."""
+    if path is None:
+        return None
+    store = ResultStore(path)
+    message = f"kimi_extract: result store at {store.path} (cache=False to disable)"
+    logger.info(message)
+    if announce:
+        print(message, file=sys.stderr)
+    return store

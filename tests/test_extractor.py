@@ -323,3 +323,13 @@ def test_field_models_with_constraints_reask_on_violation(sim, make_extractor):
     schema = kx.response_format(Rated)["json_schema"]["schema"]
     stars = schema["properties"]["stars"]
     assert "maximum" not in stars and "maximum: 5" in stars["description"]
+
+
+def test_extractor_pickles_and_runs_after_a_round_trip(make_extractor):
+    import pickle
+
+    ex = make_extractor()
+    ex.run(["warm up the router and usage"])
+    clone = pickle.loads(pickle.dumps(ex))
+    assert clone.run(["great phone"])["kx_error"].isna().all()
+    assert repr(clone) == repr(ex)

@@ -68,40 +68,18 @@ def test_non_retryable_errors_are_sent_once(sim, make_extractor, status, error_t
 
 def kimi_429(kind: str) -> Reply:
     message = "Your account org-sim request reached organization max RPM: 1000, please try again"
-    if kind == "retry-after":
-        return Reply(
-            status=429,
-            error_type="rate_limit_reached_error",
-            error_message=message + " later",
-            headers={"Retry-After": "2"},
-        )
-    if kind == "retry-after-ms":
-        return Reply(
-            status=429,
-            error_type="rate_limit_reached_error",
-            error_message=message + " later",
-            headers={"retry-after-ms": "1500"},
-        )
-    if kind == "http-date":
-        when = email.utils.formatdate(time.time() + 2, usegmt=True)
-        return Reply(
-            status=429,
-            error_type="rate_limit_reached_error",
-            error_message=message + " later",
-            headers={"Retry-After": when},
-        )
-    if kind == "past-date":
-        when = email.utils.formatdate(time.time() - 30, usegmt=True)
-        return Reply(
-            status=429,
-            error_type="rate_limit_reached_error",
-            error_message=message + " later",
-            headers={"Retry-After": when},
-        )
+    headers = {
+        "retry-after": {"Retry-After": "2"},
+        "retry-after-ms": {"retry-after-ms": "1500"},
+        "http-date": {"Retry-After": email.utils.formatdate(time.time() + 2, usegmt=True)},
+        "past-date": {"Retry-After": email.utils.formatdate(time.time() - 30, usegmt=True)},
+    }.get(kind)
     return Reply(
         status=429,
         error_type="rate_limit_reached_error",
-        error_message=message + " after 1 seconds",
+        # Without a header, only Kimi's message says how long to wait.
+        error_message=message + (" later" if headers else " after 1 seconds"),
+        headers=headers,
     )
 
 
