@@ -366,12 +366,23 @@ class Engine:
         concurrency: int,
         warm_first: bool,
     ) -> None:
-        """The warm-up row (if asked), then ``concurrency`` workers pulling rows lazily."""
+        """The warm-up row (if asked), then ``concurrency`` workers pulling rows lazily.
+
+        Rows that block to produce (``blocking``: media encoding, downloads) are pulled in a
+        worker thread, one at a time, so the loop keeps serving the requests in flight."""
+        blocking = getattr(rows, "blocking", False)
+        pulling = asyncio.Lock()
+
+        async def pull() -> RowInput | None:
+            if not blocking:
+                return next(rows, None)
+            async with pulling:
+                return await asyncio.to_thread(next, rows, None)
 
         async def worker() -> None:
             while not self.budget_hit:
                 await order.room()
-                row = next(rows, None)
+                row = await pull()
                 if row is None:
                     return
                 await handle(row)
@@ -380,7 +391,7 @@ class Engine:
             if warm_first:
                 while True:
                     await order.room()
-                    row = next(rows, None)
+                    row = await pull()
                     if row is None:
                         break
                     await handle(row)

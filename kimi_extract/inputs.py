@@ -272,7 +272,31 @@ def _from_iterator(
             row.record = record
             yield row
 
-    return PreparedInput(frame=None, index=None, rows=rows(), length=None, columns=columns)
+    return PreparedInput(
+        frame=None,
+        index=None,
+        rows=_lazy(rows(), media_columns),
+        length=None,
+        columns=columns,
+    )
+
+
+class BlockingRows(Iterator[RowInput]):
+    """Rows whose production blocks (reading, decoding and encoding media; downloads): the
+    engine pulls them in a worker thread, one at a time, so the event loop keeps serving the
+    requests in flight."""
+
+    blocking = True
+
+    def __init__(self, rows: Iterator[RowInput]) -> None:
+        self._rows = rows
+
+    def __next__(self) -> RowInput:
+        return next(self._rows)
+
+
+def _lazy(rows: Iterator[RowInput], media_columns: _MediaColumns) -> Iterator[RowInput]:
+    return BlockingRows(rows) if media_columns.any else rows
 
 
 def _from_frame(frame: pd.DataFrame, spec: TextSpec, media_columns: _MediaColumns) -> PreparedInput:
@@ -297,7 +321,7 @@ def _from_frame(frame: pd.DataFrame, spec: TextSpec, media_columns: _MediaColumn
     return PreparedInput(
         frame=frame,
         index=frame.index,
-        rows=rows(),
+        rows=_lazy(rows(), media_columns),
         length=len(frame),
         columns=[str(c) for c in frame.columns],
     )

@@ -460,3 +460,40 @@ def test_without_pillow_a_run_fails_only_the_rows_that_need_it(sim, make_extract
 def text_of(exchange: Any) -> str:
     content = exchange.body["messages"][-1]["content"]
     return content if isinstance(content, str) else content[-1]["text"]
+
+
+async def test_media_encoding_does_not_block_the_event_loop(sim, make_extractor, monkeypatch):
+    import asyncio
+
+    import kimi_extract.inputs as inputs_module
+
+    real_parts = inputs_module.media_parts
+    window: list[float] = []
+
+    def slow_encode(value: Any, *args: Any, **kwargs: Any) -> Any:
+        if value == "slow.png":
+            window.append(time.monotonic())
+            time.sleep(0.5)  # a big decode or a slow download
+            window.append(time.monotonic())
+            value = encode(picture(), "PNG")
+        return real_parts(value, *args, **kwargs)
+
+    monkeypatch.setattr(inputs_module, "media_parts", slow_encode)
+    ticks: list[float] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(time.monotonic())
+            await asyncio.sleep(0.02)
+
+    png = encode(picture(), "PNG")
+    frame = pd.DataFrame({"photo": [png] * 3 + ["slow.png"] + [png] * 3})
+    tick_task = asyncio.create_task(ticker())
+    try:
+        out = await make_extractor(concurrency=2).arun(frame, images="photo")
+    finally:
+        tick_task.cancel()
+    assert out["kx_error"].isna().all()
+    start, end = window
+    # The loop kept running while the row was being encoded in a worker thread.
+    assert sum(1 for t in ticks if start < t < end) >= 3
