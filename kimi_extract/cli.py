@@ -124,6 +124,10 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
         "progress": not args.no_progress,
         "prefix": args.prefix,
     }
+    if args.max_image_pixels is not None:
+        options["max_image_pixels"] = args.max_image_pixels or None
+    if args.fetch_urls:
+        options["fetch_urls"] = True
     if args.cache is not None:
         off = args.cache.lower() in ("off", "false", "no", "0")
         options["cache"] = False if off else args.cache
@@ -219,8 +223,6 @@ def cmd_run_docs(args: argparse.Namespace) -> int:
         "explode": args.explode,
         "recursive": args.recursive,
     }
-    if args.max_image_pixels is not None:
-        options["max_image_pixels"] = args.max_image_pixels
     return _run_command(args, run=lambda ex: ex.run_documents(args.sources, **options))
 
 
@@ -253,6 +255,15 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--stream", action="store_true", help="request SSE streams")
     parser.add_argument("--web-search", action="store_true", help="offer Kimi's web search tool")
+    parser.add_argument(
+        "--max-image-pixels",
+        type=int,
+        help="downscale images (and rendered pages) above this many pixels; 0 = never "
+        "(default 1048576)",
+    )
+    parser.add_argument(
+        "--fetch-urls", action="store_true", help="download http(s) media and send it inline"
+    )
     parser.add_argument("--prefix", default="", help="prefix for output column names")
     parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
     parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
@@ -298,9 +309,6 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--chunk-pages", type=int, help="send at most N pages per request")
     docs.add_argument("--chunk-chars", type=int, help="send about N characters per request")
     docs.add_argument("--recursive", action="store_true", help="also read subfolders")
-    docs.add_argument(
-        "--max-image-pixels", type=int, help="pixel budget of rendered pages (default 1048576)"
-    )
     _add_run_args(docs)
     docs.set_defaults(func=cmd_run_docs)
 

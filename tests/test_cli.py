@@ -170,3 +170,29 @@ def test_limit_flags_reach_the_extractor(monkeypatch):
     args = demo_args("--concurrency", "7", "--rpm", "120", "--tpm", "9000", "--cache", "off")
     assert cli.main(args) == 2
     assert (seen["concurrency"], seen["rpm"], seen["tpm"], seen["cache"]) == (7, 120, 9000, False)
+
+
+def test_run_docs_with_media_flags(tmp_path: Path, capsys):
+    out = tmp_path / "tables.jsonl"
+    schema = f"{EXAMPLES / 'tables_from_pdf.py'}:PageTable"
+    args = ["run-docs", str(EXAMPLES / "docs" / "invoice.pdf"), "--schema", schema]
+    args += ["--per-page", "--explode", "rows", "--max-image-pixels", "200000"]
+    assert main([*args, "--simulate", "--no-progress", "--out", str(out)]) in (0, 1)
+    frame = pd.read_json(out, lines=True)
+    assert {"kx_source", "kx_page", "kx_item"} <= set(frame.columns)
+    assert "rows" in capsys.readouterr().out
+
+
+def test_images_column_with_fetch_urls_flag_reaches_the_extractor(monkeypatch):
+    from kimi_extract import cli
+
+    seen: dict = {}
+
+    class Spy:
+        def __init__(self, output, **options):
+            seen.update(options)
+            raise ValueError("stop here")
+
+    monkeypatch.setattr("kimi_extract.extractor.Extractor", Spy)
+    assert cli.main(demo_args("--fetch-urls", "--max-image-pixels", "0")) == 2
+    assert seen["fetch_urls"] is True and seen["max_image_pixels"] is None
