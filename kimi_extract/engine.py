@@ -110,6 +110,17 @@ class RowSettings:
     max_tool_rounds: int = 3
     mode: str = "json_schema"
 
+    def store_key(self, user: dict[str, Any]) -> str:
+        """The result-store key of a request for this row's user message."""
+        return request_key(
+            model=self.model,
+            messages=[*self.static_messages, user],
+            response_format=self.response_format,
+            reasoning_effort=self.reasoning_effort,
+            tools=self.tools,
+            mode=self.mode,
+        )
+
 
 def one_line(exc: BaseException) -> str:
     """A row's error as one line: the type name and the message."""
@@ -175,14 +186,7 @@ class Engine:
         user = {"role": "user", "content": row.content}
         key = None
         if self.store is not None:
-            key = request_key(
-                model=settings.model,
-                messages=[*settings.static_messages, user],
-                response_format=settings.response_format,
-                reasoning_effort=settings.reasoning_effort,
-                tools=settings.tools,
-                mode=settings.mode,
-            )
+            key = settings.store_key(user)
             if self._serve_stored(key, result):
                 return result
         prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])

@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .request import estimate_prompt_tokens, request_key
+from .request import estimate_prompt_tokens
 from .usage import Pricing, Usage
 
 if TYPE_CHECKING:
@@ -151,15 +151,7 @@ def row_prompt_tokens(
         if store is None:
             stored.append(False)
             continue
-        key = request_key(
-            model=settings.model,
-            messages=[*settings.static_messages, user],
-            response_format=settings.response_format,
-            reasoning_effort=settings.reasoning_effort,
-            tools=settings.tools,
-            mode=settings.mode,
-        )
-        stored.append(store.get(key) is not None)
+        stored.append(store.get(settings.store_key(user)) is not None)
     return prompts, stored
 
 

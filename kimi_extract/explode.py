@@ -29,19 +29,10 @@ from pydantic import BaseModel
 
 from .exceptions import InputError
 from .frame import ACCOUNTING_COLUMNS, _dtype_for
+from .frame import ADDITIVE_COLUMNS as USAGE_COLUMNS
 
 #: Per-row usage columns that must sum to the run's totals.
-ADDITIVE_COLUMNS = (
-    "kx_prompt_tokens",
-    "kx_cached_tokens",
-    "kx_cache_write_tokens",
-    "kx_completion_tokens",
-    "kx_reasoning_tokens",
-    "kx_cost",
-    "kx_attempts",
-    "kx_latency_s",
-    "kx_web_searches",
-)
+ADDITIVE_COLUMNS = (*USAGE_COLUMNS, "kx_web_searches")
 ITEM_COLUMN = "kx_item"
 
 

@@ -19,7 +19,8 @@ from pydantic import BaseModel
 from .engine import RowResult
 from .exceptions import InputError
 
-ACCOUNTING_COLUMNS = (
+#: Per-row usage columns: each sums to the run's total.
+ADDITIVE_COLUMNS = (
     "kx_prompt_tokens",
     "kx_cached_tokens",
     "kx_cache_write_tokens",
@@ -28,9 +29,8 @@ ACCOUNTING_COLUMNS = (
     "kx_cost",
     "kx_attempts",
     "kx_latency_s",
-    "kx_error",
-    "kx_from_cache",
 )
+ACCOUNTING_COLUMNS = (*ADDITIVE_COLUMNS, "kx_error", "kx_from_cache")
 
 
 def output_columns(model: type[BaseModel], prefix: str) -> dict[str, str]:
