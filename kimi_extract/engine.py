@@ -14,6 +14,7 @@ quota, unknown model, or the same 400 for the first rows of a run).
 from __future__ import annotations
 
 import asyncio
+import functools
 import math
 import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator, Mapping
@@ -41,11 +42,11 @@ from .inputs import RowInput
 from .limits import DEFAULT_COMPLETION_GUESS, Budget, Limiter
 from .models import MAX_COMPLETION_TOKENS
 from .request import (
+    RequestKeys,
     assistant_message,
     build_body,
     estimate_prompt_tokens,
     reask_message,
-    request_key,
     tool_result_messages,
 )
 from .schema import AnswerInvalid, CompiledSchema
@@ -110,16 +111,20 @@ class RowSettings:
     max_tool_rounds: int = 3
     mode: str = "json_schema"
 
-    def store_key(self, user: dict[str, Any]) -> str:
-        """The result-store key of a request for this row's user message."""
-        return request_key(
+    @functools.cached_property
+    def _keys(self) -> RequestKeys:
+        return RequestKeys(
             model=self.model,
-            messages=[*self.static_messages, user],
+            static_messages=self.static_messages,
             response_format=self.response_format,
             reasoning_effort=self.reasoning_effort,
             tools=self.tools,
             mode=self.mode,
         )
+
+    def store_key(self, user: dict[str, Any]) -> str:
+        """The result-store key of a request for this row's user message (``request_key``)."""
+        return self._keys.key(user)
 
 
 def one_line(exc: BaseException) -> str:

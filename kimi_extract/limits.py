@@ -16,7 +16,9 @@
   maximum. Kimi's 429 messages name the limit that was hit ("max organization concurrency: 50",
   "max RPM: 3000", "max TPM: ..."); the limiter adopts it, so later sends stay under it.
   Throttles that arrive together (one burst of in-flight requests all refused) count as one
-  congestion event: the rate and the window are cut at most once per ``CUT_EPOCH_S``.
+  congestion event: the rate and the window are cut at most once per ``CUT_EPOCH_S``. A 429
+  naming a concurrency limit that our own in-flight count exceeded is fully explained: the limit
+  is adopted and nothing else slows down (no cut, no pause of other senders).
 - **Window**: after a throttle the in-flight window drops to what was in flight, then grows back
   by one slot per window's worth of answers (TCP-style congestion avoidance) up to the limit.
 - **Pause**: when the server says how long to wait, every sender waits that long, not only the
@@ -230,14 +232,20 @@ class Limiter:
         """A 429 rate limit / overload: cut the rate, adopt named limits, pause if asked."""
         now = self.clock()
         self.throttles += 1
+        learned = limits_in_message(message) if self.adaptive else {}
+        if "concurrency" in learned:
+            self.max_concurrency = min(self.max_concurrency, learned["concurrency"])
+            if self.in_flight > learned["concurrency"]:
+                # Our own excess explains it, and the adopted limit removes it: nothing to slow
+                # down or pause (the refused request still waits the server's time to retry).
+                logger.info("server limit learned from a 429: %s", learned)
+                self._wake_slots()
+                return
         if retry_after is not None:
             self.pause_until = max(self.pause_until, now + retry_after)
         if not self.adaptive:
             self._wake_slots()
             return
-        learned = limits_in_message(message)
-        if "concurrency" in learned:
-            self.max_concurrency = min(self.max_concurrency, learned["concurrency"])
         if "rpm" in learned and (self.rpm is None or learned["rpm"] < self.rpm):
             self.rpm = learned["rpm"]
         if "tpm" in learned and (self.tpm is None or learned["tpm"] < self.tpm):

@@ -331,18 +331,54 @@ def request_key(
 ) -> str:
     """The stable key of a row's request for the result store.
 
-    SHA-256 of the canonical JSON (sorted keys, no whitespace) of everything that determines the
-    answer: model, messages, response format, reasoning effort, tools and mode. Never the API
+    A SHA-256 over the canonical JSON (sorted keys, no whitespace) of everything that determines
+    the answer: model, messages, response format, reasoning effort, tools and mode. Never the API
     key, the base URL or the output budget; identical in every process and ``PYTHONHASHSEED``.
+    The last message is the row's own; the rest is hashed once per run (see ``RequestKeys``).
     """
-    material = {
-        "v": 1,
-        "model": model,
-        "messages": messages,
-        "response_format": response_format,
-        "reasoning_effort": reasoning_effort,
-        "tools": list(tools or ()),
-        "mode": mode,
-    }
-    text = json.dumps(material, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+    keys = RequestKeys(
+        model=model,
+        static_messages=messages[:-1],
+        response_format=response_format,
+        reasoning_effort=reasoning_effort,
+        tools=tools,
+        mode=mode,
+    )
+    return keys.key(messages[-1])
+
+
+def _canonical(value: Any) -> bytes:
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return text.encode()
+
+
+class RequestKeys:
+    """``request_key`` for many rows sharing one prefix: the shared part is hashed once.
+
+    key = SHA-256(version byte string, SHA-256 of the canonical shared material, canonical row
+    message), so the per-row cost is one small JSON encode and one hash.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        static_messages: list[dict[str, Any]] | tuple[dict[str, Any], ...],
+        response_format: dict[str, Any] | None,
+        reasoning_effort: str | None,
+        tools: list[dict[str, Any]] | tuple[dict[str, Any], ...] | None,
+        mode: str,
+    ) -> None:
+        shared = {
+            "model": model,
+            "messages": list(static_messages),
+            "response_format": response_format,
+            "reasoning_effort": reasoning_effort,
+            "tools": list(tools or ()),
+            "mode": mode,
+        }
+        self._prefix = b"kx-key-v2\n" + hashlib.sha256(_canonical(shared)).digest()
+
+    def key(self, user: dict[str, Any]) -> str:
+        """The key of the request whose last message is ``user``."""
+        return hashlib.sha256(self._prefix + _canonical(user)).hexdigest()

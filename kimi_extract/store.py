@@ -10,9 +10,10 @@ never ran.
   (``$XDG_CACHE_HOME/kimi_extract``, ``~/.cache/kimi_extract``; ``~/Library/Caches`` on
   macOS, ``%LOCALAPPDATA%`` on Windows) / ``results.sqlite3``. ``KIMI_EXTRACT_CACHE=0`` (or
   off/false/no) disables the default store (an explicit path still wins).
-- **Key** (``request.request_key``): SHA-256 of the canonical JSON (sorted keys, no whitespace)
-  of everything that determines the answer: model, messages (system, examples, the row),
-  response format (the schema), reasoning effort, tools and mode. Never the API key, the base
+- **Key** (``request.request_key``): SHA-256 over the canonical JSON (sorted keys, no whitespace)
+  of everything that determines the answer (the part shared by all rows hashed once per run):
+  model, messages (system, examples, the row), response format (the schema), reasoning effort,
+  tools and mode. Never the API key, the base
   URL or the output budget. The same inputs give the same key in every process, whatever
   ``PYTHONHASHSEED`` is; any change to them is a different key.
 - **Durability**: SQLite in WAL mode with ``synchronous=NORMAL``: a committed row survives the

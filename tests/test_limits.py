@@ -161,3 +161,21 @@ def test_limits_learned_from_kimi_messages():
     assert limiter.max_concurrency == 50
     limiter.throttled(1.0, "reached organization max RPM: 3000, please try again after 1 seconds")
     assert limiter.rpm == 3000
+
+
+async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, adaptive=True, clock=vt.clock, sleep=vt.sleep)
+    limiter.window_allowed = 100
+    permits = [await limiter.acquire(10) for _ in range(60)]
+    message = "reached organization max concurrency: 50, please try again after 1 seconds"
+    limiter.throttled(1.0, message)
+    # 60 in flight > 50: our excess explains it. Adopt 50; no pause, no rate cut.
+    assert limiter.concurrency == 50 and limiter.pause_until == 0.0 and limiter.rate is None
+    for permit in permits[:20]:
+        limiter.release(permit, 10)
+    # 40 in flight <= 50: someone else uses the org's slots too, so slow down and pause.
+    limiter.throttled(1.0, message)
+    assert limiter.pause_until == vt.now + 1.0 and limiter.rate is not None
+    for permit in permits[20:]:
+        limiter.release(permit, 10)
