@@ -333,18 +333,21 @@ class Engine:
         concurrency: int,
         sink: Callable[[list[RowResult]], None] | None = None,
         warm_first: bool = False,
+        lookahead: int | None = None,
     ) -> tuple[list[RowResult], BaseException | None]:
         """Process every row; returns results in input order and the run-stopping error, if any.
 
         ``concurrency`` workers pull rows from the iterator lazily. Results are released in input
-        order through a reorder buffer; no worker starts a row more than ``2 * concurrency``
-        positions ahead of the oldest unfinished one, so pending work stays bounded for any
-        input size. With ``sink``, ordered results are handed to it as they become contiguous
-        and not kept (the returned list is then empty). With ``warm_first``, rows are sent one at
-        a time until one request has completed, so a shared prompt prefix is written to the
-        cache once before the fan-out reads it.
+        order through a reorder buffer; no worker starts a row more than ``lookahead`` (default
+        ``2 * concurrency``) positions ahead of the oldest unfinished one, so pending work stays
+        bounded for any input size (a larger lookahead keeps one slow row, e.g. one waiting out
+        a 429, from stalling the others when the input is in memory anyway). With ``sink``,
+        ordered results are handed to it as they become contiguous and not kept (the returned
+        list is then empty). With ``warm_first``, rows are sent one at a time until one request
+        has completed, so a shared prompt prefix is written to the cache once before the fan-out
+        reads it.
         """
-        order = _Reorder(window=2 * max(1, concurrency), sink=sink)
+        order = _Reorder(window=lookahead or 2 * max(1, concurrency), sink=sink)
         bar = Progress(total, enabled=progress, limiter=self.limiter)
         stop: list[BaseException] = []
 

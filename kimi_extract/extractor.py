@@ -275,6 +275,8 @@ class Extractor(Generic[T]):
                 progress=self.progress,
                 sink=kept.extend,
                 keep_records=lazy,
+                # Rows and results of in-memory input are held anyway: never stall on one row.
+                lookahead=None if lazy else prepared.length,
             )
         except asyncio.CancelledError:
             self.last_partial = frame_of("not run: interrupted")
@@ -501,6 +503,7 @@ class Extractor(Generic[T]):
         progress: bool,
         sink: Callable[[list[RowResult]], None] | None = None,
         keep_records: bool = False,
+        lookahead: int | None = None,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
         """Run rows through a fresh transport and engine; tally usage; log the summary.
 
@@ -530,6 +533,7 @@ class Extractor(Generic[T]):
             concurrency=self.concurrency,
             warm_first=self.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
             keep_records=keep_records,
+            lookahead=lookahead,
             sink=sink,
             model=self.model,
             priced=self.pricing is not None,

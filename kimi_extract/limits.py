@@ -2,8 +2,9 @@
 
 ``Limiter`` gates every HTTP attempt (first tries and retries alike):
 
-- **Concurrency**: at most ``concurrency`` requests in flight. It starts lower (slow start: 8,
-  doubling while no 429 arrives) so a run never opens with a burst the server rejects.
+- **Concurrency**: at most ``concurrency`` requests in flight. It starts lower (slow start: 32,
+  one more slot per answer, so doubling every round trip, while no 429
+  arrives) so a run never opens with a burst the server rejects.
 - **RPM / TPM**: a sliding 60-second log of sends; a request waits until the last 60 s hold fewer
   than ``rpm`` requests and at most ``tpm`` tokens with it. Its tokens are estimated before
   sending (prompt estimate + expected completion, the running mean of observed completions) and
@@ -49,7 +50,8 @@ from typing import Any, Protocol
 logger = logging.getLogger("kimi_extract")
 
 WINDOW_S = 60.0
-SLOW_START = 8
+#: The lowest Kimi tier allows 50 concurrent requests: opening below that overshoots no tier.
+SLOW_START = 32
 BETA = 0.7  # botocore adaptive mode: multiplicative decrease
 SCALE = 0.4  # botocore adaptive mode: cubic scale constant
 MIN_RATE = 0.5  # requests per second; the adaptive rate never drops below this
@@ -212,8 +214,8 @@ class Limiter:
     def succeeded(self) -> None:
         """A request got an answer: grow the window and the adaptive rate."""
         if self.window_allowed < self.max_concurrency:
-            if self.throttles == 0:
-                self.window_allowed = min(self.max_concurrency, self.window_allowed * 2)
+            if self.throttles == 0:  # slow start: one more slot per answer, 2x per round trip
+                self.window_allowed = min(self.max_concurrency, self.window_allowed + 1)
             else:
                 self._window_credit += 1 / self.window_allowed
                 if self._window_credit >= 1:

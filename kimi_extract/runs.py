@@ -158,6 +158,7 @@ async def run_engine(
     progress: bool,
     concurrency: int,
     warm_first: bool,
+    lookahead: int | None = None,
     keep_records: bool,
     sink: Callable[[list[RowResult]], None] | None,
     model: str,
@@ -191,6 +192,7 @@ async def run_engine(
                 concurrency=concurrency,
                 sink=deliver,
                 warm_first=warm_first,
+                lookahead=lookahead,
             )
     finally:
         if store is not None:

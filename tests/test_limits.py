@@ -108,11 +108,12 @@ async def test_sends_are_paced_not_bursted():
     assert len(first_second) <= 11  # 600/min = 10/s (+1 for the bucket's first token)
 
 
-async def test_slow_start_doubles_until_the_limit():
-    limiter = Limiter(concurrency=100)
-    assert limiter.concurrency == 8
-    for expected in (16, 32, 64, 100, 100):
-        limiter.succeeded()
+async def test_slow_start_doubles_each_round_trip_until_the_limit():
+    limiter = Limiter(concurrency=200)
+    assert limiter.concurrency == 32
+    for expected in (64, 128, 200, 200):
+        for _ in range(limiter.concurrency):  # one round trip: every slot answered once
+            limiter.succeeded()
         assert limiter.concurrency == expected
 
 

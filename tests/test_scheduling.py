@@ -124,7 +124,11 @@ def test_learns_server_concurrency_limit_and_loses_nothing():
         out = ex.run([f"row {i}" for i in range(80)])
         assert out["kx_error"].isna().all()
         throttled = [h for h in server.history if h.status == 429]
-        assert len(throttled) <= 8  # slow start finds the limit within a few rejections
+        # Only the opening window (32, below every Kimi tier's 50) overshoots this tiny limit;
+        # once the 429 message names it, nothing sent later is refused.
+        assert 0 < len(throttled) <= 32 - 4
+        learned_at = min(h.t_end for h in throttled)
+        assert all(h.t_start <= learned_at + 0.05 for h in throttled)
         assert ex.last_run is not None and ex.last_run.throttles == len(throttled)
 
 
