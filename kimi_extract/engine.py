@@ -396,6 +396,7 @@ class Engine:
                 await order.room()
                 row = await pull()
                 if row is None:
+                    order.input_ended()
                     return
                 await handle(row)
 
@@ -405,6 +406,7 @@ class Engine:
                     await order.room()
                     row = await pull()
                     if row is None:
+                        order.input_ended()
                         break
                     await handle(row)
                     if row.error is None:  # a request was made: the prefix is now cached
@@ -428,14 +430,22 @@ class _Reorder:
         self.pending: dict[int, RowResult] = {}
         self.done: list[RowResult] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self.exhausted = False
 
     async def room(self) -> None:
         """Wait until one more row may start; counts it as started."""
-        while self.started - self.next_position >= self.window:
+        while not self.exhausted and self.started - self.next_position >= self.window:
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             await waiter
         self.started += 1
+
+    def input_ended(self) -> None:
+        """The input has no more rows: the slot just taken was not used; let every waiter go
+        (each finds the input empty and stops)."""
+        self.started -= 1
+        self.exhausted = True
+        self._wake()
 
     def put(self, result: RowResult) -> None:
         """Add a finished row; release every result that is now contiguous."""
@@ -450,6 +460,9 @@ class _Reorder:
             self.sink(ready)
         else:
             self.done.extend(ready)
+        self._wake()
+
+    def _wake(self) -> None:
         waiters, self._waiters = self._waiters, []
         for waiter in waiters:
             if not waiter.done():

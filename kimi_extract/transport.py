@@ -368,7 +368,18 @@ class Transport:
     async def complete(
         self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int = 0
     ) -> Answer:
-        """Send with the retry policy; raises the last error when retries are exhausted."""
+        """Send with the retry policy; raises the last error when retries are exhausted.
+
+        The first attempt runs outside tenacity (most requests succeed at once, and building a
+        retry loop per request costs CPU); a retryable failure then enters the loop as its first
+        attempt, so waits and the attempt cap are exactly those of one retry layer.
+        """
+        try:
+            return await self.send(body, exchange, prompt_tokens)
+        except Exception as exc:
+            if not is_retryable(exc):
+                raise
+            first: BaseException | None = exc
         retrying = AsyncRetrying(
             stop=_Stop(self.retry),
             wait=_Wait(self.retry),
@@ -378,6 +389,9 @@ class Transport:
         )
         async for attempt in retrying:
             with attempt:
+                if first is not None:  # the attempt already made above
+                    failed, first = first, None
+                    raise failed
                 return await self.send(body, exchange, prompt_tokens)
         raise AssertionError("unreachable")  # pragma: no cover
 

@@ -145,3 +145,13 @@ def test_client_rpm_limit_keeps_server_quiet():
         out = ex.run([f"row {i}" for i in range(20)])
         assert out["kx_error"].isna().all()
         assert all(h.status == 200 for h in server.history)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 40])
+def test_more_workers_than_rows_never_deadlock(sim, make_extractor, rows):
+    # In-memory input looks ahead over all its rows; workers left over when the input ends must
+    # all stop (a waiter left behind would hang the run).
+    out = make_extractor(concurrency=64).run([f"review {i}" for i in range(rows)])
+    assert len(out) == rows and out["kx_error"].isna().all()
+    gen = make_extractor(concurrency=64).run(f"review {i}" for i in range(rows))
+    assert len(gen) == rows
