@@ -215,6 +215,14 @@ class _MediaColumns:
     def any(self) -> bool:
         return bool(self.names)
 
+    def row(
+        self, label: Hashable, position: int, record: Mapping[str, Any], spec: TextSpec
+    ) -> RowInput:
+        """``make_row`` with this run's media columns and options."""
+        return make_row(
+            label, position, record, spec, self.images, videos=self.videos, media=self.options
+        )
+
 
 def _from_iterator(
     items: Iterator[Any],
@@ -258,15 +266,7 @@ def _from_iterator(
                 record = {"input": item}
             else:
                 record = {}
-            row = make_row(
-                position,
-                position,
-                record,
-                spec,
-                media_columns.images,
-                videos=media_columns.videos,
-                media=media_columns.options,
-            )
+            row = media_columns.row(position, position, record, spec)
             if not record:
                 row.error = InputError(f"row {position} is a {type(item).__name__}, not str/dict")
             row.record = record
@@ -306,15 +306,7 @@ def _from_frame(frame: pd.DataFrame, spec: TextSpec, media_columns: _MediaColumn
             zip(frame.index, frame.itertuples(index=False, name=None), strict=True)
         ):
             record = dict(zip(columns, values, strict=True))
-            row = make_row(
-                label,
-                position,
-                record,
-                spec,
-                media_columns.images,
-                videos=media_columns.videos,
-                media=media_columns.options,
-            )
+            row = media_columns.row(label, position, record, spec)
             row.record = record
             yield row
 

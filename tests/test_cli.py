@@ -156,9 +156,8 @@ def test_stream_and_web_search_flags(tmp_path: Path, flag: str):
         assert (frame["kx_web_searches"] >= 1).all()
 
 
-def test_limit_flags_reach_the_extractor(monkeypatch):
-    from kimi_extract import cli
-
+def extractor_options(monkeypatch, args: list[str]) -> dict:
+    """The options the CLI would build the Extractor with (a spy stops it there: exit 2)."""
     seen: dict = {}
 
     class Spy:
@@ -167,8 +166,13 @@ def test_limit_flags_reach_the_extractor(monkeypatch):
             raise ValueError("stop here")
 
     monkeypatch.setattr("kimi_extract.extractor.Extractor", Spy)
+    assert main(args) == 2
+    return seen
+
+
+def test_limit_flags_reach_the_extractor(monkeypatch):
     args = demo_args("--concurrency", "7", "--rpm", "120", "--tpm", "9000", "--cache", "off")
-    assert cli.main(args) == 2
+    seen = extractor_options(monkeypatch, args)
     assert (seen["concurrency"], seen["rpm"], seen["tpm"], seen["cache"]) == (7, 120, 9000, False)
 
 
@@ -184,15 +188,5 @@ def test_run_docs_with_media_flags(tmp_path: Path, capsys):
 
 
 def test_images_column_with_fetch_urls_flag_reaches_the_extractor(monkeypatch):
-    from kimi_extract import cli
-
-    seen: dict = {}
-
-    class Spy:
-        def __init__(self, output, **options):
-            seen.update(options)
-            raise ValueError("stop here")
-
-    monkeypatch.setattr("kimi_extract.extractor.Extractor", Spy)
-    assert cli.main(demo_args("--fetch-urls", "--max-image-pixels", "0")) == 2
+    seen = extractor_options(monkeypatch, demo_args("--fetch-urls", "--max-image-pixels", "0"))
     assert seen["fetch_urls"] is True and seen["max_image_pixels"] is None
