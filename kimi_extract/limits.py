@@ -132,10 +132,6 @@ class Limiter:
         self._last_throttle = 0.0
         self._last_cut = -math.inf
         self._window_credit = 0.0
-        self._measured_rate = 0.0
-        self._measure_start = clock()
-        self._measure_count = 0
-        self._next_send = 0.0
         self._bucket = 1.0
         self._bucket_time = clock()
         self._slot_waiters: deque[asyncio.Future[None]] = deque()

@@ -206,17 +206,22 @@ def test_connect_timeout():
         server.close()
 
 
+def extractor_for(server: Simulator, **options) -> kx.Extractor:
+    """An extractor pointed at a simulator started with fault options (not the ``sim`` fixture)."""
+    return kx.Extractor(
+        Review,
+        base_url=server.base_url,
+        api_key=server.api_key,
+        progress=False,
+        concurrency=16,
+        **options,
+    )
+
+
 @pytest.mark.parametrize("stream", [False, True])
 def test_resets_and_cut_streams_are_retried_and_nothing_is_lost(stream):
     with Simulator(fault_reset=0.15, fault_stream_cut=0.15, seed=3) as server:
-        ex = kx.Extractor(
-            Review,
-            base_url=server.base_url,
-            api_key=server.api_key,
-            progress=False,
-            stream=stream,
-            concurrency=16,
-        )
+        ex = extractor_for(server, stream=stream)
         out = ex.run(rows(200))
         assert out["kx_error"].isna().all()
         faults = [h for h in server.history if h.fault]
@@ -228,14 +233,7 @@ def test_resets_and_cut_streams_are_retried_and_nothing_is_lost(stream):
 
 def test_invalid_json_and_truncation_are_fixed_by_reask_and_budget_doubling():
     with Simulator(fault_invalid_json=0.10, fault_truncate=0.05, seed=5) as server:
-        ex = kx.Extractor(
-            Review,
-            base_url=server.base_url,
-            api_key=server.api_key,
-            progress=False,
-            concurrency=16,
-            validation_retries=2,
-        )
+        ex = extractor_for(server, validation_retries=2)
         out = ex.run(rows(300))
         failed = out["kx_error"].notna()
         # A row fails only if every reask is broken too (~0.1 % for JSON, ~0.25 % for length).
