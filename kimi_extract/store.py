@@ -93,11 +93,7 @@ class ResultStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute(_SCHEMA)
+        self._db = _connect(self.path)
 
     def __repr__(self) -> str:
         return f"ResultStore({str(self.path)!r})"
@@ -151,6 +147,42 @@ class ResultStore:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+#: How long opening a store waits for other processes/threads that hold its lock (seconds).
+BUSY_TIMEOUT_S = 30.0
+
+
+def _connect(path: Path) -> sqlite3.Connection:
+    """Open ``path`` in WAL mode, safe when many threads and processes open it at once.
+
+    ``sqlite3.connect(timeout=...)`` installs the busy handler before the first statement, so
+    every later statement waits for a lock instead of failing. Switching a *new* file to WAL
+    needs an exclusive lock, and SQLite may answer ``SQLITE_BUSY`` for it without consulting the
+    busy handler (another connection is creating the file or changing its mode at the same
+    moment), so that one step is retried until ``BUSY_TIMEOUT_S``. The journal mode is a property
+    of the file: once any opener has set it, the others find it set and skip the change.
+    """
+    db = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+    )
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    delay = 0.005
+    while True:
+        try:
+            mode = str(db.execute("PRAGMA journal_mode").fetchone()[0]).lower()
+            if mode != "wal":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute(_SCHEMA)
+            return db
+        except sqlite3.OperationalError as exc:
+            text = str(exc).lower()
+            if ("locked" not in text and "busy" not in text) or time.monotonic() > deadline:
+                db.close()
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
 
 
 def open_store(path: Path | None, announce: bool) -> ResultStore | None:
