@@ -139,8 +139,6 @@ async def arun_documents(
             raise ConfigurationError(f"{name} must be a positive integer, got {value!r}")
     select = page_selector(pages)
     documents = collect_sources(sources, path_column=path_column, recursive=recursive)
-    if any(d.path.suffix.lower() == ".pdf" for d in documents):
-        _pdfium()
     model, prefix = extractor.output, extractor.prefix
     fixed = ["kx_source", "kx_page", "kx_chunks", *([text_column] if text_column else [])]
     source_columns = [c for c in documents[0].record] if documents else []
@@ -335,10 +333,11 @@ def load_pages(
 
 
 def _pdfium() -> Any:
+    """pypdfium2, or ``MediaError`` naming the install line: only the PDF rows fail without it."""
     try:
         import pypdfium2
     except ImportError:
-        raise ConfigurationError(f"reading PDFs needs pypdfium2: {INSTALL_PDF}") from None
+        raise MediaError(f"reading PDFs needs pypdfium2: {INSTALL_PDF}") from None
     return pypdfium2
 
 

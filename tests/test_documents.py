@@ -24,7 +24,7 @@ from kimi_extract.documents import (
     plan_chunks,
     split_text,
 )
-from kimi_extract.exceptions import ConfigurationError, InputError
+from kimi_extract.exceptions import InputError
 from kimi_extract.media import DEFAULT_MAX_IMAGE_PIXELS
 
 from .conftest import chat_requests, usage_sum
@@ -219,11 +219,20 @@ def test_unreadable_documents_are_row_errors(sim, make_extractor, tmp_path, repo
     assert out.loc[1:, ["kx_prompt_tokens", "kx_attempts"]].to_numpy().sum() == 0
 
 
-def test_missing_pypdfium2_is_reported_before_any_request(sim, make_extractor, report, monkeypatch):
+def test_missing_pypdfium2_fails_only_the_pdf_rows(
+    sim, make_extractor, tmp_path, report, monkeypatch
+):
+    # Without the [pdf] extra, a folder of mixed documents still runs: the text files are
+    # extracted, each PDF is its own row's error naming the install line.
+    (tmp_path / "a.txt").write_text("Burr set, 2", encoding="utf-8")
+    (tmp_path / "b.md").write_text("# Orders\n\nkettle 1", encoding="utf-8")
+    (tmp_path / "c.html").write_text("<p>mug 3</p>", encoding="utf-8")
     monkeypatch.setitem(sys.modules, "pypdfium2", None)
-    with pytest.raises(ConfigurationError, match=r"pip install 'kimi-extract\[pdf\]'"):
-        make_extractor(Table).run_documents(report)
-    assert chat_requests(sim) == []
+    out = make_extractor(Table).run_documents(tmp_path)
+    errors = dict(zip(out["kx_source"].map(lambda p: Path(p).name), out["kx_error"], strict=True))
+    assert errors["a.txt"] is None and errors["b.md"] is None and errors["c.html"] is None
+    assert "pip install 'kimi-extract[pdf]'" in errors["report.pdf"]
+    assert len(chat_requests(sim)) == 3
 
 
 def test_output_field_clashing_with_a_source_column_is_refused(make_extractor, tmp_path):

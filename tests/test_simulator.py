@@ -183,7 +183,7 @@ def test_unknown_model_is_404(sim: Simulator) -> None:
     assert error["type"] == "resource_not_found_error" and "kimi-k9" in error["message"]
 
 
-def test_fast_validation_path_agrees_with_jsonschema() -> None:
+def test_fast_validation_path_agrees_with_the_full_validator() -> None:
     base = body_for()
     variants: list[Any] = [
         base,
