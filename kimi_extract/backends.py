@@ -8,7 +8,9 @@ Three interchangeable backends, chosen by ``Extractor(http_backend=...)``:
 - ``"httpx"``: a plain ``httpx.AsyncClient`` (its pool costs the most CPU with many connections).
 
 Each maps its own failures to ``APIConnectionError`` / ``APITimeoutError``; status handling and
-retries live in ``transport``. Every backend's pool is sized to the run's concurrency.
+retries live in ``transport``. Every backend's pool is sized to the run's concurrency. Bodies are
+read in chunks and counted after decompression: past ``max_response_bytes`` the attempt fails with
+``ResponseTooLargeError`` and the rest is never read (a gzip bomb cannot fill memory).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .exceptions import APIConnectionError, APITimeoutError
+from .exceptions import APIConnectionError, APITimeoutError, ResponseTooLargeError
 
 BACKENDS = ("aiohttp", "httpx-aiohttp", "httpx")
+#: Default cap on one response body, counted after decompression (``max_response_bytes``).
+DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
 
 
 @dataclass
@@ -40,7 +44,7 @@ class StreamReply:
     status: int
     headers: Mapping[str, str]
     lines: AsyncIterator[str]
-    read: Any  # async () -> bytes, for error bodies
+    read: Any  # async () -> bytes, for error bodies (capped like any body)
 
 
 class Backend(Protocol):
@@ -56,26 +60,88 @@ class Backend(Protocol):
 
 
 def make_backend(
-    name: str, *, headers: dict[str, str], concurrency: int, timeout: float, connect_timeout: float
+    name: str,
+    *,
+    headers: dict[str, str],
+    concurrency: int,
+    timeout: float,
+    connect_timeout: float,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
 ) -> Backend:
     """The backend called ``name`` (one of ``BACKENDS``)."""
     if name == "aiohttp":
-        return AiohttpBackend(headers, concurrency, timeout, connect_timeout)
+        return AiohttpBackend(headers, concurrency, timeout, connect_timeout, max_response_bytes)
     if name in ("httpx", "httpx-aiohttp"):
-        return HttpxBackend(headers, concurrency, timeout, connect_timeout, aiohttp=name != "httpx")
+        return HttpxBackend(
+            headers,
+            concurrency,
+            timeout,
+            connect_timeout,
+            max_response_bytes,
+            aiohttp=name != "httpx",
+        )
     raise ValueError(f"unknown http backend {name!r}; use one of {BACKENDS}")
+
+
+def _too_large(status: int, limit: int) -> ResponseTooLargeError:
+    return ResponseTooLargeError(
+        f"the response body exceeded max_response_bytes={limit:,} (after decompression); "
+        "the attempt was abandoned",
+        status=status,
+    )
+
+
+async def _read_capped(chunks: AsyncIterator[bytes], status: int, limit: int) -> bytes:
+    """The whole body from decoded chunks, or ResponseTooLargeError past ``limit`` bytes."""
+    parts: list[bytes] = []
+    size = 0
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(status, limit)
+        parts.append(chunk)
+    return b"".join(parts)
+
+
+async def _capped_lines(
+    chunks: AsyncIterator[bytes], status: int, limit: int
+) -> AsyncIterator[str]:
+    """Text lines (without line endings) from decoded chunks, at most ``limit`` bytes in all.
+
+    A line that is not UTF-8 raises ValueError (a malformed stream)."""
+    size = 0
+    pending = bytearray()
+    async for chunk in chunks:
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(status, limit)
+        pending += chunk
+        if b"\n" not in chunk:
+            continue
+        *complete, rest = pending.split(b"\n")
+        pending = bytearray(rest)
+        for raw in complete:
+            yield raw.rstrip(b"\r").decode("utf-8")
+    if pending:
+        yield pending.rstrip(b"\r").decode("utf-8")
 
 
 class AiohttpBackend:
     """aiohttp used directly."""
 
     def __init__(
-        self, headers: dict[str, str], concurrency: int, timeout: float, connect_timeout: float
+        self,
+        headers: dict[str, str],
+        concurrency: int,
+        timeout: float,
+        connect_timeout: float,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     ) -> None:
         self.headers = headers
         self.concurrency = concurrency
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
         self._session: Any = None
 
     async def open(self) -> None:
@@ -83,6 +149,8 @@ class AiohttpBackend:
 
         self._errors = (aiohttp.ClientError,)
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
+        # The per-attempt deadline (connect to last byte) is the transport's; these bound single
+        # socket operations only.
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers=self.headers,
@@ -99,8 +167,16 @@ class AiohttpBackend:
 
     async def post(self, url: str, payload: bytes) -> Reply:
         try:
-            async with self._session.post(url, data=payload) as response:
-                body = await response.read()
+            async with self._session.post(url, data=payload, allow_redirects=False) as response:
+                limit = self.max_response_bytes
+                declared = response.content_length
+                if (
+                    declared is not None
+                    and declared > limit
+                    and not response.headers.get("Content-Encoding")
+                ):
+                    raise _too_large(response.status, limit)
+                body = await _read_capped(response.content.iter_any(), response.status, limit)
                 return Reply(response.status, response.headers, body)
         except TimeoutError as exc:
             raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
@@ -110,12 +186,14 @@ class AiohttpBackend:
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
         try:
-            async with self._session.post(url, data=payload) as response:
+            async with self._session.post(url, data=payload, allow_redirects=False) as response:
+                limit = self.max_response_bytes
+                status = response.status
 
                 async def lines() -> AsyncIterator[str]:
                     try:
-                        async for raw in response.content:
-                            yield raw.decode("utf-8").rstrip("\r\n")
+                        async for line in _capped_lines(response.content.iter_any(), status, limit):
+                            yield line
                     except TimeoutError as exc:
                         raise APITimeoutError(f"stream timed out ({type(exc).__name__})") from None
                     except self._errors as exc:
@@ -123,7 +201,10 @@ class AiohttpBackend:
                             f"stream broken: {type(exc).__name__}: {exc}"
                         ) from None
 
-                yield StreamReply(response.status, response.headers, lines(), response.read)
+                async def read() -> bytes:
+                    return await _read_capped(response.content.iter_any(), status, limit)
+
+                yield StreamReply(status, response.headers, lines(), read)
         except TimeoutError as exc:
             raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
         except self._errors as exc:
@@ -139,6 +220,7 @@ class HttpxBackend:
         concurrency: int,
         timeout: float,
         connect_timeout: float,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         *,
         aiohttp: bool,
     ) -> None:
@@ -146,6 +228,7 @@ class HttpxBackend:
         self.concurrency = concurrency
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.max_response_bytes = max_response_bytes
         self.aiohttp = aiohttp
         self._client: Any = None
 
@@ -156,10 +239,13 @@ class HttpxBackend:
             max_connections=self.concurrency, max_keepalive_connections=self.concurrency
         )
         transport = None
+        errors: tuple[type[BaseException], ...] = (httpx.TransportError, httpx.DecodingError)
         if self.aiohttp:
+            import aiohttp
             from httpx_aiohttp import AiohttpTransport
 
             transport = AiohttpTransport(limits=limits)
+            errors = (*errors, aiohttp.ClientError)
         self._client = httpx.AsyncClient(
             headers=self.headers,
             timeout=httpx.Timeout(self.timeout, connect=self.connect_timeout),
@@ -167,7 +253,7 @@ class HttpxBackend:
             transport=transport,
         )
         self._timeouts = (httpx.TimeoutException, asyncio.TimeoutError)
-        self._errors = (httpx.TransportError,)
+        self._errors = errors
 
     async def close(self) -> None:
         if self._client is not None:
@@ -175,22 +261,21 @@ class HttpxBackend:
             self._client = None
 
     async def post(self, url: str, payload: bytes) -> Reply:
-        try:
-            response = await self._client.post(url, content=payload)
-            return Reply(response.status_code, response.headers, response.content)
-        except self._timeouts as exc:
-            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
-        except self._errors as exc:
-            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None
+        # Streamed, so the body is counted as it is decoded and never held past the cap.
+        async with self.stream(url, payload) as reply:
+            body = await reply.read()
+            return Reply(reply.status, reply.headers, body)
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
         try:
             async with self._client.stream("POST", url, content=payload) as response:
+                limit = self.max_response_bytes
+                status = response.status_code
 
                 async def lines() -> AsyncIterator[str]:
                     try:
-                        async for line in response.aiter_lines():
+                        async for line in _capped_lines(response.aiter_bytes(), status, limit):
                             yield line
                     except self._timeouts as exc:
                         raise APITimeoutError(f"stream timed out ({type(exc).__name__})") from None
@@ -199,7 +284,10 @@ class HttpxBackend:
                             f"stream broken: {type(exc).__name__}: {exc}"
                         ) from None
 
-                yield StreamReply(response.status_code, response.headers, lines(), response.aread)
+                async def read() -> bytes:
+                    return await _read_capped(response.aiter_bytes(), status, limit)
+
+                yield StreamReply(status, response.headers, lines(), read)
         except self._timeouts as exc:
             raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
         except self._errors as exc:

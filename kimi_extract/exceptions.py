@@ -14,7 +14,8 @@ The hierarchy::
     │   ├── NotFoundError           404 (unknown model)
     │   ├── RateLimitError          429 rate_limit_reached_error / engine_overloaded_error (retried)
     │   ├── QuotaExceededError      429 exceeded_current_quota_error (not retried)
-    │   └── ServerError             5xx (retried)
+    │   ├── ServerError             5xx (retried)
+    │   └── ResponseTooLargeError   the body passed max_response_bytes (not retried)
     ├── APIConnectionError          the request did not get an answer (retried)
     │   └── APITimeoutError
     ├── RowError                    one row could not be extracted (raised by ``extract``)
@@ -157,6 +158,14 @@ class ServerError(APIError):
     """5xx (and 408/409): a server-side fault; retried with backoff."""
 
     retryable = True
+
+
+class ResponseTooLargeError(APIError):
+    """The response body passed ``max_response_bytes`` (counted after decompression).
+
+    The attempt is abandoned as soon as the cap is crossed; not retried (a server that sends an
+    oversized answer once is likely to again, and each attempt may be billed).
+    """
 
 
 class APIConnectionError(KimiExtractError):

@@ -12,7 +12,7 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
-from .backends import BACKENDS
+from .backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
 from .engine import RowResult, RowSettings
 from .estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .exceptions import (
@@ -85,7 +85,10 @@ class Extractor(Generic[T]):
     limits per minute (no 60-second window exceeds them). ``adaptive``: slow start and a CUBIC
     send rate that backs off on 429s and adopts the limits Kimi's 429 messages name.
     ``mode``: ``"json_schema"`` (strict structured output) or ``"json_object"``. ``max_retries``,
-    ``max_retry_wait``: the transport retry policy. ``timeout``: read timeout in seconds.
+    ``max_retry_wait``: the transport retry policy. ``timeout``: deadline in seconds for each HTTP
+    attempt, from connect to last byte (streams: also the longest silence between two events,
+    at most 120 s). ``max_response_bytes``: cap on one response body after decompression
+    (default 32 MiB); a larger one fails that row with ``ResponseTooLargeError``.
     ``progress``: show a tqdm bar. ``prefix``: prepended to output column names. ``stream``:
     request SSE streams (results are identical). ``web_search``: offer Kimi's built-in
     ``$web_search`` tool and run the tool loop (at most ``max_tool_rounds`` rounds per row; adds a
@@ -121,6 +124,7 @@ class Extractor(Generic[T]):
         max_retries: int = 8,
         max_retry_wait: float = 60.0,
         timeout: float = 600.0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         progress: bool = True,
         prefix: str = "",
         stream: bool = False,
@@ -138,6 +142,7 @@ class Extractor(Generic[T]):
         self.info = model_info(model)
         self.reasoning_effort = normalize_effort(self.info, reasoning_effort)
         _check_positive("concurrency", concurrency)
+        _check_positive("max_response_bytes", max_response_bytes)
         _check_positive("max_completion_tokens", max_completion_tokens)
         if max_completion_tokens > MAX_COMPLETION_TOKENS:
             raise ConfigurationError(
@@ -182,6 +187,7 @@ class Extractor(Generic[T]):
         self.cache_path = store_path(cache)
         self.retry = RetryPolicy(max_retries=max_retries, max_wait=max_retry_wait)
         self.timeout = timeout
+        self.max_response_bytes = max_response_bytes
         self.progress = progress
         self.prefix = prefix
         self.http_backend = http_backend
@@ -485,6 +491,7 @@ class Extractor(Generic[T]):
             api_key=self._api_key,
             concurrency=self.concurrency,
             timeout=self.timeout,
+            max_response_bytes=self.max_response_bytes,
             retry=self.retry,
             http_backend=self.http_backend,
             gate=limiter,

@@ -161,23 +161,82 @@ def encode_body(body: dict[str, Any]) -> bytes:
     return _dumps(body).encode()
 
 
+class ErrorObject(Exception):
+    """A body or stream event that is an API error object (``{"error": {...}}``), not an answer.
+
+    ``error`` is the object as sent; the transport maps it like the matching HTTP error.
+    """
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__("the response is an error object")
+        self.error = error
+
+
+def _error_object(data: dict[str, Any]) -> None:
+    error = data.get("error")
+    if isinstance(error, dict) and "choices" not in data:
+        raise ErrorObject(error)
+    if error is not None and not isinstance(error, dict) and "choices" not in data:
+        raise ErrorObject({"message": str(error)[:200]})
+
+
+def _optional_str(value: Any, name: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise ValueError(f"{name} is not a string ({type(value).__name__})")
+
+
+def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
+    """Complete tool calls from a message: a list of objects whose ``function`` holds strings."""
+    if not value:
+        return None
+    if not isinstance(value, list):
+        raise ValueError("message.tool_calls is not a list")
+    for call in value:
+        if not isinstance(call, dict):
+            raise ValueError("a tool call is not an object")
+        _optional_str(call.get("id"), "tool_calls[].id")
+        function = call.get("function")
+        if function is not None:
+            if not isinstance(function, dict):
+                raise ValueError("tool_calls[].function is not an object")
+            _optional_str(function.get("name"), "tool_calls[].function.name")
+            _optional_str(function.get("arguments"), "tool_calls[].function.arguments")
+    return value
+
+
 def parse_completion(data: Any, request_id: str | None = None) -> Answer:
-    """Read a non-streaming response body; raises ValueError on a malformed one."""
+    """Read a non-streaming response body.
+
+    Raises ``ErrorObject`` for a body that is an API error object, and ValueError for anything
+    else that is not a chat completion (no choices, a choice or message that is not an object,
+    fields of the wrong type, missing or bad usage: see ``Usage.from_api``).
+    """
     if not isinstance(data, dict):
         raise ValueError("response body is not a JSON object")
+    _error_object(data)
     choices = data.get("choices")
     if not choices or not isinstance(choices, list):
         raise ValueError("response has no choices")
     choice = choices[0]
-    message = choice.get("message") or {}
+    if not isinstance(choice, dict):
+        raise ValueError("choices[0] is not an object")
+    message = choice.get("message")
+    if message is None:
+        message = {}
+    if not isinstance(message, dict):
+        raise ValueError("choices[0].message is not an object")
     usage = data.get("usage") or choice.get("usage")
+    response_id = data.get("id")
     return Answer(
-        content=message.get("content"),
-        reasoning_content=message.get("reasoning_content"),
-        finish_reason=choice.get("finish_reason"),
+        content=_optional_str(message.get("content"), "message.content"),
+        reasoning_content=_optional_str(
+            message.get("reasoning_content"), "message.reasoning_content"
+        ),
+        finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
         usage=Usage.from_api(usage),
-        tool_calls=message.get("tool_calls") or None,
-        request_id=request_id or data.get("id"),
+        tool_calls=_tool_calls(message.get("tool_calls")),
+        request_id=request_id or (response_id if isinstance(response_id, str) else None),
         raw_usage=usage,
     )
 
@@ -187,7 +246,8 @@ class StreamAssembler:
 
     Reads ``reasoning_content`` and ``content`` deltas, tool-call fragments (merged by ``index``),
     the ``finish_reason``, and usage wherever it comes: top-level ``usage`` (also on a final chunk
-    whose ``choices`` is empty) or ``choices[0].usage`` (notes: both occur in the wild).
+    whose ``choices`` is empty) or ``choices[0].usage`` (notes: both occur in the wild). An event
+    that is an error object raises ``ErrorObject``; any other malformed event, ValueError.
     """
 
     def __init__(self) -> None:
@@ -208,43 +268,74 @@ class StreamAssembler:
             self.done = True
             return
         if data:
-            self.feed(json.loads(data))
+            try:
+                chunk = json.loads(data)
+            except RecursionError:
+                raise ValueError("stream event nested too deeply") from None
+            self.feed(chunk)
 
-    def feed(self, chunk: dict[str, Any]) -> None:
+    def feed(self, chunk: Any) -> None:
         """Feed one parsed chunk."""
-        self.response_id = self.response_id or chunk.get("id")
+        if not isinstance(chunk, dict):
+            raise ValueError("stream event is not a JSON object")
+        _error_object(chunk)
+        chunk_id = chunk.get("id")
+        if self.response_id is None and isinstance(chunk_id, str):
+            self.response_id = chunk_id
         if chunk.get("usage"):
             self.usage = chunk["usage"]
-        for choice in chunk.get("choices") or ():
+        choices = chunk.get("choices") or ()
+        if not isinstance(choices, list | tuple):
+            raise ValueError("stream event choices is not a list")
+        for choice in choices:
+            if not isinstance(choice, dict):
+                raise ValueError("a stream choice is not an object")
             if choice.get("usage"):
                 self.usage = choice["usage"]
             delta = choice.get("delta") or {}
-            if delta.get("reasoning_content"):
-                self.reasoning.append(delta["reasoning_content"])
-            if delta.get("content"):
-                self.content.append(delta["content"])
-            for fragment in delta.get("tool_calls") or ():
+            if not isinstance(delta, dict):
+                raise ValueError("a stream delta is not an object")
+            reasoning = _optional_str(delta.get("reasoning_content"), "delta.reasoning_content")
+            if reasoning:
+                self.reasoning.append(reasoning)
+            content = _optional_str(delta.get("content"), "delta.content")
+            if content:
+                self.content.append(content)
+            fragments = delta.get("tool_calls") or ()
+            if not isinstance(fragments, list | tuple):
+                raise ValueError("delta.tool_calls is not a list")
+            for fragment in fragments:
                 self._merge_tool_call(fragment)
-            if choice.get("finish_reason"):
-                self.finish_reason = choice["finish_reason"]
+            finish_reason = _optional_str(choice.get("finish_reason"), "finish_reason")
+            if finish_reason:
+                self.finish_reason = finish_reason
 
-    def _merge_tool_call(self, fragment: dict[str, Any]) -> None:
+    def _merge_tool_call(self, fragment: Any) -> None:
+        if not isinstance(fragment, dict):
+            raise ValueError("a tool-call fragment is not an object")
+        index = fragment.get("index", len(self.tool_calls))
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
+            raise ValueError("a tool-call fragment has a bad index")
         call = self.tool_calls.setdefault(
-            int(fragment.get("index", len(self.tool_calls))),
-            {"id": "", "type": "function", "function": {"name": "", "arguments": ""}},
+            index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
         )
         if fragment.get("id"):
-            call["id"] = fragment["id"]
+            call["id"] = _optional_str(fragment["id"], "tool_calls[].id")
         if fragment.get("type"):
-            call["type"] = fragment["type"]
+            call["type"] = _optional_str(fragment["type"], "tool_calls[].type")
         function = fragment.get("function") or {}
-        if function.get("name"):
-            call["function"]["name"] += function["name"]
-        if function.get("arguments"):
-            call["function"]["arguments"] += function["arguments"]
+        if not isinstance(function, dict):
+            raise ValueError("tool_calls[].function is not an object")
+        name = _optional_str(function.get("name"), "tool_calls[].function.name")
+        if name:
+            call["function"]["name"] += name
+        arguments = _optional_str(function.get("arguments"), "tool_calls[].function.arguments")
+        if arguments:
+            call["function"]["arguments"] += arguments
 
     def answer(self, request_id: str | None = None) -> Answer:
-        """The assembled answer; raises ValueError if the stream did not finish."""
+        """The assembled answer; raises ValueError if the stream did not finish or its usage is
+        missing or bad."""
         if not self.done or self.finish_reason is None:
             raise ValueError("the stream ended before its final chunk")
         return Answer(

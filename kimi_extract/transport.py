@@ -15,9 +15,12 @@ longer than ``max_wait`` is never shortened: the request fails instead. Never re
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import email.utils
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -32,19 +35,21 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .backends import Backend, make_backend
+from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
 from .exceptions import (
     APIConnectionError,
     APIError,
+    APITimeoutError,
     AuthenticationError,
     BadRequestError,
+    KimiExtractError,
     NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
     ServerError,
 )
-from .request import Answer, StreamAssembler, encode_body, parse_completion
+from .request import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
 from .routing import Router
 
 logger = logging.getLogger("kimi_extract")
@@ -52,24 +57,109 @@ logger = logging.getLogger("kimi_extract")
 CHAT_PATH = "/v1/chat/completions"
 _RETRY_AFTER_MESSAGE = re.compile(r"try again after (\d+(?:\.\d+)?) ?(milliseconds|ms|seconds|s)\b")
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "msh-request-id", "x-trace-id")
+#: Default stall limit between stream lines (never above ``timeout``).
+DEFAULT_STALL_TIMEOUT = 120.0
+
+
+#: Shortest run of the key's characters that counts as (part of) the key in server text.
+REDACT_MIN_RUN = 8
+REDACTED = "[redacted]"
+#: A token with its middle elided ("sk-abc...xyz", "sk-proj-****abcd"): head, marker, tail.
+_ELIDED = re.compile(r"([A-Za-z0-9_\-]*)(?:[.*\u2026\u2022]{2,})([A-Za-z0-9_\-]*)")
+#: Longest server text (message, type, request id) kept in an error.
+MAX_SERVER_TEXT = 1000
 
 
 class Secret:
-    """Holds the API key; its repr and str never show it."""
+    """Holds the API key; its repr and str never show it.
 
-    __slots__ = ("_value",)
+    ``redact`` removes it from text that came from a server (see there); every such text passes
+    through it where it enters the library, so the key cannot reach an error, a log, a frame or a
+    file even when a server echoes it.
+    """
+
+    __slots__ = ("_value", "_runs")
 
     def __init__(self, value: str) -> None:
         self._value = value
+        size = min(REDACT_MIN_RUN, len(value))
+        self._runs = (
+            frozenset(value[i : i + size] for i in range(len(value) - size + 1))
+            if (value)
+            else frozenset()
+        )
 
     def get(self) -> str:
         """The key itself, for the Authorization header only."""
         return self._value
 
+    def redact(self, text: str) -> str:
+        """``text`` without the key: every run of 8 or more of the key's consecutive characters
+        (the whole key, or any part of it that long) and any elided form of it (a prefix of the
+        key, ``...`` / ``***`` / ``…``, a suffix of the key, as in "sk-abc...xyz") becomes
+        ``[redacted]``."""
+        if not self._value or not text:
+            return text
+        spans: list[tuple[int, int]] = []
+        for run in self._runs:
+            start = text.find(run)
+            while start != -1:
+                spans.append((start, start + len(run)))
+                start = text.find(run, start + 1)
+        if spans:
+            spans.sort()
+            merged: list[list[int]] = []
+            for start, end in spans:
+                if merged and start <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], end)
+                else:
+                    merged.append([start, end])
+            pieces, last = [], 0
+            for start, end in merged:
+                pieces.append(text[last:start])
+                pieces.append(REDACTED)
+                last = end
+            pieces.append(text[last:])
+            text = "".join(pieces)
+        if "." in text or "*" in text or "\u2026" in text or "\u2022" in text:
+            text = _ELIDED.sub(self._elided, text)
+        return text
+
+    def _elided(self, match: re.Match[str]) -> str:
+        head, tail = match.group(1), match.group(2)
+        key = self._value
+        if (
+            len(head) + len(tail) >= 4
+            and len(head) < len(key)
+            and key.startswith(head)
+            and key.endswith(tail)
+            and (len(head) >= 3 or len(tail) >= 3)
+        ):
+            return REDACTED
+        return match.group(0)
+
+    def redact_value(self, value: Any) -> Any:
+        """A JSON value with every string (and key) in it redacted; other values unchanged."""
+        if isinstance(value, str):
+            return self.redact(value)
+        if isinstance(value, dict):
+            return {self.redact(str(k)): self.redact_value(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.redact_value(v) for v in value]
+        return value
+
     def __repr__(self) -> str:
         return "Secret('********')"
 
     __str__ = __repr__
+
+
+def server_text(value: Any, secret: Secret | None, limit: int = MAX_SERVER_TEXT) -> str:
+    """Text from a server made safe to keep: a string, at most ``limit`` characters, redacted."""
+    text = value if isinstance(value, str) else str(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return secret.redact(text) if secret is not None else text
 
 
 @dataclass(frozen=True)
@@ -95,21 +185,23 @@ def chat_url(base_url: str) -> str:
 
 
 def retry_after_seconds(headers: Mapping[str, str], message: str | None) -> float | None:
-    """Seconds the server asked us to wait, from headers or Kimi's message; None if unsaid."""
+    """Seconds the server asked us to wait, from headers or Kimi's message; None if unsaid or
+    unreadable (``Retry-After: soon`` or ``5s`` is ignored, not an error)."""
     value = headers.get("retry-after-ms")
     if value:
-        try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
-            pass
+        seconds = _seconds(value, scale=1000.0)
+        if seconds is not None:
+            return seconds
     value = headers.get("retry-after")
     if value:
+        seconds = _seconds(value)
+        if seconds is not None:
+            return seconds
         try:
-            return max(0.0, float(value))
-        except ValueError:
-            parsed = email.utils.parsedate_to_datetime(value) if value else None
-            if parsed is not None:
-                return max(0.0, parsed.timestamp() - time.time())
+            parsed = email.utils.parsedate_to_datetime(value)
+            return max(0.0, parsed.timestamp() - time.time())
+        except (TypeError, ValueError, OverflowError, IndexError):
+            pass
     if message:
         match = _RETRY_AFTER_MESSAGE.search(message)
         if match:
@@ -118,23 +210,82 @@ def retry_after_seconds(headers: Mapping[str, str], message: str | None) -> floa
     return None
 
 
-def error_from_response(status: int, headers: Mapping[str, str], body: bytes) -> APIError:
-    """Map an error status and Kimi's error body to a specific exception."""
-    message, error_type, code = f"HTTP {status}", None, None
+def _seconds(value: str, scale: float = 1.0) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if math.isnan(number):
+        return None
+    return max(0.0, number / scale)  # inf stays inf: longer than any max_wait, so the row fails
+
+
+#: For an error object in a 200 body or a stream event: the HTTP status it stands for.
+_STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "content_filter": 400,
+    "invalid_authentication_error": 401,
+    "authentication_error": 401,
+    "permission_denied_error": 403,
+    "resource_not_found_error": 404,
+    "not_found_error": 404,
+    "rate_limit_reached_error": 429,
+    "engine_overloaded_error": 429,
+    "exceeded_current_quota_error": 429,
+    "server_error": 500,
+}
+
+
+def error_from_response(
+    status: int, headers: Mapping[str, str], body: bytes, secret: Secret | None = None
+) -> APIError:
+    """Map an error status and Kimi's error body to a specific exception.
+
+    Every text taken from the response (message, type, code, request id) is cut to
+    ``MAX_SERVER_TEXT`` characters and redacted of the key.
+    """
+    message: Any = None
+    error: dict[str, Any] | None = None
     try:
         payload = json.loads(body)
         error = payload.get("error") if isinstance(payload, dict) else None
-        if isinstance(error, dict):
-            message = str(error.get("message") or message)
-            error_type = error.get("type")
-            code = error.get("code")
-        elif isinstance(payload, dict) and payload.get("message"):
-            message = str(payload["message"])
-    except ValueError:
-        text = body[:200].decode("utf-8", "replace").strip()
-        if text:
-            message = text
-    request_id = _request_id(headers)
+        if not isinstance(error, dict):
+            error = None
+            if isinstance(payload, dict) and payload.get("message"):
+                message = payload["message"]
+    except (ValueError, RecursionError):
+        message = body[:MAX_SERVER_TEXT].decode("utf-8", "replace").strip() or None
+    if error is not None:
+        return error_from_object(error, status, headers, secret)
+    return _api_error(status, headers, message, None, None, secret)
+
+
+def error_from_object(
+    error: dict[str, Any], status: int, headers: Mapping[str, str], secret: Secret | None = None
+) -> APIError:
+    """Map an API error object (``{"type", "message", "code"}``) to an exception.
+
+    With ``status`` 200 (an error object in a 200 body or a stream event) the error type decides
+    the status it stands for, so ``invalid_authentication_error`` stops the run like a 401; an
+    unknown type is a server fault (retried).
+    """
+    error_type = error.get("type")
+    if status == 200:
+        status = _STATUS_OF_ERROR_TYPE.get(error_type, 500) if isinstance(error_type, str) else 500
+    return _api_error(status, headers, error.get("message"), error_type, error.get("code"), secret)
+
+
+def _api_error(
+    status: int,
+    headers: Mapping[str, str],
+    message: Any,
+    error_type: Any,
+    code: Any,
+    secret: Secret | None,
+) -> APIError:
+    text = server_text(message, secret) if message else f"HTTP {status}"
+    kind = server_text(error_type, secret, 100) if isinstance(error_type, str) else None
+    request_id = _request_id(headers, secret)
     cls: type[APIError]
     if status == 400:
         cls = BadRequestError
@@ -145,24 +296,25 @@ def error_from_response(status: int, headers: Mapping[str, str], body: bytes) ->
     elif status == 404:
         cls = NotFoundError
     elif status == 429:
-        cls = QuotaExceededError if error_type == "exceeded_current_quota_error" else RateLimitError
+        cls = QuotaExceededError if kind == "exceeded_current_quota_error" else RateLimitError
     elif status >= 500 or status in (408, 409):
         cls = ServerError
     else:
         cls = APIError
-    retry_after = retry_after_seconds(headers, message) if cls.retryable else None
+    retry_after = retry_after_seconds(headers, text) if cls.retryable else None
     return cls(
-        message,
+        text,
         status=status,
-        error_type=error_type,
-        code=code if isinstance(code, str) else None,
+        error_type=kind,
+        code=server_text(code, secret, 100) if isinstance(code, str) else None,
         request_id=request_id,
         retry_after=retry_after,
     )
 
 
-def _request_id(headers: Mapping[str, str]) -> str | None:
-    return next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
+def _request_id(headers: Mapping[str, str], secret: Secret | None = None) -> str | None:
+    value = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
+    return server_text(value, secret, 200) if value else None
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -240,6 +392,8 @@ class Transport:
         gate: Gate | None = None,
         encoder: Callable[[dict[str, Any]], bytes] = encode_body,
         router: Router | None = None,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        stall_timeout: float | None = None,
     ) -> None:
         self.url = chat_url(base_url)
         self.router = router  # when set, it picks each attempt's host (base_url is unused)
@@ -248,6 +402,11 @@ class Transport:
         self.concurrency = concurrency
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        # Streams: the longest silence between two lines, within the attempt's deadline.
+        self.stall_timeout = (
+            stall_timeout if stall_timeout is not None else min(timeout, DEFAULT_STALL_TIMEOUT)
+        )
+        self.max_response_bytes = max_response_bytes
         self.retry = retry or RetryPolicy()
         self.http_backend = http_backend
         self.on_retry = on_retry
@@ -270,6 +429,7 @@ class Transport:
             concurrency=self.concurrency,
             timeout=self.timeout,
             connect_timeout=self.connect_timeout,
+            max_response_bytes=self.max_response_bytes,
         )
         await backend.open()
         self._backend = backend
@@ -332,38 +492,130 @@ class Transport:
     async def _attempt(
         self, backend: Backend, url: str, body: dict[str, Any], payload: bytes, exchange: Exchange
     ) -> Answer:
+        """One HTTP attempt under the deadline ``timeout`` (connect to last byte).
+
+        Whatever goes wrong comes out as one of the library's errors, with any text the server
+        sent redacted of the key; an error no backend or parser mapped is a connection error.
+        """
         started = time.perf_counter()
         exchange.http_attempts += 1
+        failure: KimiExtractError
         try:
-            if body.get("stream"):
-                return await self._send_streaming(backend, url, payload)
-            reply = await backend.post(url, payload)
+            async with asyncio.timeout(self.timeout):
+                if body.get("stream"):
+                    answer = await self._send_streaming(backend, url, payload)
+                else:
+                    answer = self._read_reply(await backend.post(url, payload))
+            return self._clean_answer(answer)
+        except TimeoutError:
+            failure = APITimeoutError(
+                f"no complete response within timeout={self.timeout:g} s (connect to last byte)"
+            )
+        except KimiExtractError as exc:
+            failure = self._redacted(exc)
+        except Exception as exc:  # noqa: BLE001 - any other failure is this attempt's, not the run's
+            detail = server_text(str(exc), self._api_key, 300)
+            failure = APIConnectionError(f"broken response: {type(exc).__name__}: {detail}")
         finally:
             exchange.latency_s += time.perf_counter() - started
+        # Raised outside the except blocks, so no chained context carries the server's raw text.
+        raise failure
+
+    def _read_reply(self, reply: Reply) -> Answer:
+        secret = self._api_key
         if reply.status != 200:
-            raise error_from_response(reply.status, reply.headers, reply.body)
+            raise error_from_response(reply.status, reply.headers, reply.body, secret)
         try:
-            return parse_completion(json.loads(reply.body), _request_id(reply.headers))
-        except ValueError as exc:
+            return parse_completion(json.loads(reply.body), _request_id(reply.headers, secret))
+        except ErrorObject as exc:
+            raise error_from_object(exc.error, 200, reply.headers, secret) from None
+        except (ValueError, RecursionError) as exc:
             # A 200 whose body is not a chat completion: treat like a server fault (retried).
-            raise ServerError(f"malformed response body: {exc}", status=200) from None
+            raise ServerError(
+                f"malformed response body: {server_text(str(exc), secret, 300)}", status=200
+            ) from None
 
     async def _send_streaming(self, backend: Backend, url: str, payload: bytes) -> Answer:
+        secret = self._api_key
         async with backend.stream(url, payload) as reply:
             if reply.status != 200:
-                raise error_from_response(reply.status, reply.headers, await reply.read())
+                body = await reply.read()
+                raise error_from_response(reply.status, reply.headers, body, secret)
             assembler = StreamAssembler()
+            lines = reply.lines
             try:
-                async for line in reply.lines:
-                    assembler.feed_line(line)
-                    if assembler.done:
+                while not assembler.done:
+                    try:
+                        async with asyncio.timeout(self.stall_timeout):
+                            line = await anext(lines)
+                    except StopAsyncIteration:
                         break
-            except ValueError as exc:
-                raise ServerError(f"malformed stream chunk: {exc}", status=200) from None
+                    except TimeoutError:
+                        raise APITimeoutError(
+                            f"the stream stalled: nothing for {self.stall_timeout:g} s"
+                        ) from None
+                    assembler.feed_line(line)
+            except ErrorObject as exc:
+                raise error_from_object(exc.error, 200, reply.headers, secret) from None
+            except (ValueError, RecursionError) as exc:
+                raise ServerError(
+                    f"malformed stream chunk: {server_text(str(exc), secret, 300)}", status=200
+                ) from None
+            finally:
+                close = getattr(lines, "aclose", None)
+                if close is not None:
+                    await close()
+            if not assembler.done or assembler.finish_reason is None:
+                raise APIConnectionError("stream cut: the stream ended before its final chunk")
             try:
-                return assembler.answer(_request_id(reply.headers))
+                return assembler.answer(_request_id(reply.headers, secret))
             except ValueError as exc:
-                raise APIConnectionError(f"stream cut: {exc}") from None
+                raise ServerError(
+                    f"malformed stream: {server_text(str(exc), secret, 300)}", status=200
+                ) from None
+
+    def _redacted(self, exc: KimiExtractError) -> KimiExtractError:
+        """``exc``, or a copy of it with the key removed from every server-given text."""
+        secret = self._api_key
+        if isinstance(exc, APIError):
+            fields = (exc.message, exc.error_type, exc.code, exc.request_id)
+            clean = tuple(secret.redact(f) if f else f for f in fields)
+            if clean == fields:
+                return exc
+            return type(exc)(
+                clean[0] or "",
+                status=exc.status,
+                error_type=clean[1],
+                code=clean[2],
+                request_id=clean[3],
+                retry_after=exc.retry_after,
+            )
+        text = str(exc)
+        clean_text = secret.redact(text)
+        if clean_text == text:
+            return exc
+        try:
+            return type(exc)(clean_text)
+        except Exception:  # noqa: BLE001 - an exception type with another signature
+            return APIConnectionError(clean_text)
+
+    def _clean_answer(self, answer: Answer) -> Answer:
+        """The answer with the key removed from every text in it (a server may echo it)."""
+        secret = self._api_key
+        changes: dict[str, Any] = {}
+        for name in ("content", "reasoning_content", "finish_reason", "request_id"):
+            value = getattr(answer, name)
+            if value:
+                clean = secret.redact(value)
+                if clean != value:
+                    changes[name] = clean
+        for name in ("tool_calls", "raw_usage"):
+            value = getattr(answer, name)
+            if value:
+                clean = secret.redact_value(value)
+                if clean != value:
+                    changes[name] = clean
+        return dataclasses.replace(answer, **changes) if changes else answer
 
     async def complete(
         self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int = 0

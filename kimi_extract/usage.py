@@ -18,6 +18,35 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+#: More tokens than any request can use (10x the largest context window): a usage above it is a
+#: malformed response, not a bill.
+MAX_TOKENS_PER_RESPONSE = 10_000_000
+
+
+def _count(value: Any, name: str, *, required: bool = False) -> int:
+    """A token count from a usage object: a whole number in [0, MAX_TOKENS_PER_RESPONSE]."""
+    if value is None:
+        if required:
+            raise ValueError(f"usage has no {name}")
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"usage.{name} is not a number ({type(value).__name__})")
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise ValueError(f"usage.{name} is not a whole number")
+    count = int(value)
+    if not 0 <= count <= MAX_TOKENS_PER_RESPONSE:
+        raise ValueError(f"usage.{name} is out of range ({count:.3g})")
+    return count
+
+
+def _details(usage: dict[str, Any], name: str) -> dict[str, Any]:
+    details = usage.get(name)
+    if details is None:
+        return {}
+    if not isinstance(details, dict):
+        raise ValueError(f"usage.{name} is not an object")
+    return details
+
 
 @dataclass(frozen=True)
 class Pricing:
@@ -97,27 +126,40 @@ class Usage:
         )
 
     @classmethod
-    def from_api(cls, usage: dict[str, Any] | None) -> Usage:
-        """Read a response's ``usage`` object (one request).
+    def from_api(cls, usage: Any) -> Usage:
+        """Read a response's ``usage`` object (one request); raises ValueError on a bad one.
 
         Reads ``prompt_tokens_details.cached_tokens`` (seed) and falls back to a top-level
-        ``usage.cached_tokens`` (Moonshot's own API, notes); missing fields count as 0.
+        ``usage.cached_tokens`` (Moonshot's own API, notes); missing detail fields count as 0.
+        A usage that is missing, not an object, lacks ``prompt_tokens`` / ``completion_tokens``,
+        holds a count that is not a whole number in ``[0, MAX_TOKENS_PER_RESPONSE]``, or a bucket
+        larger than the one it nests in is malformed (``ValueError``): billing must never silently
+        count it as 0 tokens, $0 or a negative cost.
         """
-        if not usage:
-            return cls(requests=1)
-        prompt_details = usage.get("prompt_tokens_details") or {}
-        completion_details = usage.get("completion_tokens_details") or {}
+        if not isinstance(usage, dict):
+            raise ValueError(f"usage is missing or not an object ({type(usage).__name__})")
+        prompt_details = _details(usage, "prompt_tokens_details")
+        completion_details = _details(usage, "completion_tokens_details")
         cached = prompt_details.get("cached_tokens")
         if cached is None:
             cached = usage.get("cached_tokens")
-        return cls(
-            prompt_tokens=int(usage.get("prompt_tokens") or 0),
-            cached_tokens=int(cached or 0),
-            cache_write_tokens=int(prompt_details.get("cache_write_tokens") or 0),
-            completion_tokens=int(usage.get("completion_tokens") or 0),
-            reasoning_tokens=int(completion_details.get("reasoning_tokens") or 0),
+        result = cls(
+            prompt_tokens=_count(usage.get("prompt_tokens"), "prompt_tokens", required=True),
+            cached_tokens=_count(cached, "cached_tokens"),
+            cache_write_tokens=_count(
+                prompt_details.get("cache_write_tokens"), "cache_write_tokens"
+            ),
+            completion_tokens=_count(
+                usage.get("completion_tokens"), "completion_tokens", required=True
+            ),
+            reasoning_tokens=_count(completion_details.get("reasoning_tokens"), "reasoning_tokens"),
             requests=1,
         )
+        if result.cached_tokens + result.cache_write_tokens > result.prompt_tokens:
+            raise ValueError("usage: cached + cache-write tokens exceed prompt_tokens")
+        if result.reasoning_tokens > result.completion_tokens:
+            raise ValueError("usage: reasoning_tokens exceed completion_tokens")
+        return result
 
     def priced(
         self, pricing: Pricing | None, *, separate_cache_writes: bool = True, ttl: str = "5m"

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import pytest
+
 from kimi_extract.models import MODELS
 from kimi_extract.usage import Pricing, Usage
 
@@ -24,7 +26,48 @@ def test_from_api_reads_seed_shape():
 def test_from_api_top_level_cached_tokens_and_missing_fields():
     usage = Usage.from_api({"prompt_tokens": 50, "completion_tokens": 5, "cached_tokens": 20})
     assert usage.cached_tokens == 20 and usage.cache_write_tokens == 0
-    assert Usage.from_api(None).requests == 1
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        {},
+        [],
+        "12",
+        {"prompt_tokens": 10},
+        {"completion_tokens": 10},
+        {"prompt_tokens": -5, "completion_tokens": 1},
+        {"prompt_tokens": 5, "completion_tokens": -1},
+        {"prompt_tokens": 1e300, "completion_tokens": 1},
+        {"prompt_tokens": float("nan"), "completion_tokens": 1},
+        {"prompt_tokens": 10**12, "completion_tokens": 1},
+        {"prompt_tokens": "10", "completion_tokens": 1},
+        {"prompt_tokens": [10], "completion_tokens": 1},
+        {"prompt_tokens": 1.5, "completion_tokens": 1},
+        {"prompt_tokens": True, "completion_tokens": 1},
+        {"prompt_tokens": 10, "completion_tokens": 1, "prompt_tokens_details": []},
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 1,
+            "prompt_tokens_details": {"cached_tokens": "x"},
+        },
+        {"prompt_tokens": 10, "completion_tokens": 1, "cached_tokens": 11},
+        {
+            "prompt_tokens": 10,
+            "completion_tokens": 1,
+            "completion_tokens_details": {"reasoning_tokens": 2},
+        },
+    ],
+)
+def test_missing_negative_or_absurd_usage_is_malformed(usage):
+    """Never 0 tokens / $0 / a negative cost: the transport treats it as a malformed response."""
+    with pytest.raises(ValueError):
+        Usage.from_api(usage)
+
+
+def test_whole_float_counts_are_accepted():
+    assert Usage.from_api({"prompt_tokens": 10.0, "completion_tokens": 2}).prompt_tokens == 10
 
 
 def test_add_and_shares():
