@@ -27,7 +27,12 @@ from .export import TableWriter
 from .frame import build_frame, check_clashes
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
 from .limits import Budget, Limiter
-from .media import DEFAULT_MAX_IMAGE_PIXELS, MediaOptions, current_options
+from .media import (
+    DEFAULT_MAX_DECODE_PIXELS,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    MediaOptions,
+    current_options,
+)
 from .models import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_COMPLETION_TOKENS,
@@ -95,7 +100,12 @@ class Extractor(Generic[T]):
     ``kx_web_searches`` column). ``max_image_pixels``: larger images are downscaled to this many
     pixels (default 1,048,576 = 1024 x 1024, at most ~1,370 image tokens; None: never; see
     ``kimi_extract.media``). ``fetch_urls``: download http(s) image/video URLs and send them inline
-    instead of passing the URLs through.
+    instead of passing the URLs through (``fetch_timeout`` bounds each whole download).
+    ``allow_private_urls``: let ``fetch_urls`` reach loopback, private, link-local and other
+    non-public addresses (refused by default, after DNS and on every redirect).
+    ``max_decode_pixels``: refuse to decode an image larger than this many pixels (default
+    50,000,000; a jpeg counts at the reduced size its decoder can produce; None: no cap but
+    Pillow's); a refused image is that row's error.
     """
 
     def __init__(
@@ -133,6 +143,8 @@ class Extractor(Generic[T]):
         http_backend: str = "aiohttp",
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
         fetch_urls: bool = False,
+        allow_private_urls: bool = False,
+        max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS,
     ) -> None:
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise TypeError(f"output must be a pydantic BaseModel subclass, got {output!r}")
@@ -197,7 +209,12 @@ class Extractor(Generic[T]):
         self.pricing = resolve_pricing(pricing, model, self.info.pricing)
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
         self.router = Router(base_url or os.environ.get(BASE_URL_ENV_VAR))
-        self.media = MediaOptions(max_image_pixels=max_image_pixels, fetch_urls=fetch_urls)
+        self.media = MediaOptions(
+            max_image_pixels=max_image_pixels,
+            fetch_urls=fetch_urls,
+            allow_private_urls=allow_private_urls,
+            max_decode_pixels=max_decode_pixels,
+        )
         key = api_key or next((os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None)
         self._api_key = Secret(key) if key else None
         static = [{"role": "system", "content": system_prompt(instructions, self.compiled, mode)}]

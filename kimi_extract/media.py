@@ -17,8 +17,18 @@ patches (``tokens.image_tokens``: ``ceil(w/28) * ceil(h/28) + 4``), so this caps
 1,370 prompt tokens; a 12-megapixel phone photo would otherwise cost about 15,600. A US-letter PDF
 page rendered at that size is about 105 dpi, which keeps ordinary print legible; raise the limit
 for dense scans. http(s) URLs pass through unchanged (the server fetches them; their size is not
-known here) unless ``fetch_urls=True``, which downloads them (``fetch_timeout`` seconds, at most
-``max_fetch_bytes``) and treats the bytes like a local file.
+known here) unless ``fetch_urls=True``, which downloads them and treats the bytes like a local
+file (``kimi_extract.media_fetch``): ``fetch_timeout`` seconds for the whole download, at most
+``max_fetch_bytes``, cancelled by Ctrl-C, and no loopback, private, link-local, multicast or
+reserved address (checked after DNS and on every redirect) unless ``allow_private_urls=True``.
+
+Every image is checked before it is sent: a png, jpeg or webp whose structure ends early
+(truncated download, cut file) is refused even without Pillow, and with Pillow it is decoded in
+full. Decoding is capped: an image whose header says it has more than ``max_decode_pixels``
+(default 50,000,000, about 150-200 MB decoded) is refused before any pixel is decoded; a jpeg is
+first reduced by its decoder (1/2, 1/4 or 1/8) when it is to be downscaled anyway, and the cap
+applies to the reduced size. Pillow's own limit (``PIL.Image.MAX_IMAGE_PIXELS``) applies too;
+either refusal is that row's error.
 
 A video cell (path, bytes, ``data:video/...`` URL or http(s) URL) becomes a ``video_url`` part
 (mp4, mpeg, mov, avi, x-flv, webm, wmv, 3gpp, detected from magic bytes, then the extension),
@@ -37,24 +47,29 @@ import contextlib
 import contextvars
 import io
 import math
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
 from .exceptions import ConfigurationError, MediaError
+from .media_fetch import fetch
 from .media_formats import (
     data_url,
     exif_orientation,
     image_size,
     sniff_image_mime,
     sniff_video_mime,
+    structure_problem,
 )
 
 Kind = Literal["auto", "image", "video"]
 
 #: 1024 x 1024: at most ~1,370 image tokens (see the module docstring).
 DEFAULT_MAX_IMAGE_PIXELS = 1024 * 1024
+#: Decoding more would take ~150 MB (RGB) to 200 MB (RGBA) for one image.
+DEFAULT_MAX_DECODE_PIXELS = 50_000_000
 DEFAULT_MAX_VIDEO_BYTES = 50 * 1024 * 1024
 DEFAULT_MAX_FETCH_BYTES = 20 * 1024 * 1024
 DEFAULT_FETCH_TIMEOUT = 30.0
@@ -83,9 +98,12 @@ class MediaOptions:
     """How media cells are turned into content parts (defaults in the module docstring).
 
     ``max_image_pixels``: downscale images above this many pixels (None: never). ``fetch_urls``:
-    download http(s) media and inline it. ``fetch_timeout``: seconds per download.
-    ``max_fetch_bytes``: largest image download. ``max_video_bytes``: largest video, local or
-    downloaded.
+    download http(s) media and inline it. ``fetch_timeout``: seconds for a whole download
+    (connect to last byte, redirects included). ``max_fetch_bytes``: largest image download.
+    ``max_video_bytes``: largest video, local or downloaded. ``allow_private_urls``: let
+    ``fetch_urls`` reach loopback, private, link-local and other non-public addresses (refused by
+    default). ``max_decode_pixels``: refuse to decode images larger than this (None: no cap but
+    Pillow's own).
     """
 
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
@@ -93,16 +111,31 @@ class MediaOptions:
     fetch_timeout: float = DEFAULT_FETCH_TIMEOUT
     max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES
     max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES
+    allow_private_urls: bool = False
+    max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS
 
     def __post_init__(self) -> None:
-        if self.max_image_pixels is not None and self.max_image_pixels < 784:
-            raise ConfigurationError(
-                f"max_image_pixels must be at least 784 (one 28x28 patch) or None, "
-                f"got {self.max_image_pixels!r}"
-            )
+        for name in ("max_image_pixels", "max_decode_pixels"):
+            value = getattr(self, name)
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int) or value < 784
+            ):
+                raise ConfigurationError(
+                    f"{name} must be an int of at least 784 (one 28x28 patch) or None, "
+                    f"got {value!r}"
+                )
+        for name in ("fetch_urls", "allow_private_urls"):
+            if not isinstance(getattr(self, name), bool):
+                value = getattr(self, name)
+                raise ConfigurationError(f"{name} must be True or False, got {value!r}")
         for name in ("fetch_timeout", "max_fetch_bytes", "max_video_bytes"):
-            if getattr(self, name) <= 0:
-                raise ConfigurationError(f"{name} must be positive, got {getattr(self, name)!r}")
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not (value > 0 and math.isfinite(value))
+            ):
+                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
 
 
 _DEFAULT_OPTIONS = MediaOptions()
@@ -110,6 +143,20 @@ _DEFAULT_OPTIONS = MediaOptions()
 _changes: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
     "kimi_extract_media", default=None
 )
+#: Set by the run that pulls media rows; a set event stops the download in progress.
+_cancel: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar(
+    "kimi_extract_media_cancel", default=None
+)
+
+
+@contextlib.contextmanager
+def cancellable(event: threading.Event) -> Iterator[None]:
+    """Downloads started inside the block stop (with a ``MediaError``) once ``event`` is set."""
+    token = _cancel.set(event)
+    try:
+        yield
+    finally:
+        _cancel.reset(token)
 
 
 def current_options(base: MediaOptions | None = None) -> MediaOptions:
@@ -206,6 +253,8 @@ def _part(value: Any, options: MediaOptions, kind: Kind) -> dict[str, Any]:
     if isinstance(value, str) and value.startswith(("http://", "https://")):
         return _from_http_url(value, options, kind)
     if isinstance(value, str | Path):
+        if "\x00" in str(value):
+            raise MediaError(f"media path {printable(str(value))!r} contains a NUL byte")
         return _from_path(Path(value), options, kind)
     raise MediaError(
         f"unsupported media value of type {type(value).__name__}; pass a path, bytes, a URL, "
@@ -252,6 +301,8 @@ def _from_path(path: Path, options: MediaOptions, kind: Kind) -> dict[str, Any]:
         raise MediaError(f"{path} is a directory, not a media file") from None
     except OSError as exc:
         raise MediaError(f"cannot read media file {path}: {exc.strerror}") from None
+    except ValueError as exc:  # e.g. a path the OS cannot represent
+        raise MediaError(f"cannot read media file {printable(str(path))!r}: {exc}") from None
     if (kind == "video" or (kind == "auto" and ext_video)) and sniff_image_mime(data) is None:
         mime = sniff_video_mime(data) or ext_video
         if mime is None:
@@ -289,7 +340,13 @@ def _from_http_url(url: str, options: MediaOptions, kind: Kind) -> dict[str, Any
     if not options.fetch_urls:
         return _video_part(url) if is_video else _image_part(url)
     limit = options.max_video_bytes if is_video else options.max_fetch_bytes
-    data, content_type = fetch(url, timeout=options.fetch_timeout, max_bytes=limit)
+    data, content_type = fetch(
+        url,
+        timeout=options.fetch_timeout,
+        max_bytes=limit,
+        allow_private=options.allow_private_urls,
+        cancel=_cancel.get(),
+    )
     if kind == "auto" and not is_video:
         is_video = content_type.startswith("video/") or (
             sniff_image_mime(data) is None and sniff_video_mime(data) is not None
@@ -317,32 +374,6 @@ def _too_big(what: str, size: int, limit: int) -> str:
     )
 
 
-def fetch(url: str, *, timeout: float, max_bytes: int) -> tuple[bytes, str]:
-    """Download ``url`` (following redirects): (body, content type); raises ``MediaError``."""
-    import httpx
-
-    try:
-        with httpx.stream("GET", url, timeout=timeout, follow_redirects=True) as response:
-            if response.status_code >= 400:
-                raise MediaError(f"could not download {url}: HTTP {response.status_code}")
-            declared = response.headers.get("content-length")
-            if declared and declared.isdigit() and int(declared) > max_bytes:
-                raise MediaError(_too_big(f"download {url}", int(declared), max_bytes))
-            chunks: list[bytes] = []
-            received = 0
-            for chunk in response.iter_bytes():
-                received += len(chunk)
-                if received > max_bytes:
-                    raise MediaError(_too_big(f"download {url}", received, max_bytes))
-                chunks.append(chunk)
-            content_type = response.headers.get("content-type", "").split(";")[0].strip()
-            return b"".join(chunks), content_type.lower()
-    except httpx.TimeoutException:
-        raise MediaError(f"could not download {url}: timed out after {timeout:g} s") from None
-    except httpx.HTTPError as exc:
-        raise MediaError(f"could not download {url}: {type(exc).__name__}: {exc}") from None
-
-
 # -- images ------------------------------------------------------------------------------------
 
 
@@ -352,14 +383,20 @@ def process_image(
     """An image's bytes as a data URL, upright, within ``max_image_pixels``, in a sent format.
 
     ``original`` (a data URL of the same bytes) is returned as it is when nothing changes.
+    Refuses (``MediaError``) a truncated or corrupt image and one over ``max_decode_pixels``.
     """
     mime = sniff_image_mime(data)
+    if mime is not None:
+        problem = structure_problem(data, mime)
+        if problem is not None:
+            raise MediaError(f"{what} is corrupt: {problem}")
     size = image_size(data) if mime else None
     limit = options.max_image_pixels
-    if mime and size and exif_orientation(data) == 1 and (limit is None or _area(size) <= limit):
+    orientation = exif_orientation(data) if mime else 1
+    if mime and size and orientation == 1 and (limit is None or _area(size) <= limit):
         pil = _pillow(required=False)
         if pil is not None:
-            _verify(pil, data, what)
+            _verify(pil, data, what, decode=_decodable(size, options))
         if original is not None and original.startswith(f"data:{mime};"):
             return original
         return data_url(data, mime)
@@ -368,20 +405,37 @@ def process_image(
             f"{what} is not png, jpeg, webp or gif; converting other formats needs Pillow: "
             f"{INSTALL_PILLOW}"
         )
+    if size is not None and mime != "image/jpeg":  # a jpeg may decode smaller: checked in _encode
+        _check_decode(size, options, what)
     if size is None:
         why = f"reading {what}"
-    elif exif_orientation(data) != 1:
+    elif orientation != 1:
         why = f"turning {what} upright (EXIF orientation)"
     else:
         why = f"downscaling {what} to max_image_pixels={limit:,}"
     pil = _pillow(required=True, why=why)
     try:
         with pil.open(io.BytesIO(data)) as opened:
-            return _encode(opened, options, source_mime=mime, may_draft=True)
+            return _encode(opened, options, source_mime=mime, opened_here=what)
     except MediaError:
         raise
     except Exception as exc:  # Pillow raises many types for unreadable data
         raise MediaError(f"{what} is not a readable image: {_reason(exc)}") from None
+
+
+def _decodable(size: tuple[int, int], options: MediaOptions) -> bool:
+    return options.max_decode_pixels is None or _area(size) <= options.max_decode_pixels
+
+
+def _check_decode(size: tuple[int, int], options: MediaOptions, what: str) -> None:
+    """Refuse, before decoding, an image larger than ``max_decode_pixels``."""
+    if not _decodable(size, options):
+        width, height = size
+        raise MediaError(
+            f"{what} is {width:,} x {height:,} = {_area(size) / 1e6:.1f} megapixels, over "
+            f"max_decode_pixels={options.max_decode_pixels:,}; decoding it would take about "
+            f"{_area(size) * 4 / 2**20:,.0f} MiB. Downscale it first, or raise max_decode_pixels"
+        )
 
 
 def _encode_in_memory(value: Any, options: MediaOptions) -> str:
@@ -413,22 +467,25 @@ def _from_array(pil: Any, array: Any) -> Any:
 
 
 def _encode(
-    image: Any, options: MediaOptions, *, source_mime: str | None, may_draft: bool = False
+    image: Any, options: MediaOptions, *, source_mime: str | None, opened_here: str | None = None
 ) -> str:
     """Turn upright, downscale, and encode a Pillow image as a data URL.
 
-    ``may_draft``: the image was opened here (not the caller's object), so the JPEG decoder may
-    be told to decode at a reduced size.
+    ``opened_here`` (what the image is, for messages): the image was opened here from bytes
+    and not yet decoded, so a JPEG decoder may decode it at a reduced size, and
+    ``max_decode_pixels`` is checked before decoding.
     """
     pil = _pillow(required=True)
     from PIL import ImageOps
 
     limit = options.max_image_pixels
     width, height = image.size
-    if may_draft and limit is not None and width * height > limit and image.format == "JPEG":
-        # Let the JPEG decoder skip detail we would throw away (much faster for big photos).
-        scale = math.sqrt(limit / (width * height))
-        image.draft("RGB", (max(1, int(width * scale)), max(1, int(height * scale))))
+    if opened_here is not None:
+        if limit is not None and width * height > limit and image.format == "JPEG":
+            # Let the JPEG decoder skip detail we would throw away (less memory, much faster).
+            scale = math.sqrt(limit / (width * height))
+            image.draft("RGB", (max(1, int(width * scale)), max(1, int(height * scale))))
+        _check_decode(image.size, options, opened_here)
     image.load()
     upright = ImageOps.exif_transpose(image) or image
     width, height = upright.size
@@ -456,16 +513,28 @@ def _encode(
     return data_url(out.getvalue(), _FORMAT_MIMES[fmt])
 
 
-def _verify(pil: Any, data: bytes, what: str) -> None:
+def _verify(pil: Any, data: bytes, what: str, *, decode: bool) -> None:
+    """Pillow's structural check, then (within ``max_decode_pixels``) a full decode."""
     try:
         with pil.open(io.BytesIO(data)) as image:
             image.verify()
+        if decode:
+            with pil.open(io.BytesIO(data)) as image:
+                image.load()
     except Exception as exc:
         raise MediaError(f"{what} is corrupt: {_reason(exc)}") from None
 
 
+def printable(text: str) -> str:
+    """``text`` with lone surrogates (not valid UTF-8) escaped, safe for errors and files."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _reason(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if "DecompressionBomb" in type(exc).__name__:
+        reason += " (Pillow's PIL.Image.MAX_IMAGE_PIXELS; kimi_extract's cap is max_decode_pixels)"
+    return reason
 
 
 def _area(size: tuple[int, int]) -> int:

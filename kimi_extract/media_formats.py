@@ -76,6 +76,62 @@ def image_size(data: bytes) -> tuple[int, int] | None:
     return None
 
 
+def structure_problem(data: bytes, mime: str) -> str | None:
+    """Why a png, jpeg or webp is cut short or malformed at the container level, or None.
+
+    Cheap (no pixel is decoded) and independent of Pillow: a jpeg needs a start of scan and an
+    end-of-image marker after it; a png a chain of whole chunks up to IEND, with IDAT; a webp as
+    many bytes as its RIFF header declares. gif is left to Pillow (its trailer byte can occur in
+    image data, so a missing one proves nothing cheap).
+    """
+    if mime == "image/jpeg":
+        scan = _jpeg_scan_start(data)
+        if scan is None:
+            return "jpeg header is cut short or malformed (no start of scan)"
+        if data.find(b"\xff\xd9", scan) < 0:
+            return "jpeg is truncated (no end-of-image marker after the image data)"
+        return None
+    if mime == "image/png":
+        offset, seen_data = 8, False
+        while offset + 12 <= len(data):
+            length, chunk = struct.unpack(">I4s", data[offset : offset + 8])
+            if offset + 12 + length > len(data):
+                break
+            if chunk == b"IDAT":
+                seen_data = True
+            if chunk == b"IEND":
+                return None if seen_data else "png has no image data (IDAT)"
+            offset += 12 + length
+        return "png is truncated (no IEND chunk)"
+    if mime == "image/webp":
+        declared = int.from_bytes(data[4:8], "little") + 8
+        if len(data) < declared:
+            return f"webp is truncated ({len(data):,} of {declared:,} bytes)"
+    return None
+
+
+def _jpeg_scan_start(data: bytes) -> int | None:
+    """The offset of the jpeg's first start-of-scan marker, or None when the headers end first."""
+    offset = 2
+    while offset + 4 <= len(data):
+        if data[offset] != 0xFF:
+            return None
+        marker = data[offset + 1]
+        if marker == 0xFF:
+            offset += 1
+            continue
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
+            offset += 2
+            continue
+        if marker == 0xDA:
+            return offset
+        if marker == 0xD9:
+            return None
+        (length,) = struct.unpack(">H", data[offset + 2 : offset + 4])
+        offset += 2 + length
+    return None
+
+
 def _jpeg_segments(data: bytes) -> Iterator[tuple[int, bytes]]:
     """(marker, payload) of the JPEG header segments, up to the start of scan."""
     offset = 2

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -346,7 +347,7 @@ def test_fetch_urls_downloads_and_inlines(sim, make_extractor, file_server):
     }
     urls = [f"{file_server}/big.png", f"{file_server}/clip", f"{file_server}/small.gif"]
     frame = pd.DataFrame({"note": ["big", "clip", "gif"], "img": urls})
-    with media_options(fetch_urls=True):
+    with media_options(fetch_urls=True, allow_private_urls=True):  # the server is on loopback
         out = make_extractor().run(frame, text="note", images="img")
     assert out["kx_error"].isna().all()
     by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
@@ -362,12 +363,13 @@ def test_fetch_urls_downloads_and_inlines(sim, make_extractor, file_server):
 
 def test_fetch_urls_limits_timeouts_and_http_errors(file_server):
     _Files.files = {"/big.png": ("image/png", encode(picture((300, 300)), "PNG"))}
+    fetching = MediaOptions(fetch_urls=True, allow_private_urls=True)
     with pytest.raises(MediaError, match="limit"):
-        image_url(f"{file_server}/big.png", MediaOptions(fetch_urls=True, max_fetch_bytes=100))
+        image_url(f"{file_server}/big.png", replace(fetching, max_fetch_bytes=100))
     with pytest.raises(MediaError, match="timed out"):
-        image_url(f"{file_server}/slow.png", MediaOptions(fetch_urls=True, fetch_timeout=0.2))
+        image_url(f"{file_server}/slow.png", replace(fetching, fetch_timeout=0.2))
     with pytest.raises(MediaError, match="HTTP 404"):
-        image_url(f"{file_server}/missing.png", MediaOptions(fetch_urls=True))
+        image_url(f"{file_server}/missing.png", fetching)
 
 
 # -- Extractor options ----------------------------------------------------------------------------
@@ -387,7 +389,9 @@ def test_extractor_max_image_pixels_and_fetch_urls(sim, make_extractor, file_ser
     assert by_text["url"][0]["image_url"]["url"] == f"{file_server}/big.png"  # passed through
 
     sim.reset()
-    make_extractor(fetch_urls=True, max_image_pixels=None).run(frame, text="note", images="img")
+    make_extractor(fetch_urls=True, allow_private_urls=True, max_image_pixels=None).run(
+        frame, text="note", images="img"
+    )
     by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
     assert decode(by_text["url"][0]["image_url"]["url"]) == ("image/png", big)  # fetched, as is
     assert decode(by_text["bytes"][0]["image_url"]["url"]) == ("image/png", big)
