@@ -23,6 +23,10 @@ from typing import Any
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
 
+#: The simulator's default API key (``kimi_extract.simulator.protocol.DEFAULT_API_KEY``; a test
+#: keeps the two equal without importing the simulator here).
+DEFAULT_SIMULATOR_KEY = "sk-sim-0123456789abcdef0123456789abcdef"
+
 
 def load_model(spec: str) -> type:
     """Load ``path/to/file.py:Class`` or ``package.module:Class``."""
@@ -72,24 +76,67 @@ def _jsonable_cell(value: Any) -> Any:
     return value
 
 
+OUTPUT_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".parquet")
+
+
+def check_output(path: Path) -> None:
+    """Refuse an output file we could not write, before the first request (exit 2)."""
+    suffix = path.suffix.lower()
+    if suffix not in OUTPUT_SUFFIXES:
+        raise SystemExit(
+            f"error: unsupported output format {suffix or path.name!r}; "
+            "use .csv, .jsonl or .parquet"
+        )
+    if suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise SystemExit(
+                "error: writing .parquet needs pyarrow: pip install 'kimi-extract[parquet]' "
+                "(or write .csv / .jsonl)"
+            ) from None
+
+
+def _informative_index(frame: Any) -> bool:
+    """False for the default 0..n-1 index, which only numbers the rows."""
+    import pandas as pd
+
+    index = frame.index
+    default = pd.RangeIndex(len(frame))
+    return not (index.name is None and isinstance(index, pd.RangeIndex) and index.equals(default))
+
+
+def _with_named_index(frame: Any) -> Any:
+    """The frame with its index as a first column (named ``index`` if it had no name)."""
+    if frame.index.name is None and frame.index.nlevels == 1:
+        name = "index" if "index" not in frame.columns else "kx_index"
+        frame = frame.rename_axis(name)
+    return frame.reset_index()
+
+
 def write_table(frame: Any, path: Path) -> None:
-    """Write .csv (nested cells as JSON text), .jsonl or .parquet, via a temp file + rename."""
+    """Write .csv (nested cells as JSON text), .jsonl or .parquet, via a temp file + rename.
+
+    The index is written (as a named first column) only when it carries information: a table
+    read from a file has the default 0..n-1 index, which is left out.
+    """
+    check_output(path)
     suffix = path.suffix.lower()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    if suffix == ".csv":
-        frame.map(_jsonable_cell).to_csv(tmp)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame.reset_index().to_json(
-            tmp, orient="records", lines=True, force_ascii=False, default_handler=str
-        )
-    elif suffix == ".parquet":
-        try:
-            frame.to_parquet(tmp)
-        except Exception:  # nested values pyarrow cannot type: store them as JSON text
-            frame.map(_jsonable_cell).to_parquet(tmp)
+    if _informative_index(frame):
+        frame = _with_named_index(frame)
     else:
-        raise SystemExit(f"unsupported output format {suffix!r}; use .csv, .jsonl or .parquet")
+        frame = frame.reset_index(drop=True)
+    if suffix == ".csv":
+        frame.map(_jsonable_cell).to_csv(tmp, index=False)
+    elif suffix in (".jsonl", ".ndjson"):
+        frame.to_json(tmp, orient="records", lines=True, force_ascii=False, default_handler=str)
+    else:
+        try:
+            frame.to_parquet(tmp, index=False)
+        except Exception:  # nested values pyarrow cannot type: store them as JSON text
+            frame.map(_jsonable_cell).to_parquet(tmp, index=False)
     tmp.replace(path)
 
 
@@ -164,14 +211,12 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
     from .extractor import Extractor
 
     output = load_model(args.schema)
-    with _maybe_simulator(args.simulate and not args.dry_run) as sim:
+    dry_run = getattr(args, "dry_run", False)
+    with _maybe_simulator(args.simulate and not dry_run) as sim:
         frame: pd.DataFrame | None = None
         try:
             extractor = Extractor(output, **_extractor_options(args, sim))
-            if args.dry_run:
-                if estimate is None:
-                    print("error: --dry-run is not available for this command", file=sys.stderr)
-                    return EXIT_STOPPED
+            if dry_run and estimate is not None:
                 print(estimate(extractor).summary())
                 return EXIT_OK
             frame = run(extractor)
@@ -231,13 +276,21 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .simulator import serve
 
     options: dict[str, Any] = {}
-    for name in ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s"):
+    for name in ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s", "schema_level"):
         value = getattr(args, name)
         if value is not None:
             options[name] = value
     if args.api_key:
         options["api_key"] = args.api_key
-    serve(port=args.port, host=args.host, **options)
+    try:
+        serve(port=args.port, host=args.host, **options)
+    except OSError as exc:
+        print(
+            f"error: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "
+            "is another server using it? Pick another port with --port",
+            file=sys.stderr,
+        )
+        return EXIT_STOPPED
     return EXIT_OK
 
 
@@ -269,11 +322,6 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
-        "--dry-run",
-        action="store_true",
-        help="print the estimate (requests, tokens, cost); send nothing",
-    )
-    parser.add_argument(
         "--simulate", action="store_true", help="run against an in-process simulator (offline)"
     )
 
@@ -294,6 +342,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--text", action="append", help="text column (repeat for several)")
     run.add_argument("--template", help="str.format template over columns, e.g. 'Title: {title}'")
     run.add_argument("--images", help="column of image paths / URLs")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the estimate (requests, tokens, cost); send nothing",
+    )
     _add_run_args(run)
     run.set_defaults(func=cmd_run)
 
@@ -312,15 +365,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_args(docs)
     docs.set_defaults(func=cmd_run_docs)
 
-    sim = sub.add_parser("simulate", help="serve the local Kimi API simulator")
+    sim = sub.add_parser(
+        "simulate",
+        help="serve the local Kimi API simulator",
+        description="Serve the local Kimi API simulator (offline) until Ctrl-C. Clients send "
+        f"Authorization: Bearer {DEFAULT_SIMULATOR_KEY} unless --api-key says otherwise.",
+    )
     sim.add_argument("--port", type=int, default=8000)
     sim.add_argument("--host", default="127.0.0.1")
-    sim.add_argument("--api-key", help="key clients must send (default: the simulator's own)")
+    sim.add_argument(
+        "--api-key",
+        default=None,
+        help=f"key clients must send (default: {DEFAULT_SIMULATOR_KEY})",
+    )
     sim.add_argument("--rpm", type=int)
     sim.add_argument("--tpm", type=int)
     sim.add_argument("--max-concurrency", dest="max_concurrency", type=int)
     sim.add_argument("--ttft-s", dest="ttft_s", type=float)
     sim.add_argument("--tokens-per-s", dest="tokens_per_s", type=float)
+    sim.add_argument(
+        "--schema-level",
+        dest="schema_level",
+        choices=("strict", "ultra"),
+        help="how response_format schemas and tool parameters are checked (MoonshotAI/walle "
+        "levels; default strict, as Moonshot's server)",
+    )
     sim.set_defaults(func=cmd_simulate)
     return parser
 
@@ -332,6 +401,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if getattr(args, "out", None):
+        check_output(Path(args.out))  # before reading inputs or sending anything
     try:
         return int(args.func(args))
     except KeyboardInterrupt:

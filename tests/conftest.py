@@ -11,6 +11,11 @@ from pydantic import BaseModel
 import kimi_extract as kx
 from kimi_extract.simulator import Simulator
 
+#: First line of every child-process script that a test interrupts with SIGINT. A shell starts a
+#: background job (``pytest &``, some CI runners) with SIGINT ignored, the child inherits that, and
+#: Python then installs no KeyboardInterrupt handler; this puts Python's own handler back.
+INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
 
 class Review(BaseModel):
     sentiment: Literal["positive", "negative", "neutral"]

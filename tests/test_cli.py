@@ -37,7 +37,9 @@ def test_demo_command_runs_offline(tmp_path: Path, capsys):
     captured = capsys.readouterr()
     assert "simulator" in captured.err
     assert "sentiment" in captured.out and "20 (20 ok, 0 failed)" in captured.out
-    frame = pd.read_csv(out, index_col=0)
+    frame = pd.read_csv(out)
+    # The input's columns come first: no unnamed index column (the index was 0..n-1).
+    assert list(frame.columns[:3]) == ["id", "product", "review"]
     assert len(frame) == 20 and frame["kx_error"].isna().all()
     assert all(isinstance(json.loads(a), list) for a in frame["aspects"])
 

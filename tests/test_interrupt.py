@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-SCRIPT = textwrap.dedent(
+from .conftest import INTERRUPTIBLE
+
+SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     """
     import asyncio, sys, time, warnings
     warnings.simplefilter("always")
@@ -45,13 +47,21 @@ SCRIPT = textwrap.dedent(
 )
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("parent_sigint", ["default", "ignored"])
 @pytest.mark.parametrize("mode", ["sync", "in-running-loop"])
-def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode):
+def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
+    # "ignored": started the way a shell starts a background job (`pytest &`), which passes
+    # SIGINT's "ignore" disposition on to every child.
     proc = subprocess.Popen(
         [sys.executable, "-c", SCRIPT, "sync" if mode == "sync" else "loop"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_ignore_sigint if parent_sigint == "ignored" else None,
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"

@@ -29,6 +29,8 @@ from kimi_extract.simulator import Exchange, Reply, SimRequest, Simulator
 from kimi_extract.simulator.prompt import count_tokens, image_size
 from kimi_extract.simulator.validation import component_schema, fast_path_agrees
 
+from .conftest import INTERRUPTIBLE
+
 KEY = "sk-sim-test"
 
 REVIEW_SCHEMA: dict[str, Any] = {
@@ -609,7 +611,9 @@ def test_image_headers_are_read_without_pillow() -> None:
 
 
 def test_serve_runs_until_interrupted() -> None:
-    code = "from kimi_extract.simulator import serve; serve(port=0, api_key='sk-sim-test')"
+    code = INTERRUPTIBLE + (
+        "from kimi_extract.simulator import serve; serve(port=0, api_key='sk-sim-test')"
+    )
     process = subprocess.Popen(
         [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

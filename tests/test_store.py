@@ -22,7 +22,7 @@ from kimi_extract.request import request_key
 from kimi_extract.simulator import Reply
 from kimi_extract.store import ResultStore, resolve
 
-from .conftest import LONG_INSTRUCTIONS, Review, chat_requests, ok_exchanges
+from .conftest import INTERRUPTIBLE, LONG_INSTRUCTIONS, Review, chat_requests, ok_exchanges
 
 ROWS = [f"review {i}: the hinge is loose but the screen is bright" for i in range(30)]
 
@@ -203,7 +203,7 @@ def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path
     assert sum(1 for c in per_row.values() if c > 1) <= concurrency
 
 
-INTERRUPT_SCRIPT = textwrap.dedent(
+INTERRUPT_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     """
     import sys
     import kimi_extract as kx

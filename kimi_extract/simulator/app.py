@@ -42,6 +42,8 @@ from .protocol import (
 from .streaming import send_json, send_stream
 
 Responder = Callable[[SimRequest], Any]
+#: Larger request bodies get a 413 in the API's error shape.
+_MAX_BODY_BYTES = 256 * 1024 * 1024
 
 
 @dataclass
@@ -174,7 +176,7 @@ class Service:
 
     def make_app(self) -> web.Application:
         """The aiohttp application."""
-        app = web.Application(client_max_size=256 * 1024 * 1024)
+        app = web.Application(client_max_size=_MAX_BODY_BYTES)
         app.router.add_post("/v1/chat/completions", self.chat)
         app.router.add_post("/chat/completions", self.chat)
         app.router.add_get("/v1/models", self.models)
@@ -248,9 +250,11 @@ class Service:
         )
 
     async def stats_route(self, request: web.Request) -> web.Response:
-        """GET /stats -> the counters (no auth: a local test aid)."""
+        """GET /stats -> the counters (no auth: a local test aid); ``in_flight`` leaves out this
+        request itself."""
         exchange = self._arrive(request)
         data = self.stats()
+        data["in_flight"] -= 1
         self._finish(exchange, 200, None, data)
         return web.json_response(data)
 
@@ -270,34 +274,55 @@ class Service:
         return web.json_response(data)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
-        """POST /v1/chat/completions."""
+        """POST /v1/chat/completions.
+
+        Every way out finishes the exchange once (``finally``), so ``in_flight`` always returns
+        to 0; an exception the pipeline did not expect still answers in the API's error shape.
+        """
         exchange = self._arrive(request)
         try:
             return await self._chat(request, exchange)
         except SimError as error:
             return self._error_response(exchange, error)
-        except asyncio.CancelledError:
-            if exchange.status is None:
+        except RecursionError:
+            return self._error_response(exchange, _too_deep())
+        except Exception as exc:  # a simulator bug: say so in the API's error shape, never HTML
+            return self._error_response(
+                exchange,
+                SimError(500, "server_error", f"simulator error: {type(exc).__name__}: {exc}"),
+            )
+        finally:
+            if exchange.t_end is None:  # cancelled, or ended by an unexpected BaseException
                 self._finish(exchange, None)
-            raise
 
     async def _chat(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
         if not self._authorized(request):
             raise _unauthorized()
-        raw = await request.read()
         try:
-            body = json.loads(raw)
-        except ValueError as exc:
-            raise invalid_request(f"the request body is not valid JSON: {exc}") from None
-        if not isinstance(body, dict):
-            raise invalid_request("the request body must be a JSON object at $")
+            raw = await request.read()
+        except web.HTTPRequestEntityTooLarge:
+            raise SimError(
+                413,
+                "invalid_request_error",
+                f"Invalid request: the request body is larger than {_MAX_BODY_BYTES} bytes",
+            ) from None
+        body = parse_body(raw)
         exchange.body = body
         exchange.stream = body.get("stream") is True
-        rules.check_model(body)
-        validation.validate_body(body)
-        schema = schema_text(body)
-        rules.check_request(body, schema)
-        prompt = build_prompt(body, schema)
+        try:
+            rules.check_model(body)
+            validation.validate_body(body)
+            schema = schema_text(body)
+            rules.check_request(body, schema)
+            prompt = build_prompt(body, schema)
+        except RecursionError:
+            raise _too_deep() from None
+        except SimError:
+            raise
+        except Exception as exc:  # a check tripped over a malformed body: still that body's 400
+            raise invalid_request(
+                f"the request body could not be read ({type(exc).__name__}: {exc})"
+            ) from None
         if prompt.tokens > CONTEXT_WINDOW:
             raise invalid_request(
                 f"Your request exceeded model token limit: {CONTEXT_WINDOW} "
@@ -472,6 +497,37 @@ class Service:
         request_id = f"req-{self._id_prefix}{exchange.index:06x}"
         headers = {"x-request-id": request_id, **(reply.headers or {})}
         return web.json_response(body, status=reply.status, headers=headers)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, or a 400: not UTF-8, not JSON (``NaN`` / ``Infinity``
+    are not JSON), nested too deeply to parse, a lone surrogate escape, or not an object."""
+    try:
+        body = json.loads(raw, parse_constant=_reject_constant)
+    except RecursionError:
+        raise _too_deep() from None
+    except ValueError as exc:
+        raise invalid_request(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise invalid_request("the request body must be a JSON object at $")
+    if b"\\ud" in raw or b"\\uD" in raw:  # only then can a string hold a lone surrogate
+        try:
+            json.dumps(body, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise invalid_request(
+                "the request body is not valid JSON: a \\u escape names a lone UTF-16 surrogate"
+            ) from None
+        except RecursionError:
+            raise _too_deep() from None
+    return body
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON value")
+
+
+def _too_deep() -> SimError:
+    return invalid_request("the request body is nested too deeply")
 
 
 def _unauthorized() -> SimError:

@@ -1,0 +1,138 @@
+"""A newcomer's first minutes: missing extras, outputs checked before sending, the simulator CLI.
+
+Each test removes an optional package the way a base install lacks it (``sys.modules[name] =
+None`` makes ``import name`` fail) and checks the failure is early and names the install line, or
+is confined to the rows that need the package.
+"""
+
+from __future__ import annotations
+
+import io
+import socket
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from PIL import Image
+from pydantic import BaseModel
+
+import kimi_extract as kx
+from kimi_extract import cli
+from kimi_extract.simulator.protocol import DEFAULT_API_KEY
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+DEMO = [
+    "run",
+    str(EXAMPLES / "reviews.csv"),
+    "--schema",
+    f"{EXAMPLES / 'review_schema.py'}:Review",
+    "--text",
+    "review",
+    "--simulate",
+    "--no-progress",
+]
+
+
+def _refuse_runs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Record any attempt to run the extractor (there must be none)."""
+    calls: list[str] = []
+
+    def refuse(self, *args, **kwargs):
+        calls.append("run")
+        raise AssertionError("a request was about to be sent")
+
+    monkeypatch.setattr(kx.Extractor, "run", refuse)
+    return calls
+
+
+def test_parquet_output_without_pyarrow_exits_2_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = _refuse_runs(monkeypatch)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    out = tmp_path / "out.parquet"
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*DEMO, "--out", str(out)])
+    assert "pip install 'kimi-extract[parquet]'" in str(stopped.value.code)
+    assert calls == [] and not out.exists()
+    assert "simulator" not in capsys.readouterr().err  # it never even started
+
+
+@pytest.mark.parametrize("name", ["out.xlsx", "out"])
+def test_unknown_output_format_exits_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    calls = _refuse_runs(monkeypatch)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main([*DEMO, "--out", str(tmp_path / name)])
+    assert ".csv, .jsonl or .parquet" in str(stopped.value.code)
+    assert calls == []
+
+
+def test_csv_output_keeps_an_informative_index_under_a_name(tmp_path: Path) -> None:
+    frame = pd.DataFrame({"a": [1, 2]}, index=pd.Index(["x", "y"]))
+    cli.write_table(frame, tmp_path / "labelled.csv")
+    assert pd.read_csv(tmp_path / "labelled.csv").columns.tolist() == ["index", "a"]
+    cli.write_table(frame.reset_index(drop=True), tmp_path / "plain.csv")
+    assert pd.read_csv(tmp_path / "plain.csv").columns.tolist() == ["a"]
+    cli.write_table(frame.rename_axis("sku"), tmp_path / "named.jsonl")
+    assert pd.read_json(tmp_path / "named.jsonl", lines=True).columns.tolist() == ["sku", "a"]
+
+
+def test_images_without_pillow_fail_only_the_rows_that_need_it(
+    sim, make_extractor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def png(side: int) -> bytes:
+        buffer = io.BytesIO()
+        Image.new("RGB", (side, side), "red").save(buffer, "PNG")
+        return buffer.getvalue()
+
+    big, small = png(3000), png(30)
+    for module in [m for m in sys.modules if m == "PIL" or m.startswith("PIL.")]:
+        monkeypatch.delitem(sys.modules, module)
+    monkeypatch.setitem(sys.modules, "PIL", None)
+
+    class Caption(BaseModel):
+        caption: str
+
+    rows = [{"t": "a", "img": big}, {"t": "b", "img": small}, {"t": "c", "img": None}]
+    out = make_extractor(Caption).run(rows, text="t", images="img")
+    assert "pip install 'kimi-extract[images]'" in out.loc[0, "kx_error"]
+    assert out["kx_error"].iloc[1:].isna().all()
+
+
+def test_simulate_on_a_busy_port_says_so_without_a_traceback(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code = cli.main(["simulate", "--port", str(port)])
+    err = capsys.readouterr().err
+    assert code == cli.EXIT_STOPPED
+    assert f"127.0.0.1:{port}" in err and "--port" in err and "Traceback" not in err
+
+
+def test_simulator_key_is_in_help_and_readme(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.DEFAULT_SIMULATOR_KEY == DEFAULT_API_KEY
+    with pytest.raises(SystemExit):
+        cli.main(["simulate", "--help"])
+    assert DEFAULT_API_KEY in capsys.readouterr().out.replace("\n", " ")
+    assert DEFAULT_API_KEY in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def test_run_docs_offers_no_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        cli.main(["run-docs", "--help"])
+    assert "--dry-run" not in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        cli.main(["run", "--help"])
+    assert "--dry-run" in capsys.readouterr().out
+
+
+def test_license_uses_the_spdx_form() -> None:
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'license = "MIT"' in text and "license = {" not in text
