@@ -164,24 +164,51 @@ def test_function_tool_call_when_the_prompt_asks(sim: Simulator) -> None:
     jsonschema.validate(json.loads(answer["message"]["content"]), SCHEMA)
 
 
-def test_no_tool_call_unless_asked_or_required(sim: Simulator) -> None:
-    plain = post(sim, body_for("How are you?", tools=[WEATHER_TOOL])).json()
-    assert plain["choices"][0]["finish_reason"] == "stop"
-    off = post(sim, body_for("call get_weather", tools=[WEATHER_TOOL], tool_choice="none")).json()
-    assert off["choices"][0]["finish_reason"] == "stop"
-    forced = post(
-        sim, body_for("How are you?", tools=[WEATHER_TOOL], tool_choice="required")
-    ).json()
-    assert forced["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == "get_weather"
-    named = post(
-        sim,
-        body_for(
-            "Hi",
-            tools=[WEATHER_TOOL],
-            tool_choice={"type": "function", "function": {"name": "get_weather"}},
-        ),
-    ).json()
-    assert named["choices"][0]["finish_reason"] == "tool_calls"
+def test_tool_choice_policy(sim: Simulator) -> None:
+    """auto: a call when the user spoke last (the named function, else the first), content after
+    a tool result; required: always a call; a named function: that one; none: never."""
+    other = {
+        "type": "function",
+        "function": {
+            "name": "lookup_time",
+            "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}},
+        },
+    }
+
+    def called(response: httpx.Response) -> str | None:
+        assert response.status_code == 200, response.text
+        choice = response.json()["choices"][0]
+        calls = choice["message"].get("tool_calls")
+        assert (choice["finish_reason"] == "tool_calls") == bool(calls)
+        return calls[0]["function"]["name"] if calls else None
+
+    # the seed's own example names no function: auto still calls the first one
+    seed = body_for("Check today's weather in Beijing.", tools=[WEATHER_TOOL], tool_choice="auto")
+    first = post(sim, seed)
+    assert called(first) == "get_weather"
+    both = [WEATHER_TOOL, other]
+    assert called(post(sim, body_for("How are you?", tools=both))) == "get_weather"
+    assert called(post(sim, body_for("What is the lookup time?", tools=both))) == "lookup_time"
+    assert called(post(sim, body_for("Please call lookup_time now", tools=both))) == "lookup_time"
+    message = first.json()["choices"][0]["message"]
+    result = {
+        "role": "tool",
+        "tool_call_id": message["tool_calls"][0]["id"],
+        "content": '{"forecast": "rain"}',
+    }
+    after = {**seed, "messages": seed["messages"] + [message, result]}
+    assert called(post(sim, after)) is None
+    assert called(post(sim, {**after, "tool_choice": "required"})) == "get_weather"
+    named = {"type": "function", "function": {"name": "lookup_time"}}
+    assert called(post(sim, {**after, "tools": [WEATHER_TOOL, other], "tool_choice": named})) == (
+        "lookup_time"
+    )
+    off = body_for("call get_weather", tools=[WEATHER_TOOL], tool_choice="none")
+    assert called(post(sim, off)) is None
+    search_and_function = body_for("Hi", tools=[{"type": "web_search"}, WEATHER_TOOL])
+    assert called(post(sim, search_and_function)) == "$web_search"
+    weather = {"type": "function", "function": {"name": "get_weather"}}
+    assert called(post(sim, {**search_and_function, "tool_choice": weather})) == "get_weather"
 
 
 def test_bad_tools_are_400(sim: Simulator) -> None:

@@ -3,13 +3,18 @@
 Pure functions (no I/O). ``compose`` decides what the model does:
 
 - a ``Reply`` from the responder overrides any part it sets;
+- ``tool_choice`` naming a function -> a call of that function, on every turn;
 - ``{"type": "web_search"}`` in tools and a last message from the user -> a ``$web_search``
   ``builtin_function`` call (seed; KIMI-NOTES "Web search"), ``finish_reason`` "tool_calls";
-- function tools, ``tool_choice`` not "none", a last user message that names a function (or
-  ``tool_choice`` "required" / naming one) -> a ``function`` call with arguments generated from its
-  parameters schema;
-- otherwise content: JSON from the json_schema, or for json_object from a schema fenced as
-  ```json in a system message (else a small object), or a short sentence for text.
+- function tools and ``tool_choice`` "auto" (or absent) -> a call when the last message is the
+  user's (the first function whose name the user text contains, with ``_`` read as a space too;
+  else the first function); after a tool result (or an assistant message) the model answers with
+  content. ``tool_choice`` "required" -> a call on every turn (same pick); "none" -> no call.
+  Arguments are generated from the function's ``parameters`` schema;
+- otherwise content: JSON from the json_schema; for ``json_object``, JSON following the JSON
+  Schema the prompt states (``answers.prompt_guide``: the last object, fenced or not, that reads
+  as a schema, system messages before user messages), else shaped like the last JSON object the
+  prompt shows as an example, else a small object ``{"answer": ...}``; a short sentence for text.
 
 Completion tokens = reasoning + content + tool calls (name and arguments), counted with
 ``kimi_extract.tokens``. When they exceed the output budget (``max_completion_tokens`` or legacy
@@ -28,7 +33,7 @@ from .. import tokens
 from ..models import CONTEXT_WINDOW
 from . import answers, values
 from .prompt import count_tokens
-from .protocol import Reply, message_text, to_compact_json, to_json, user_text
+from .protocol import Reply, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
 
 DEFAULT_MAX_COMPLETION_TOKENS = 131_072
@@ -86,41 +91,46 @@ def _content(
         key = schema_key if schema_key is not None else to_compact_json(schema)
         return to_json(values.json_value(rng, schema, words, key)), True
     if kind == "json_object":
-        system = "\n".join(
-            message_text(m.get("content")) for m in body["messages"] if m["role"] == "system"
-        )
-        found = answers.schema_in_text(system)
-        if found is None:
-            value: Any = {"answer": answers.text_answer(rng, words)}
-        else:
-            value = values.json_value(rng, found[0], words, found[1])
-            if not isinstance(value, dict):
-                value = {"result": value}
-        return to_json(value), True
+        return to_json(_json_object_value(body["messages"], rng, words)), True
     return answers.text_answer(rng, words), False
 
 
+def _json_object_value(messages: list[Any], rng: random.Random, words: list[str]) -> Any:
+    """A JSON object for json_object mode, following the prompt's schema or example."""
+    guide = answers.prompt_guide(messages)
+    if guide is None:
+        return {"answer": answers.text_answer(rng, words)}
+    kind, found, key = guide
+    schema = found if kind == "schema" else values.schema_of_example(found)
+    value = values.json_value(rng, schema, words, kind + ":" + key)
+    return value if isinstance(value, dict) else {"result": value}
+
+
 def _wanted_function(body: dict[str, Any], text: str) -> dict[str, Any] | None:
+    """The function the model calls under the tool_choice policy (module docstring), or None."""
     functions = [t["function"] for t in body.get("tools") or () if t.get("type") == "function"]
-    choice = body.get("tool_choice", "auto")
-    if not functions or choice == "none" or body["messages"][-1]["role"] != "user":
+    choice = body.get("tool_choice") or "auto"
+    if not functions or choice == "none":
         return None
     if isinstance(choice, dict):
         name = choice["function"]["name"]
         return next((f for f in functions if f["name"] == name), None)
+    if choice != "required" and body["messages"][-1]["role"] != "user":
+        return None
     lowered = text.lower()
     for function in functions:
         name = function["name"].lower()
         if name in lowered or name.replace("_", " ") in lowered:
             return function
-    return functions[0] if choice == "required" else None
+    return functions[0]
 
 
 def _wants_search(body: dict[str, Any]) -> bool:
     tools = body.get("tools") or ()
+    choice = body.get("tool_choice") or "auto"
     return (
         any(t.get("type") == "web_search" for t in tools)
-        and body.get("tool_choice", "auto") != "none"
+        and choice in ("auto", "required")
         and body["messages"][-1]["role"] == "user"
     )
 

@@ -32,6 +32,11 @@ from functools import lru_cache
 from typing import Any
 
 MAX_DEPTH = 4
+#: Generation caps, so a schema asking for absurd sizes cannot stall the simulator: arrays get at
+#: most this many items and strings at most this many characters, whatever minItems/minLength say
+#: (the answer is then cut by the output budget, as a real model's would be).
+MAX_ITEMS = 1_000
+MAX_STRING = 100_000
 #: (rng, words, depth) -> value
 Gen = Callable[[random.Random, list[str], int], Any]
 
@@ -69,9 +74,10 @@ def _parse_constraints(description: str) -> tuple[tuple[str, Any], ...]:
         item = raw.strip().rstrip(".").strip()
         if match := _BOUND.match(item):
             number = float(match.group(2))
-            found[match.group(1)] = int(number) if number.is_integer() else number
+            if math.isfinite(number):
+                found[match.group(1)] = int(number) if number.is_integer() else number
         elif match := _EXACTLY.match(item):
-            found["min items"] = found["max items"] = int(match.group(1))
+            found["min items"] = found["max items"] = min(int(match.group(1)), MAX_ITEMS)
         elif match := _FORMAT.match(item):
             found["format"] = match.group(1)
         elif item.startswith("unique items"):
@@ -84,7 +90,7 @@ def constraints_of(node: dict[str, Any]) -> dict[str, Any]:
     found = parse_constraints(node.get("description"))
     for keyword, name in _SCHEMA_KEYWORDS.items():
         value = node.get(keyword)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float) and not isinstance(value, bool) and _finite(value):
             found.setdefault(name, value)
     if isinstance(node.get("format"), str):
         found.setdefault("format", node["format"])
@@ -195,8 +201,8 @@ class _Compiler:
         return gen
 
     def array(self, node: dict[str, Any], found: dict[str, Any]) -> Gen:
-        low = int(found.get("min items", 0))
-        high = int(found.get("max items", max(low, 3)))
+        low = max(0, min(int(found.get("min items", 0)), MAX_ITEMS))
+        high = max(0, min(int(found.get("max items", max(low, 3))), MAX_ITEMS))
         smallest, largest = max(low, min(1, high)), max(low, min(3, high))
         items = node.get("items", {})
         item_gen = self.compile(items, {})
@@ -229,9 +235,9 @@ class _Compiler:
 
 def _string(found: dict[str, Any]) -> Gen:
     fmt = found.get("format")
-    low = int(found.get("min length", 0))
+    low = max(0, min(int(found.get("min length", 0)), MAX_STRING))
     high = found.get("max length")
-    high = None if high is None else int(high)
+    high = None if high is None else max(0, int(high))
 
     def text_of(rng: random.Random, words: list[str]) -> str:
         if fmt == "date":
@@ -254,8 +260,14 @@ def _string(found: dict[str, Any]) -> Gen:
 
     def gen(rng: random.Random, words: list[str], depth: int) -> str:
         text = text_of(rng, words)
-        while len(text) < low:
-            text = f"{text} {rng.choice(words)}".strip()
+        if len(text) < low:
+            pieces = [text] if text else []
+            size = len(text)
+            while size < low:
+                word = rng.choice(words)
+                pieces.append(word)
+                size += len(word) + 1
+            text = " ".join(pieces)
         if high is not None and len(text) > high:
             text = text[:high]
         return text
@@ -314,12 +326,51 @@ def _bounds(
         bound = found["exclusive maximum"]
         hi = math.ceil(bound) - 1 if integer else bound - 0.01
     if lo is not None and hi is not None:
+        if hi - lo > 1e9:  # a huge (or overflowing) span: draw near the lower bound
+            hi = lo + 99
         return lo, max(lo, hi)
     if lo is not None:
         return lo, max(lo, min(high, lo + 99))
     if hi is not None:
         return min(hi, max(low, hi - 99)), hi
     return low, high
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:  # an integer too large for a float
+        return False
+
+
+def schema_of_example(value: Any) -> dict[str, Any]:
+    """A schema for values shaped like ``value`` (a JSON example in a prompt).
+
+    Objects keep their keys; arrays get 1-3 items shaped like the example's items (one ``anyOf``
+    branch per distinct item shape); scalars keep their JSON type.
+    """
+    if isinstance(value, dict):
+        return {
+            "type": "object",
+            "properties": {key: schema_of_example(item) for key, item in value.items()},
+        }
+    if isinstance(value, list):
+        shapes: dict[str, dict[str, Any]] = {}
+        for item in value:
+            shape = schema_of_example(item)
+            shapes.setdefault(json.dumps(shape, sort_keys=True), shape)
+        branches = list(shapes.values()) or [{"type": "string"}]
+        items = branches[0] if len(branches) == 1 else {"anyOf": branches}
+        return {"type": "array", "items": items, "minItems": 1}
+    if isinstance(value, bool):
+        return {"type": "boolean"}
+    if isinstance(value, int):
+        return {"type": "integer"}
+    if isinstance(value, float):
+        return {"type": "number"}
+    if value is None:
+        return {"type": "null"}
+    return {"type": "string"}
 
 
 def _slug(word: str) -> str:
