@@ -1,227 +1,979 @@
-"""The rules of Kimi's strict JSON schema dialect ("Moonshot Flavored JSON Schema", MFJS).
+"""Kimi's JSON schema dialect (MFJS) as Moonshot's own validator, walle, defines it.
 
-One checker, used by the schema compiler's tests and by the simulator (which answers a schema that
-breaks a rule with Kimi's 400). Problems are reported in Kimi's own form, e.g.
-``At path 'properties.x': type is not defined`` (MoonshotAI/kimi-cli issues 1595 and 2061).
+One checker, two levels, used by the schema compiler's tests and by the simulator:
 
-Rules (KIMI-NOTES.md, MoonshotAI/walle docs/mfjs-spec.md):
+- ``strict``: what Moonshot's server enforces ("the most permissive level required by Moonshot AI
+  server", MoonshotAI/walle README). Unknown keywords (``format``, ``oneOf``...) pass unchecked.
+- ``ultra``: walle's default and most thorough level. Adds: only MFJS keywords, only the keywords
+  of the node's type, ``$defs``/``$id`` at the root only, nothing but ``description``/``title``
+  beside ``$ref``/``anyOf``, no ``description``/``title`` both on an ``anyOf`` parent and a branch
+  (or both beside a ``$ref`` and in its target), ranges that make sense, no duplicates in
+  ``required`` or type lists, no empty property names.
 
-- the root is ``type: object``;
-- every object has ``additionalProperties: false`` and lists every property in ``required``;
-- every schema names its ``type`` (one of the JSON types), except a ``$ref`` and the parent of an
-  ``anyOf``, which carries no ``type``; each ``anyOf`` item carries its own ``type`` (or is a
-  ``$ref`` to a definition that does);
-- ``$defs`` only at the root; ``$ref`` only to ``#/$defs/<name>`` that exists, with nothing beside
-  it but ``description``;
-- none of the unsupported keywords in ``FORBIDDEN_KEYWORDS``;
-- an ``enum``'s values all share one type, the schema's ``type``;
-- arrays say what their ``items`` are.
+Rules and messages follow MoonshotAI/walle ``docs/walle.md`` (the rule table) and its validator's
+behaviour; limits are walle's defaults (``conf.go``, :data:`DEFAULT_LIMITS`). Where ``walle.md``
+and the validator differ, the validator wins: ``walle.md`` asks every subschema to name its
+``type`` and quotes older, smaller limits (100 properties, 5 levels, 10 anyOf items, 500 enum
+values); walle's validator accepts an untyped subschema and applies the limits below.
+
+Like walle, the checker stops at the first problem and reports it in walle's (and Kimi's) form:
+``At path 'properties.a': when using anyOf, type should be defined in anyOf items instead of the
+parent schema``; the root is ``root``, an ``anyOf`` branch is ``anyOf`` (no index). Where walle
+visits map keys in an unspecified order, this checker visits them sorted (keyword checks) or in
+document order (properties), so with several problems it may name another one first.
+
+It never raises (no ``RecursionError`` either): the main walk uses an explicit stack, and a
+schema nested deeper than :data:`MAX_NESTING` JSON levels that walle's depth rule lets through
+(nesting by ``items``/``anyOf`` does not count in walle's depth) is reported with walle's depth
+message.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import json
+import math
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any, Literal
+
+__all__ = [
+    "DEFAULT_LIMITS",
+    "JSON_TYPES",
+    "LEVELS",
+    "MAX_NESTING",
+    "RESERVED_PROPERTY_NAMES",
+    "Level",
+    "Limits",
+    "check_schema",
+    "first_problem",
+    "schema_size",
+]
+
+Level = Literal["strict", "ultra"]
+LEVELS: tuple[Level, ...] = ("strict", "ultra")
 
 JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 
-FORBIDDEN_KEYWORDS = frozenset(
-    {
-        "title",
-        "$comment",
-        "format",
-        "default",
-        "minimum",
-        "maximum",
-        "exclusiveMinimum",
-        "exclusiveMaximum",
-        "minItems",
-        "maxItems",
-        "minLength",
-        "maxLength",
-        "pattern",
-        "prefixItems",
-        "unevaluatedItems",
-        "oneOf",
-        "allOf",
-        "not",
-        "if",
-        "then",
-        "else",
-        "discriminator",
-        "uniqueItems",
-        "$schema",
-        "const",
-    }
-)
-
-ALLOWED_KEYWORDS = frozenset(
+#: walle.md "Object": property names that are schema keywords.
+RESERVED_PROPERTY_NAMES = frozenset({"$defs", "$ref", "anyOf", "required", "additionalProperties"})
+_COMMON = frozenset({"description", "title"})  # allowed beside $ref / anyOf
+_ROOT_ONLY = frozenset({"$defs", "$id"})
+_SUPPORTED = frozenset(
     {
         "type",
         "properties",
-        "required",
         "additionalProperties",
         "items",
         "enum",
+        "required",
         "anyOf",
-        "$ref",
-        "$defs",
         "description",
+        "$defs",
+        "$ref",
+        "title",
+        "$id",
+        "default",
+        "maxLength",
+        "minLength",
+        "maximum",
+        "minimum",
+        "maxItems",
+        "minItems",
+        "pattern",  # accepted for strings, though walle lists it as "future"
     }
 )
+_NUMBER_KEYWORDS = _COMMON | {"type", "minimum", "maximum", "enum", "default"}
+#: ultra: the keywords each type may carry (walle model.go's per-type lists).
+_TYPE_KEYWORDS: dict[str, frozenset[str]] = {
+    "object": _COMMON
+    | {"type", "properties", "required", "additionalProperties", "$ref", "anyOf", "default"},
+    "array": _COMMON | {"type", "items", "minItems", "maxItems", "$ref", "default"},
+    "string": _COMMON | {"type", "minLength", "maxLength", "pattern", "enum", "default"},
+    "number": _NUMBER_KEYWORDS,
+    "integer": _NUMBER_KEYWORDS,
+    "boolean": _COMMON | {"type", "enum", "default"},
+    "null": _COMMON | {"type", "enum", "default"},
+}
+_ENUM_PARTNERS = frozenset({"string", "integer", "number", "boolean"})
+
+#: JSON nesting (objects and arrays) past which the checker reports walle's depth message
+#: instead of walking on; walle's own depth rule counts only ``properties`` levels.
+MAX_NESTING = 400
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
+@dataclass(frozen=True)
+class Limits:
+    """walle's size limits (``conf.go`` defaults; walle.md quotes older, smaller numbers).
 
-
-def check_schema(schema: Any) -> list[str]:
-    """Return every MFJS rule the schema breaks, each as ``At path '<path>': <problem>``.
-
-    An empty list means the schema is valid in Kimi's strict mode.
+    ``max_depth`` counts nested ``properties`` levels (a ``$ref`` adds its target's depth);
+    ``max_size`` is the schema's compact JSON length in bytes; ``max_properties`` is the number of
+    property names across all objects; the enum string length applies only to an enum of more
+    than ``enum_string_check_threshold`` values.
     """
-    problems: list[str] = []
-    if not isinstance(schema, dict):
-        return ["At path '': schema must be an object"]
-    defs = schema.get("$defs", {})
-    if not isinstance(defs, dict):
-        problems.append("At path '$defs': $defs must be an object")
-        defs = {}
-    if schema.get("type") != "object":
-        problems.append("At path '': the root schema must be of type object")
-    checker = _Checker(defs, problems)
-    checker.walk(schema, "", root=True)
-    for name, sub in defs.items():
-        checker.walk(sub, f"$defs.{name}", root=False)
-    return problems
+
+    max_enum_items: int = 1000
+    max_enum_string_length: int = 75000
+    enum_string_check_threshold: int = 2500
+    max_any_of_items: int = 500
+    max_depth: int = 30
+    max_size: int = 120000
+    max_properties: int = 3000
 
 
-def first_problem(schema: Any) -> str | None:
-    """The first rule the schema breaks, or None."""
-    problems = check_schema(schema)
+DEFAULT_LIMITS = Limits()
+
+Path = tuple[str, ...]
+
+
+class _Problem(Exception):
+    def __init__(self, path: Path, message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+    def text(self) -> str:
+        where = ".".join(self.path) if self.path else "root"
+        return f"At path '{where}': {self.message}"
+
+
+def check_schema(schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_LIMITS) -> list[str]:
+    """The problem walle reports for ``schema`` at ``level`` (``[]`` when it is valid).
+
+    Like walle, the check stops at the first problem, so the list has at most one item, in
+    walle's form ``At path '<path>': <message>``.
+    """
+    if level not in LEVELS:
+        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+    try:
+        _Walle(schema, level, limits).run()
+    except _Problem as problem:
+        return [problem.text()]
+    except RecursionError:  # a last resort; MAX_NESTING normally stops well before
+        return [_Problem((), _depth_message(limits)).text()]
+    return []
+
+
+def first_problem(
+    schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_LIMITS
+) -> str | None:
+    """The problem walle reports for ``schema`` at ``level``, or None when it is valid."""
+    problems = check_schema(schema, level, limits)
     return problems[0] if problems else None
 
 
-class _Checker:
-    def __init__(self, defs: dict[str, Any], problems: list[str]) -> None:
-        self.defs = defs
-        self.problems = problems
+def schema_size(schema: Any) -> int:
+    """The schema's size as walle measures it: bytes of Go's compact ``json.Marshal`` output.
 
-    def add(self, path: str, message: str) -> None:
-        self.problems.append(f"At path '{path}': {message}")
+    Computed without recursion. Go escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\uXXXX``
+    and writes whole floats without ``.0``.
+    """
+    total = 0
+    stack: list[Any] = [schema]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            total += 2 + max(len(value) - 1, 0) + len(value)  # braces, commas, colons
+            for key, item in value.items():
+                total += _string_size(str(key))
+                stack.append(item)
+        elif isinstance(value, list | tuple):
+            total += 2 + max(len(value) - 1, 0)
+            stack.extend(value)
+        elif isinstance(value, str):
+            total += _string_size(value)
+        elif value is None or isinstance(value, bool):
+            total += 4 if value is None or value is True else 5
+        elif isinstance(value, int):
+            total += len(str(value))
+        elif isinstance(value, float):
+            total += len(_go_json_float(value))
+        else:
+            total += len(json.dumps(str(value)))
+    return total
 
-    def ref_type(self, ref: str) -> str | None:
-        name = ref.removeprefix("#/$defs/")
-        target = self.defs.get(name)
-        return target.get("type") if isinstance(target, dict) else None
 
-    def walk(self, node: Any, path: str, *, root: bool, in_any_of: bool = False) -> None:
-        if not isinstance(node, dict):
-            self.add(path, "schema must be an object")
-            return
-        for key in node:
-            if key in FORBIDDEN_KEYWORDS:
-                self.add(path, f"keyword '{key}' is not supported")
-            elif key not in ALLOWED_KEYWORDS:
-                self.add(path, f"unknown keyword '{key}'")
-        if "$defs" in node and not root:
-            self.add(path, "$defs is only allowed at the root")
-        if "$ref" in node:
-            self.check_ref(node, path)
-            return
-        has_any_of = "anyOf" in node
-        node_type = node.get("type")
-        if has_any_of:
-            if "type" in node:
-                self.add(
+def _string_size(text: str) -> int:
+    encoded = json.dumps(text, ensure_ascii=False)
+    extra = 5 * sum(text.count(c) for c in "<>&") + 3 * (
+        text.count("\u2028") + text.count("\u2029")
+    )
+    return len(encoded.encode("utf-8", "surrogatepass")) + extra
+
+
+def _go_json_float(value: float) -> str:
+    if not math.isfinite(value):
+        return "null"
+    if value.is_integer() and abs(value) < 1e21:
+        return str(int(value))
+    return repr(value)
+
+
+def _go_value(value: Any) -> str:
+    """A JSON value as Go's ``%v`` prints what ``encoding/json`` decoded."""
+    if value is None:
+        return "<nil>"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return _go_float(float(value))
+    if isinstance(value, list):
+        return "[" + " ".join(_go_value(item) for item in value) + "]"
+    if isinstance(value, dict):
+        items = sorted(value.items())
+        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in items) + "]"
+    return str(value)
+
+
+def _go_float(value: float) -> str:
+    """Go's ``%v`` of a float64: shortest digits, exponent form below 1e-4 or from 1e6."""
+    if not math.isfinite(value):
+        return "+Inf" if value > 0 else ("-Inf" if value < 0 else "NaN")
+    if value == 0:
+        return "-0" if math.copysign(1, value) < 0 else "0"
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits))
+    point = len(text) + exponent  # position of the decimal point
+    power = point - 1
+    prefix = "-" if sign else ""
+    if power < -4 or power >= 6:
+        mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
+        return f"{prefix}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
+    if point <= 0:
+        return f"{prefix}0.{'0' * -point}{text}"
+    if point >= len(text):
+        return f"{prefix}{text}{'0' * (point - len(text))}"
+    return f"{prefix}{text[:point]}.{text[point:]}"
+
+
+def _depth_message(limits: Limits) -> str:
+    return f"schema depth exceeds maximum limit of {limits.max_depth}"
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _scan(schema: Any, bound: int) -> tuple[int, bool]:
+    """(JSON nesting depth counted up to ``bound``, whether a number is NaN or infinite).
+
+    Without recursion. walle reads JSON with Go, which refuses NaN and numbers out of range.
+    """
+    deepest, non_finite = 0, False
+    stack: list[tuple[Any, int]] = [(schema, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            non_finite = True
+        elif isinstance(value, dict | list):
+            deepest = max(deepest, depth)
+            if deepest > bound:
+                return deepest, non_finite
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((item, depth + 1) for item in items)
+    return deepest, non_finite
+
+
+class _Walle:
+    """One validation run: walle's passes over the schema, in walle's order."""
+
+    def __init__(self, root: Any, level: Level, limits: Limits) -> None:
+        self.root = root
+        self.ultra = level == "ultra"
+        self.limits = limits
+        self.refs: dict[str, None] = {}
+        self.total_properties = 0
+        self.max_depth = 0
+        self.def_depths: dict[str, int] = {}
+
+    def fail(self, path: Path, message: str) -> _Problem:
+        return _Problem(path, message)
+
+    # -- driver ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        root = self.root
+        if not isinstance(root, dict):
+            raise self.fail((), "schema must be a dict")
+        if not root:
+            return  # {} is ANY
+        if schema_size(root) > self.limits.max_size:
+            raise self.fail((), "schema exceeds maximum allowed size")
+        nesting, non_finite = _scan(root, MAX_NESTING)
+        if non_finite:
+            raise self.fail((), "invalid number: NaN or Infinity not allowed")
+        too_deep = nesting > MAX_NESTING
+        if not too_deep:
+            self.def_depths = _DefDepths(self).compute()
+        self.walk()
+        if self.max_depth > self.limits.max_depth or too_deep:
+            raise self.fail((), _depth_message(self.limits))
+        self.check_refs()
+
+    # -- pass 1: every node, keyword by keyword (walle's TraverseSchema) ----------------------
+
+    def walk(self) -> None:
+        stack: list[tuple[str, Any, Path, int]] = [("visit", self.root, (), 0)]
+        while stack:
+            step, node, path, depth = stack.pop()
+            if step == "def":
+                if not isinstance(node, dict):
+                    raise self.fail(path[:-1], "$defs schema must be object")
+                step = "visit"
+            if step == "visit":
+                stack.append(("body", node, path, depth))
+                self.enter(node, path, depth, stack)
+            else:
+                self.body(node, path, depth, stack)
+
+    def enter(self, node: dict[str, Any], path: Path, depth: int, stack: list[Any]) -> None:
+        if depth > self.limits.max_depth:
+            raise self.fail(path, _depth_message(self.limits))
+        if self.ultra:
+            unsupported = sorted(key for key in node if key not in _SUPPORTED)
+            if unsupported:
+                raise self.fail(path, f"unsupported keywords: {', '.join(unsupported)}")
+        defs = node.get("$defs")
+        if isinstance(defs, dict):
+            for name in sorted(defs, reverse=True):
+                stack.append(("def", defs[name], (*path, "$defs", name), depth))
+
+    def body(self, node: dict[str, Any], path: Path, depth: int, stack: list[Any]) -> None:
+        if "type" in node:
+            if "anyOf" in node:
+                raise self.fail(
                     path,
                     "when using anyOf, type should be defined in anyOf items instead of the "
                     "parent schema",
                 )
-            items = node["anyOf"]
-            if not isinstance(items, list) or not items:
-                self.add(path, "anyOf must be a non-empty array")
-                return
-            for index, item in enumerate(items):
-                self.walk(item, _join(path, f"anyOf.{index}"), root=False, in_any_of=True)
-            return
-        if node_type is None:
-            self.add(path, "type is not defined")
-            return
-        if not isinstance(node_type, str) or node_type not in JSON_TYPES:
-            self.add(path, f"type must be one of {sorted(JSON_TYPES)}, got {node_type!r}")
-            return
-        if "enum" in node:
-            self.check_enum(node["enum"], node_type, path)
-        if node_type == "object":
-            self.check_object(node, path)
-        elif node_type == "array":
-            if "items" not in node:
-                self.add(path, "items is not defined for array")
-            else:
-                self.walk(node["items"], _join(path, "items"), root=False)
-        for key in ("properties", "required", "additionalProperties", "items"):
-            if key in node and node_type not in ("object", "array"):
-                self.add(path, f"keyword '{key}' is not allowed for type {node_type}")
-
-    def check_ref(self, node: dict[str, Any], path: str) -> None:
-        ref = node["$ref"]
-        extra = sorted(set(node) - {"$ref", "description"})
-        if extra:
-            self.add(path, f"conflicting keywords found after $ref expansion: {extra}")
-        if not isinstance(ref, str) or not ref.startswith("#/$defs/"):
-            self.add(path, f"$ref must point to '#/$defs/<name>', got {ref!r}")
-        elif ref.removeprefix("#/$defs/") not in self.defs:
-            self.add(path, f"$ref {ref!r} does not exist")
-        elif self.ref_type(ref) is None and "anyOf" not in self.defs[ref.removeprefix("#/$defs/")]:
-            self.add(path, f"$ref {ref!r} points to a schema whose type is not defined")
-
-    def check_enum(self, values: Any, node_type: str, path: str) -> None:
-        if not isinstance(values, list) or not values:
-            self.add(path, "enum must be a non-empty array")
-            return
-        types = {_json_type(v) for v in values}
-        if node_type == "number":
-            types = {"number" if t == "integer" else t for t in types}
-        if len(types) > 1:
-            self.add(path, f"enum values must all have the same type, got {sorted(types)}")
-        elif types != {node_type}:
-            self.add(path, f"enum values of type {types.pop()} do not match type {node_type}")
-
-    def check_object(self, node: dict[str, Any], path: str) -> None:
+            if "$ref" in node:
+                raise self.fail(
+                    path,
+                    "when using $ref, type should be defined in the referenced schema instead "
+                    "of the parent schema",
+                )
+            kind = node["type"]
+            if isinstance(kind, list) and len(kind) > 1 and "enum" in node:
+                for item in kind:
+                    if item in ("object", "array"):
+                        raise self.fail(
+                            path, f"type {item} is not allowed in combination with enum"
+                        )
+        self.type_and_keywords(node, path)
+        for keyword in sorted(node):
+            check = _KEYWORD_CHECKS.get(keyword)
+            if check is not None:
+                check(self, node, node[keyword], path)
+        self.any_of_conflicts(node, path)
+        self.max_depth = max(self.max_depth, depth)
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            self.max_depth = max(self.max_depth, depth + self.def_depths.get(ref, 0))
+        children: list[tuple[str, Any, Path, int]] = []
         props = node.get("properties")
-        if props is None:
-            self.add(path, "properties is not defined for object")
-            props = {}
-        elif not isinstance(props, dict):
-            self.add(path, "properties must be an object")
-            props = {}
-        if node.get("additionalProperties") is not False:
-            self.add(path, "additionalProperties must be false")
-        required = node.get("required", [])
-        if not isinstance(required, list):
-            self.add(path, "required must be an array")
-            required = []
-        missing = [name for name in props if name not in required]
-        if missing:
-            self.add(path, f"every property must be required; not required: {missing}")
-        unknown = [name for name in required if name not in props]
-        if unknown:
-            self.add(path, f"required names properties that do not exist: {unknown}")
-        for name, sub in props.items():
-            self.walk(sub, _join(path, f"properties.{name}"), root=False)
+        if isinstance(props, dict):
+            self.total_properties += len(props)
+            if self.total_properties > self.limits.max_properties:
+                raise self.fail(
+                    path,
+                    f"total number of properties keys({self.total_properties}) across all "
+                    f"objects exceeds maximum limit of {self.limits.max_properties}",
+                )
+            for name, sub in props.items():
+                if isinstance(sub, dict):
+                    children.append(("visit", sub, (*path, "properties", name), depth + 1))
+        if isinstance(node.get("items"), dict):
+            children.append(("visit", node["items"], (*path, "items"), depth))
+        if isinstance(node.get("additionalProperties"), dict):
+            extra = node["additionalProperties"]
+            children.append(("visit", extra, (*path, "additionalProperties"), depth))
+        if isinstance(node.get("anyOf"), list):
+            for branch in node["anyOf"]:
+                if isinstance(branch, dict):
+                    children.append(("visit", branch, (*path, "anyOf"), depth))
+        stack.extend(reversed(children))
+
+    def type_and_keywords(self, node: dict[str, Any], path: Path) -> None:
+        if "type" not in node:
+            return
+        kind = node["type"]
+        types: list[str] = []
+        if isinstance(kind, str):
+            if kind not in JSON_TYPES:
+                raise self.fail(path, "invalid type")
+            types = [kind]
+        elif isinstance(kind, list):
+            for item in kind:
+                if not isinstance(item, str) or item not in JSON_TYPES:
+                    raise self.fail(path, "invalid type in type array")
+                types.append(item)
+            if not types:
+                raise self.fail(path, "type array cannot be empty")
+        if len(types) > 1:
+            enum_pair = False
+            if len(types) == 2 and node.get("enum") is not None:
+                if "object" in types or "array" in types:
+                    raise self.fail(
+                        path, "object and array cannot be used in combination with multiple types"
+                    )
+                enum_pair = True
+            allowed_beside = _COMMON | {"type"} | (_ROOT_ONLY if not path else frozenset())
+            for key in sorted(node):
+                if key not in allowed_beside and not enum_pair:
+                    raise self.fail(
+                        path, f"keyword {key} is not allowed in combination with multiple types"
+                    )
+        if not types or not self.ultra:
+            return
+        if path:
+            for key in sorted(node):
+                if key in _ROOT_ONLY:
+                    raise self.fail(path, f"keyword {key} must be at root level")
+        allowed = set(_TYPE_KEYWORDS[types[0]])
+        for other in types[1:]:
+            allowed &= _TYPE_KEYWORDS[other]
+        if not path:
+            allowed |= _ROOT_ONLY
+        invalid = sorted(key for key in node if key not in allowed)
+        if invalid:
+            raise self.fail(path, f"invalid keywords: {', '.join(invalid)}")
+        if "minLength" in allowed:
+            self.count_range(node, path, "minLength", "maxLength")
+        if "minimum" in allowed:
+            self.number_range(node, path, "integer" in types)
+        if "minItems" in allowed:
+            self.count_range(node, path, "minItems", "maxItems")
+
+    def count_range(self, node: dict[str, Any], path: Path, low: str, high: str) -> None:
+        for keyword in (low, high):
+            value = node.get(keyword)
+            if value is None:
+                continue
+            if not _is_number(value):
+                raise self.fail(path, f"{keyword} must be an integer")
+            if value < 0:
+                raise self.fail(path, f"{keyword} must be non-negative")
+            if not float(value).is_integer():
+                raise self.fail(path, "not a valid integer")
+        if node.get(low) is not None and node.get(high) is not None and node[low] > node[high]:
+            raise self.fail(
+                (*path, low),
+                f"{low} ({_go_value(node[low])}) cannot be greater than {high} "
+                f"({_go_value(node[high])})",
+            )
+
+    def number_range(self, node: dict[str, Any], path: Path, integer: bool) -> None:
+        for keyword in ("minimum", "maximum"):
+            value = node.get(keyword)
+            if value is None:
+                continue
+            if not _is_number(value):
+                what = "an integer" if integer else "a number"
+                raise self.fail(path, f"{keyword} must be {what}")
+            if integer and not float(value).is_integer():
+                raise self.fail(path, "not a valid integer")
+        low, high = node.get("minimum"), node.get("maximum")
+        if low is not None and high is not None and low > high:
+            raise self.fail(
+                path,
+                f"minimum ({_go_value(low)}) cannot be greater than maximum ({_go_value(high)})",
+            )
+
+    def any_of_conflicts(self, node: dict[str, Any], path: Path) -> None:
+        branches = node.get("anyOf")
+        if not isinstance(branches, list):
+            return
+        outer = set(node) - {"anyOf"}
+        for branch in branches:
+            conflicts = self.conflicts(outer, branch)
+            if conflicts:
+                raise self.fail(
+                    path,
+                    f"conflicting keywords found in anyOf with parent: keywords "
+                    f"({', '.join(conflicts)}) are defined on the parent schema and inside anyOf; "
+                    "remove them from the parent or from anyOf branches",
+                )
+
+    def conflicts(self, outer: set[str], inner: dict[str, Any]) -> list[str]:
+        """Keywords on both levels; description/title count only at ultra."""
+        return sorted(k for k in inner if k in outer and (self.ultra or k not in _COMMON))
+
+    # -- keyword checks (walle's keyword validators, run in sorted keyword order) -------------
+
+    def check_type(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if isinstance(value, str):
+            return
+        if isinstance(value, list):
+            if self.ultra and len(set(map(str, value))) != len(value):
+                raise self.fail((*path, "type"), "duplicate types in type array")
+            return
+        raise self.fail(path, "type must be string or array of strings")
+
+    def check_properties(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "properties")
+        if not isinstance(value, dict):
+            raise self.fail(where, "properties must be an object")
+        for name, sub in value.items():
+            if self.ultra and name == "":
+                raise self.fail(where, "property name cannot be empty")
+            if name in RESERVED_PROPERTY_NAMES:
+                raise self.fail(
+                    where, f"property name '{name}' is reserved for JSON Schema keywords"
+                )
+            if not isinstance(sub, dict):
+                raise self.fail(where, f"property schema for '{name}' must be an object")
+
+    def check_required(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "required")
+        if not isinstance(value, list):
+            raise self.fail(where, "required must be an array")
+        if not value:
+            return
+        for name in value:
+            if not isinstance(name, str):
+                raise self.fail(where, "items in required array must be strings")
+            if self.ultra and name == "":
+                raise self.fail(where, "property names in required array cannot be empty")
+        if self.ultra:
+            seen: set[str] = set()
+            for name in value:
+                if name in seen:
+                    raise self.fail(where, f"duplicate items in required array: {name}")
+                seen.add(name)
+        props = node.get("properties")
+        if self.ultra:
+            kind = node.get("type")
+            if kind != "object" and kind != ["object"]:
+                raise self.fail(where, "required keyword must be used with object")
+            if not isinstance(props, dict):
+                raise self.fail(where, "required specified but 'properties' keyword is missing")
+        declared = props if isinstance(props, dict) else {}
+        for name in value:
+            if name not in declared:
+                raise self.fail(where, f"required property '{name}' is not defined in properties")
+
+    def check_enum(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "enum")
+        if not isinstance(value, list):
+            raise self.fail(where, "enum must be an array")
+        if not value:
+            raise self.fail(where, "enum array cannot be empty")
+        if len(value) > self.limits.max_enum_items:
+            raise self.fail(
+                where, f"enum array cannot have more than {self.limits.max_enum_items} items"
+            )
+        if "type" not in node:
+            raise self.fail(path, "type is not defined")
+        kind = node["type"]
+        if isinstance(kind, str):
+            types = [kind]
+        elif isinstance(kind, list):
+            if not all(isinstance(item, str) for item in kind):
+                raise self.fail(path, "type array must be an array of strings")
+            types = list(kind)
+        else:
+            raise self.fail(path, "invalid type value")
+        if len(types) > 2 or (len(types) == 2 and "null" not in types):
+            raise self.fail(
+                path,
+                "when type is array and enum is specified, currently only 2 types are "
+                "supported, one must be null, and the other can be string/integer/number/boolean",
+            )
+        if len(types) == 2:
+            other = next(t for t in types if t != "null") if types != ["null", "null"] else "null"
+            if other not in _ENUM_PARTNERS:
+                raise self.fail(path, f"invalid type combination with enum: {other} + null")
+        for item in value:
+            if not any(self.type_match(item, kind, where) for kind in types):
+                raise self.fail(
+                    where,
+                    f"enum value ({_go_value(item)}) does not match any type in "
+                    f"[{' '.join(types)}]",
+                )
+        counted = {"string", "number", "integer"}
+        if counted & set(types) and len(value) > self.limits.enum_string_check_threshold:
+            total = sum(
+                len(item.encode()) if isinstance(item, str) else len(_go_value(item))
+                for item in value
+                if isinstance(item, str) or _is_number(item)
+            )
+            if total > self.limits.max_enum_string_length:
+                raise self.fail(
+                    where,
+                    f"total string length of enum values ({total}) exceeds maximum limit of "
+                    f"{self.limits.max_enum_string_length} characters when enum has more than "
+                    f"{self.limits.enum_string_check_threshold} values",
+                )
+
+    def type_match(self, value: Any, kind: str, where: Path) -> bool:
+        if kind == "string":
+            return isinstance(value, str)
+        if kind == "number":
+            if not _is_number(value):
+                raise self.fail(where, "not a valid number")
+            return True
+        if kind == "integer":
+            if not _is_number(value) or not float(value).is_integer():
+                raise self.fail(where, "not a valid integer")
+            return True
+        if kind == "boolean":
+            return isinstance(value, bool)
+        if kind == "null":
+            return value is None
+        if kind == "array":
+            return isinstance(value, list)
+        if kind == "object":
+            return isinstance(value, dict)
+        raise self.fail(where, "invalid type")
+
+    def check_items(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if not isinstance(value, dict):
+            raise self.fail((*path, "items"), "items must be an object")
+
+    def check_ref(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "$ref")
+        if not isinstance(value, str):
+            raise self.fail(where, "$ref must be a string")
+        if value == "#":
+            self.refs[value] = None
+            return
+        if not value.startswith("#/$defs/"):
+            raise self.fail(where, "references must start with #/$defs/")
+        if value == "#/$defs/":
+            raise self.fail(where, "definition name cannot be empty")
+        if "$defs" not in self.root:
+            raise self.fail(where, f"$defs not found for reference: {value}")
+        if self.ultra:
+            for key in sorted(node):
+                if key != "$ref" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
+                    raise self.fail(
+                        path, f"keyword '{key}' is not allowed at the same level as $ref"
+                    )
+        self.refs[value] = None
+
+    def check_description(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if not isinstance(value, str):
+            raise self.fail((*path, "description"), "description must be a string")
+
+    def check_any_of(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "anyOf")
+        if not isinstance(value, list):
+            raise self.fail(where, "anyOf must be an array")
+        if not value or len(value) > self.limits.max_any_of_items:
+            raise self.fail(where, f"anyOf must have 1-{self.limits.max_any_of_items} items")
+        if not all(isinstance(branch, dict) for branch in value):
+            raise self.fail(where, "schema in anyOf must be an object")
+        if self.ultra:
+            for key in sorted(node):
+                if key != "anyOf" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
+                    raise self.fail(
+                        path, f"keyword '{key}' is not allowed at the same level as anyOf"
+                    )
+
+    def check_additional(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if not isinstance(value, bool | dict):
+            raise self.fail(
+                (*path, "additionalProperties"),
+                "additionalProperties must be a boolean or an object",
+            )
+
+    def check_defs(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        where = (*path, "$defs")
+        if not isinstance(value, dict):
+            raise self.fail(where, "$defs must be an object")
+        for name in sorted(value):
+            if name == "":
+                raise self.fail(where, "$defs property name cannot be empty")
+            if "/" in name:
+                raise self.fail(where, f"$defs property name '{name}' cannot contain '/' character")
+            if not isinstance(value[name], dict):
+                raise self.fail(where, f"$defs schema must be object: {name}")
+            stack: list[tuple[dict[str, Any], Path]] = [(value[name], (*where, name))]
+            while stack:
+                current, at = stack.pop()
+                for key, sub in current.items():
+                    if "/" in key:
+                        raise self.fail(
+                            at[:-1], f"$defs property name '{key}' cannot contain '/' character"
+                        )
+                    if isinstance(sub, dict):
+                        stack.append((sub, (*at, key)))
+                    elif isinstance(sub, list):
+                        stack.extend(
+                            (item, (*at, f"{key}[{i}]"))
+                            for i, item in enumerate(sub)
+                            if isinstance(item, dict)
+                        )
+
+    def check_id(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if value is not None and not isinstance(value, str):
+            raise self.fail((*path, "$id"), "$id must be a string")
+
+    def check_pattern(self, node: dict[str, Any], value: Any, path: Path) -> None:
+        if value is not None and not isinstance(value, str):
+            raise self.fail((*path, "pattern"), "pattern must be a string")
+
+    # -- pass 2: references (walle's PostValidateRefs) ----------------------------------------
+
+    def resolve(self, ref: str, path: Path = ()) -> dict[str, Any]:
+        if ref == "#":
+            return self.root
+        if not ref.startswith("#/$defs/"):
+            raise self.fail((*path, "$ref"), "only local references are supported")
+        current: Any = self.root
+        for part in ref[2:].split("/"):
+            current = current.get(part) if isinstance(current, dict) else None
+            if not isinstance(current, dict):
+                raise self.fail(path, f"invalid $ref path: {ref}")
+        return current
+
+    def check_refs(self) -> None:
+        for ref in self.refs:
+            self.resolve(ref)
+        try:
+            needs_end = not self.terminates(self.root, set(), ())
+        except _Problem:
+            needs_end = True
+        self.check_ref_sites(self.root, needs_end, ())
+
+    def check_ref_sites(self, node: dict[str, Any], needs_end: bool, path: Path) -> None:
+        if "$ref" in node:
+            expanded = self.expand(node, path)
+            self.ref_context(node, expanded, path)
+            if needs_end and not self.terminates(expanded, set(), path):
+                raise self.fail(path, "detected infinite recursion without termination condition")
+        for key, value in node.items():
+            if key == "$defs":
+                continue
+            if isinstance(value, dict):
+                if key == "properties" and node.get("required") == []:
+                    needs_end = False
+                elif key == "additionalProperties":
+                    needs_end = False
+                self.check_ref_sites(value, needs_end, (*path, key))
+            elif isinstance(value, list) and key == "anyOf":
+                for branch in value:
+                    if isinstance(branch, dict):
+                        self.check_ref_sites(branch, needs_end, (*path, "anyOf"))
+
+    def expand(self, node: dict[str, Any], path: Path) -> dict[str, Any]:
+        """The ``$ref``'s target; a chain of bare ``$ref`` defs is followed to its end."""
+        ref = node["$ref"]
+        if not isinstance(ref, str):
+            raise self.fail((*path, "$ref"), "$ref must be a string")
+        seen = {ref}
+        current = dict(self.resolve(ref))
+        kept: dict[str, Any] = {}
+        layer, previous = ref, ""
+        while isinstance(current.get("$ref"), str) or "$ref" in current:
+            if any(key != "$ref" and key not in _COMMON for key in current):
+                break
+            following = current["$ref"]
+            if not isinstance(following, str):
+                raise self.fail((*path, "$ref"), "$ref must be a string")
+            if following in seen:
+                break
+            seen.add(following)
+            target = self.resolve(following)
+            for key in current:
+                if key not in _COMMON:
+                    continue
+                if key in kept:
+                    if self.ultra:
+                        outer = previous or layer
+                        where = tuple(outer[2:].split("/")) if outer.startswith("#/") else path
+                        raise self.fail(
+                            where,
+                            f'conflicting keywords found after $ref expansion: keyword "{key}" '
+                            'appears at multiple levels in a chained "$ref"; keep it in only one '
+                            "place",
+                        )
+                    continue
+                kept[key] = current[key]
+            previous, layer = layer, following
+            current = dict(target)
+        return {**current, **kept}
+
+    def ref_context(self, parent: dict[str, Any], target: dict[str, Any], path: Path) -> None:
+        outer = set(parent) - {"$ref"}
+        clash = self.conflicts(outer, target)
+        if clash:
+            raise self.fail(
+                path,
+                f"conflicting keywords found after $ref expansion: keywords ({', '.join(clash)}) "
+                'are defined both alongside "$ref" and in the referenced schema; remove the '
+                "duplicates",
+            )
+        if ("type" in parent and "anyOf" in target) or ("type" in target and "anyOf" in parent):
+            raise self.fail(
+                path,
+                "invalid schema after $ref expansion: (when using anyOf, type should be defined "
+                "in anyOf items instead of the parent schema)",
+            )
+        branches = target.get("anyOf")
+        if isinstance(branches, list):
+            for branch in branches:
+                if isinstance(branch, dict):
+                    clash = self.conflicts(outer - {"anyOf"}, branch)
+                    if clash:
+                        raise self.fail(
+                            path,
+                            f"conflicting keywords found in anyOf after ref expansion: keywords "
+                            f'({", ".join(clash)}) are defined alongside "$ref" and inside anyOf '
+                            "in the referenced schema; define them in only one place",
+                        )
+        last = path[-1] if path else ""
+        if (
+            last in ("additionalProperties", "items")
+            or last.startswith("anyOf")
+            or (len(path) >= 2 and path[-2] == "properties")
+            or len(path) <= 1
+        ):
+            return
+        raise self.fail(path, "$ref is not allowed in this schema.")
+
+    def terminates(self, node: dict[str, Any], seen: set[str], path: Path) -> bool:
+        """Whether a value of ``node`` can be finite (walle's termination rule for refs)."""
+        kind = node.get("type")
+        checked = ""
+        if isinstance(kind, str):
+            if kind not in ("object", "array"):
+                return True
+            checked = kind
+        elif isinstance(kind, list):
+            for item in kind:
+                if isinstance(item, str) and item not in ("object", "array"):
+                    return True
+                checked = str(item)
+        if checked == "array":
+            items = node.get("items")
+            if not items:
+                return True
+            if isinstance(items, dict) and self.terminates(items, seen, (*path, "items")):
+                return True
+        if checked == "object":
+            required = node.get("required")
+            props = node.get("properties")
+            if not required or not isinstance(props, dict) or not props:
+                return True
+            wanted = (
+                set(r for r in required if isinstance(r, str))
+                if isinstance(required, list)
+                else set()
+            )
+            for name, sub in props.items():
+                if not isinstance(sub, dict):
+                    raise self.fail((*path, name), "property schema must be an object")
+                if name in wanted and self.terminates(sub, seen, (*path, "properties", name)):
+                    return True
+        branches = node.get("anyOf")
+        if isinstance(branches, list):
+            if not branches:
+                return True
+            reached: set[str] = set()
+            for index, branch in enumerate(branches):
+                if not isinstance(branch, dict):
+                    raise self.fail((*path, "anyOf"), "schema in anyOf must be an object")
+                mine = set(seen)
+                if self.terminates(branch, mine, (*path, "anyOf", str(index))):
+                    seen |= mine
+                    return True
+                reached |= mine
+            seen |= reached
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in seen:
+                return False
+            seen.add(ref)
+            try:
+                target = self.resolve(ref, path)
+            except _Problem:
+                raise self.fail(path, f"invalid $ref path: {ref}") from None
+            return self.terminates(target, seen, (*path, "$ref"))
+        return not node
 
 
-def _join(path: str, part: str) -> str:
-    return f"{path}.{part}" if path else part
+class _DefDepths:
+    """walle's precomputed depth (nested ``properties`` levels) of each ``$defs`` entry.
+
+    Keys are JSON-pointer-like (``#/$defs/A``, ``#/$defs/A/properties/b``), looked up by a
+    ``$ref`` site. Results that did not depend on the refs already on the path are memoized, so
+    a schema of many shared definitions stays linear.
+    """
+
+    def __init__(self, walle: _Walle) -> None:
+        self.walle = walle
+        self.table: dict[str, int] = {}
+        self.memo: dict[str, int] = {}
+
+    def compute(self) -> dict[str, int]:
+        defs = self.walle.root.get("$defs")
+        if isinstance(defs, dict):
+            for name, sub in defs.items():
+                if isinstance(sub, dict):
+                    self.depth(sub, f"#/$defs/{name}", set())
+        return self.table
+
+    def depth(self, node: dict[str, Any], where: str, seen: set[str]) -> int:
+        return self.measure(node, where, seen)[0]
+
+    def measure(self, node: dict[str, Any], where: str, seen: set[str]) -> tuple[int, bool]:
+        """(depth, whether a ref was cut short because it was already on the path)."""
+        if not node:
+            return 0, False
+        if where in self.memo:
+            self.table[where] = self.memo[where]
+            return self.memo[where], False
+        self.table[where] = 0
+        best, cut = 0, False
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            if ref in seen:
+                cut = True
+            else:
+                seen.add(ref)
+                try:
+                    target = self.walle.resolve(ref)
+                except _Problem:
+                    target = None
+                if target is not None:
+                    best, sub_cut = self.measure(target, ref, seen)
+                    cut |= sub_cut
+        props = node.get("properties")
+        if isinstance(props, dict):
+            level = 1
+            for name, sub in props.items():
+                if isinstance(sub, dict):
+                    inner, sub_cut = self.measure(sub, f"{where}/properties/{name}", set(seen))
+                    level, cut = max(level, 1 + inner), cut | sub_cut
+            best = max(best, level)
+        branches = node.get("anyOf")
+        if isinstance(branches, list):
+            for index, branch in enumerate(branches):
+                if isinstance(branch, dict):
+                    inner, sub_cut = self.measure(branch, f"{where}/anyOf/{index}", set(seen))
+                    best, cut = max(best, inner), cut | sub_cut
+        extra = node.get("additionalProperties")
+        if isinstance(extra, dict):
+            inner, sub_cut = self.measure(extra, f"{where}/additionalProperties", set(seen))
+            best, cut = max(best, inner), cut | sub_cut
+        self.table[where] = best
+        if not cut:
+            self.memo[where] = best
+        return best, cut
+
+
+_KEYWORD_CHECKS = {
+    "type": _Walle.check_type,
+    "properties": _Walle.check_properties,
+    "required": _Walle.check_required,
+    "enum": _Walle.check_enum,
+    "items": _Walle.check_items,
+    "$ref": _Walle.check_ref,
+    "description": _Walle.check_description,
+    "anyOf": _Walle.check_any_of,
+    "additionalProperties": _Walle.check_additional,
+    "$defs": _Walle.check_defs,
+    "$id": _Walle.check_id,
+    "pattern": _Walle.check_pattern,
+}

@@ -242,27 +242,69 @@ def test_fast_validation_path_agrees_with_the_full_validator() -> None:
 # -- Kimi's rules ---------------------------------------------------------------------------------
 
 
-def test_mfjs_violation_is_400_in_kimis_form(sim: Simulator) -> None:
+def test_schema_outside_the_dialect_is_400_with_walles_message(sim: Simulator) -> None:
+    # walle.md "Structural errors": type beside anyOf is rejected at every level.
     schema = {
         "type": "object",
-        "properties": {"x": {"description": "no type"}},
+        "properties": {"x": {"type": "string", "anyOf": [{"type": "string"}]}},
         "required": ["x"],
-        "additionalProperties": False,
     }
     response = post(sim, body_for(schema=schema))
     assert response.status_code == 400
+    assert error_of(response)["type"] == "invalid_request_error"
     assert error_of(response)["message"] == (
         "Invalid request: response_format.json_schema.schema is not a valid moonshot flavored "
-        "json schema, details: <At path 'properties.x': type is not defined>"
+        "json schema, details: <At path 'properties.x': when using anyOf, type should be "
+        "defined in anyOf items instead of the parent schema>"
     )
-    format_schema = {
-        "type": "object",
-        "properties": {"d": {"type": "string", "format": "date"}},
-        "required": ["d"],
-        "additionalProperties": False,
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "lookup",
+            "parameters": {"type": "object", "properties": {"required": {"type": "string"}}},
+        },
     }
-    message = error_of(post(sim, body_for(schema=format_schema)))["message"]
-    assert "details: <At path 'properties.d': keyword 'format' is not supported>" in message
+    response = post(sim, body_for(tools=[tool]))
+    assert response.status_code == 400
+    assert error_of(response)["message"].endswith(
+        "details: <At path 'properties': property name 'required' is reserved for JSON Schema "
+        "keywords>"
+    )
+
+
+def test_strict_level_accepts_what_pydantic_and_the_openai_sdk_send(sim: Simulator) -> None:
+    # walle strict: title, default, optional properties, minimum, format, open objects all pass.
+    schema = {
+        "title": "Review",
+        "type": "object",
+        "properties": {
+            "stars": {"title": "Stars", "type": "integer", "minimum": 1, "maximum": 5},
+            "note": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+            "day": {"type": "string", "format": "date"},
+            "extra": {"type": "object", "additionalProperties": True},
+        },
+        "required": ["stars", "day"],
+    }
+    response = post(sim, body_for(schema=schema))
+    assert response.status_code == 200, response.text
+    answer = json.loads(response.json()["choices"][0]["message"]["content"])
+    assert 1 <= answer["stars"] <= 5
+
+
+def test_ultra_level_is_walles_thorough_check() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"day": {"type": "string", "format": "date"}},
+        "required": ["day"],
+    }
+    with Simulator(api_key=KEY, schema_level="ultra") as ultra:
+        response = post(ultra, body_for(schema=schema))
+    assert response.status_code == 400
+    assert error_of(response)["message"].endswith(
+        "details: <At path 'properties.day': unsupported keywords: format>"
+    )
+    with pytest.raises(ValueError, match="schema_level"):
+        Simulator(schema_level="lenient")
 
 
 @pytest.mark.parametrize(

@@ -20,7 +20,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
@@ -69,6 +69,7 @@ class Config:
     cache_min_tokens: int = 256
     cache_refresh_on_read: bool = False
     history_limit: int | None = None
+    schema_level: Literal["strict", "ultra"] = "strict"
 
 
 @dataclass
@@ -313,7 +314,7 @@ class Service:
             rules.check_model(body)
             validation.validate_body(body)
             schema = schema_text(body)
-            rules.check_request(body, schema)
+            rules.check_request(body, schema, self.config.schema_level)
             prompt = build_prompt(body, schema)
         except RecursionError:
             raise _too_deep() from None

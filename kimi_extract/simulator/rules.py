@@ -1,8 +1,10 @@
 """Kimi's rules beyond the OpenAPI schema: models, MFJS, per-model parameters, tool history.
 
 Sources: the seed reference (``model``, ``reasoning_effort``, ``prompt_cache_options``,
-``temperature``, ``top_p``) and KIMI-NOTES.md (MFJS messages, reasoning_content in tool-call
-history, tool names). Each check raises a ``SimError`` carrying Kimi's error type and message form.
+``temperature``, ``top_p``), KIMI-NOTES.md (reasoning_content in tool-call history, tool names)
+and MoonshotAI/walle (the schema dialect: ``response_format`` schemas and tool ``parameters``
+are checked by ``mfjs`` at the simulator's ``schema_level``, ``strict`` by default as on
+Moonshot's server). Each check raises a ``SimError`` carrying Kimi's error type and message form.
 """
 
 from __future__ import annotations
@@ -18,18 +20,6 @@ from .protocol import SimError, invalid_request
 #: KIMI-NOTES "Structured output": tool names must match this; at most 128 tools.
 TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9-_]{2,63}$")
 WEB_SEARCH = "$web_search"
-
-#: mfjs problems also enforced on ``tools[].function.parameters``. Tool parameters are not strict
-#: structured output, so the strict-mode rules (additionalProperties false, every property
-#: required, no minimum/default...) are not applied to them; the live API has been seen rejecting
-#: these shapes in tools (KIMI-NOTES; kimi-cli 2061, vercel/ai 18921).
-_TOOL_PROBLEMS = (
-    "type is not defined",
-    "when using anyOf",
-    "the root schema must be of type object",
-    "conflicting keywords found after $ref expansion",
-    "schema must be an object",
-)
 
 
 def check_model(body: Any) -> None:
@@ -55,22 +45,25 @@ def mfjs_message(name: str, problem: str) -> str:
     return f"{name} is not a valid moonshot flavored json schema, details: <{problem}>"
 
 
-_MFJS_MEMO: dict[str, str | None] = {}
+_MFJS_MEMO: dict[tuple[str, str], str | None] = {}
 
 
-def _first_problem(schema: Any, schema_text: str | None) -> str | None:
-    """mfjs.first_problem, memoized by the schema's JSON text (rows share one schema)."""
+def _first_problem(schema: Any, schema_text: str | None, level: mfjs.Level) -> str | None:
+    """mfjs.first_problem, memoized by level and the schema's JSON text (rows share one schema)."""
     if schema_text is None:
-        return mfjs.first_problem(schema)
-    if schema_text not in _MFJS_MEMO:
+        return mfjs.first_problem(schema, level)
+    key = (level, schema_text)
+    if key not in _MFJS_MEMO:
         if len(_MFJS_MEMO) >= 1024:
             _MFJS_MEMO.clear()
-        _MFJS_MEMO[schema_text] = mfjs.first_problem(schema)
-    return _MFJS_MEMO[schema_text]
+        _MFJS_MEMO[key] = mfjs.first_problem(schema, level)
+    return _MFJS_MEMO[key]
 
 
-def check_response_format(body: dict[str, Any], schema_text: str | None = None) -> None:
-    """400 for a ``json_schema`` response_format without a schema or outside MFJS.
+def check_response_format(
+    body: dict[str, Any], schema_text: str | None = None, level: mfjs.Level = "strict"
+) -> None:
+    """400 for a ``json_schema`` response_format without a schema or outside MFJS at ``level``.
 
     ``schema_text`` is the schema's compact JSON when the caller has it (used as a memo key).
     """
@@ -82,7 +75,7 @@ def check_response_format(body: dict[str, Any], schema_text: str | None = None) 
         raise invalid_request(
             "response_format.json_schema is required when response_format.type is json_schema"
         )
-    problem = _first_problem(json_schema.get("schema"), schema_text)
+    problem = _first_problem(json_schema.get("schema"), schema_text, level)
     if problem is not None:
         raise invalid_request(mfjs_message("response_format.json_schema.schema", problem))
 
@@ -110,8 +103,8 @@ def check_model_rules(body: dict[str, Any]) -> None:
         raise invalid_request("invalid top_p: only 0.95 is allowed for this model")
 
 
-def check_tools(body: dict[str, Any]) -> None:
-    """400 for a bad tool name, duplicate names, or parameters outside MFJS's basic rules."""
+def check_tools(body: dict[str, Any], level: mfjs.Level = "strict") -> None:
+    """400 for a bad tool name, duplicate names, or ``parameters`` outside MFJS at ``level``."""
     seen: set[str] = set()
     for index, tool in enumerate(body.get("tools") or ()):
         if tool.get("type") != "function":
@@ -125,8 +118,9 @@ def check_tools(body: dict[str, Any]) -> None:
         if name in seen:
             raise invalid_request(f"tools[{index}].function.name {name!r} is duplicated")
         seen.add(name)
-        for problem in mfjs.check_schema(function["parameters"]):
-            if any(marker in problem for marker in _TOOL_PROBLEMS):
+        if "parameters" in function:
+            problem = mfjs.first_problem(function["parameters"], level)
+            if problem is not None:
                 raise invalid_request(mfjs_message("tools.function.parameters", problem))
     choice = body.get("tool_choice")
     if isinstance(choice, dict):
@@ -191,10 +185,13 @@ def search_result_tokens(message: dict[str, Any], index: int) -> int:
 
 
 def check_request(
-    body: dict[str, Any], schema_text: str | None = None
+    body: dict[str, Any], schema_text: str | None = None, schema_level: mfjs.Level = "strict"
 ) -> dict[str, dict[str, Any]]:
-    """Every Kimi rule after schema validation; returns the earlier tool calls by id."""
-    check_response_format(body, schema_text)
+    """Every Kimi rule after schema validation; returns the earlier tool calls by id.
+
+    ``schema_level``: the ``mfjs`` level for response_format schemas and tool parameters.
+    """
+    check_response_format(body, schema_text, schema_level)
     check_model_rules(body)
-    check_tools(body)
+    check_tools(body, schema_level)
     return check_history(body["messages"])

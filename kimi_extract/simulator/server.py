@@ -46,6 +46,9 @@ class Simulator:
     - ``cache_block_tokens``, ``cache_min_tokens``, ``cache_refresh_on_read``: see ``cache``.
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
       keeps none). Counters and ``Exchange.index`` still count every request.
+    - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
+      (``kimi_extract.mfjs``, MoonshotAI/walle's levels): "strict" (default; what Moonshot's
+      server enforces) or "ultra" (walle's most thorough check).
     """
 
     def __init__(
@@ -78,7 +81,10 @@ class Simulator:
         cache_min_tokens: int = 256,
         cache_refresh_on_read: bool = False,
         history_limit: int | None = None,
+        schema_level: str = "strict",
     ) -> None:
+        if schema_level not in ("strict", "ultra"):
+            raise ValueError(f"schema_level must be 'strict' or 'ultra', got {schema_level!r}")
         if stream_usage not in _STREAM_USAGE:
             raise ValueError(f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}")
         rates = {
@@ -123,6 +129,7 @@ class Simulator:
             cache_min_tokens=cache_min_tokens,
             cache_refresh_on_read=cache_refresh_on_read,
             history_limit=history_limit,
+            schema_level="ultra" if schema_level == "ultra" else "strict",
         )
         self._service = Service(config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None
