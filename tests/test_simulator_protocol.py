@@ -1,4 +1,5 @@
-"""The simulator's protocol: SSE streaming, function tools, web search, and the openai SDK."""
+"""The simulator's protocol: SSE streaming, function tools, web search, json_object mode, the
+openai SDK, and malformed requests (always an error in the API's shape, never a 500)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import httpx
 import jsonschema
 import openai
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kimi_extract import tokens
 from kimi_extract.simulator import Simulator
@@ -363,3 +366,220 @@ async def test_openai_async_sdk_web_search_round_trip(sim: Simulator) -> None:
     assert finish == "stop"
     assert [h.status for h in sim.history] == [200, 200]
     await client.close()
+
+
+# -- json_object mode ----------------------------------------------------------------------------
+
+REVIEW = {
+    "title": "Review",
+    "type": "object",
+    "properties": {
+        "title": {"title": "Title", "type": "string"},
+        "rating": {"title": "Rating", "type": "integer", "minimum": 1, "maximum": 5, "default": 3},
+        "tags": {"type": "array", "items": {"type": "string"}, "default": []},
+        "verdict": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None},
+    },
+    "required": ["title"],
+}
+
+
+def json_object_answer(sim: Simulator, messages: list[dict[str, Any]]) -> Any:
+    body = {
+        "model": "kimi-k3.1-pro",
+        "messages": messages,
+        "response_format": {"type": "json_object"},
+        "reasoning_effort": "low",
+    }
+    response = post(sim, body)
+    assert response.status_code == 200, response.text
+    return json.loads(response.json()["choices"][0]["message"]["content"])
+
+
+@pytest.mark.parametrize(
+    "place",
+    ["system-unfenced", "system-compact", "user-unfenced", "user-fenced-after-example"],
+)
+def test_json_object_follows_a_schema_stated_anywhere(sim: Simulator, place: str) -> None:
+    review = "Review: the blender is loud but crushes ice well."
+    indented = json.dumps(REVIEW, indent=2)
+    if place == "system-unfenced":  # how instructor's Mode.JSON states it
+        system = (
+            "Provide the parsed objects in json that match the following json_schema:\n\n"
+            f"{indented}\n\nMake sure to return an instance of the JSON, not the schema itself"
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": review}]
+    elif place == "system-compact":  # how pydantic-ai's PromptedOutput states it
+        system = (
+            "Always respond with a JSON object that's compatible with this schema:\n\n"
+            f"{json.dumps(REVIEW)}\n\nDon't include any text or Markdown fencing before or after."
+        )
+        messages = [{"role": "system", "content": system}, {"role": "user", "content": review}]
+    elif place == "user-unfenced":
+        messages = [{"role": "user", "content": f"{review}\nAnswer in this schema: {indented}"}]
+    else:  # an example object first, the schema later, fenced: the schema wins
+        text = f'Like {{"title": "x", "other": 1}} but per\n```json\n{indented}\n```\n{review}'
+        messages = [{"role": "user", "content": text}]
+    for _ in range(3):
+        value = json_object_answer(sim, messages)
+        jsonschema.validate(value, REVIEW)
+        assert set(value) == set(REVIEW["properties"])  # type: ignore[arg-type]
+        messages = messages + [{"role": "assistant", "content": json.dumps(value)}]
+        messages.append({"role": "user", "content": review + " Another one."})
+
+
+def test_json_object_imitates_an_example_when_no_schema_is_stated(sim: Simulator) -> None:
+    """langextract's prompt: a description, Q/A examples with JSON answers, then the question."""
+    example = {
+        "extractions": [
+            {"character": "Romeo", "character_attributes": {"mood": "wistful"}},
+            {"emotion": "But soft!", "emotion_attributes": {"feeling": "awe"}},
+        ]
+    }
+    prompt = (
+        "Extract characters and emotions in order of appearance.\n\nExamples\n"
+        "Q: But soft! What light through yonder window breaks?\n"
+        f"A: ```json\n{json.dumps(example, indent=2)}\n```\n\n"
+        "Q: Lady Juliet gazed longingly at the stars, her heart aching for Romeo\nA: "
+    )
+    value = json_object_answer(sim, [{"role": "user", "content": prompt}])
+    assert set(value) == {"extractions"} and 1 <= len(value["extractions"]) <= 3
+    shapes = [set(item) for item in example["extractions"]]
+    for item in value["extractions"]:
+        assert set(item) in shapes
+        text_key = next(key for key in item if not key.endswith("_attributes"))
+        assert isinstance(item[text_key], str) and item[text_key]
+        assert isinstance(item[text_key + "_attributes"], dict)
+    plain = json_object_answer(sim, [{"role": "user", "content": "Hello there"}])
+    assert set(plain) == {"answer"}
+
+
+# -- malformed requests --------------------------------------------------------------------------
+
+ERROR_STATUSES = {400, 401, 404, 413, 422, 429}
+VALID: dict[str, Any] = {
+    "model": "kimi-k3.1-pro",
+    "messages": [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Summarize the river flooding."},
+    ],
+    "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": SCHEMA}},
+    "tools": [WEATHER_TOOL],
+    "reasoning_effort": "low",
+    "max_completion_tokens": 2000,
+}
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=16,
+)
+#: Places in a valid body where a wrong value does the most harm.
+_PATHS = [
+    ("model",),
+    ("messages",),
+    ("messages", 1),
+    ("messages", 1, "content"),
+    ("messages", 1, "role"),
+    ("response_format",),
+    ("response_format", "type"),
+    ("response_format", "json_schema", "schema"),
+    ("response_format", "json_schema", "schema", "properties", "answer"),
+    ("response_format", "json_schema", "schema", "required"),
+    ("tools",),
+    ("tools", 0, "function", "parameters"),
+    ("tools", 0, "function", "parameters", "properties", "city"),
+    ("tool_choice",),
+    ("max_completion_tokens",),
+    ("reasoning_effort",),
+    ("stream_options",),
+    ("prompt_cache_options",),
+]
+
+
+def _deep(depth: int) -> bytes:
+    """A valid body whose response_format schema nests ``depth`` objects (built as text: the json
+    module cannot encode it)."""
+    schema = '{"type": "string"}'
+    for _ in range(depth):
+        schema = '{"type": "object", "properties": {"a": ' + schema + '}, "required": ["a"]}'
+    response_format = '{"type": "json_schema", "json_schema": {"name": "s", "schema": %s}}'
+    body = json.dumps({**VALID, "response_format": None})
+    return body.replace("null", response_format % schema).encode()
+
+
+@st.composite
+def _mutated(draw: st.DrawFn) -> bytes:
+    body: Any = json.loads(json.dumps(VALID))
+    path = draw(st.sampled_from(_PATHS))
+    node = body
+    for step in path[:-1]:
+        node = node[step]
+    if draw(st.booleans()) and isinstance(node, dict):
+        node.pop(path[-1], None)
+    else:
+        node[path[-1]] = draw(_json)
+    if draw(st.booleans()):
+        body[draw(st.text(max_size=6))] = draw(_json)
+    return json.dumps(body).encode()
+
+
+_REQUESTS = st.one_of(
+    _mutated(),
+    _json.map(lambda value: json.dumps(value).encode()),
+    st.binary(max_size=40),
+    st.sampled_from(
+        [
+            b"",
+            b"{",
+            b"[" * 5000 + b"]" * 5000,
+            b'{"model": NaN}',
+            b'{"model": "kimi-k3.1-pro", "messages": [{"role": "user", "content": "\\ud800"}]}',
+            b"\xff\xfe{}",
+            _deep(3000),
+            _deep(400),
+        ]
+    ),
+)
+
+
+def test_malformed_requests_get_an_api_error_never_a_500() -> None:
+    with Simulator(api_key=KEY) as sim, httpx.Client(timeout=10) as client:
+        url = sim.base_url + "/v1/chat/completions"
+        error_schema = component_schema("ErrorResponse")
+
+        @settings(max_examples=250, deadline=None, database=None)
+        @given(raw=_REQUESTS, authorized=st.booleans() | st.just(True))
+        def check(raw: bytes, authorized: bool) -> None:
+            headers = {"Authorization": f"Bearer {KEY}"} if authorized else {}
+            response = client.post(url, content=raw, headers=headers)
+            if response.status_code == 200:  # a mutation that kept the body valid
+                assert raw.startswith(b"{")
+            else:
+                assert response.status_code in ERROR_STATUSES, response.text
+                assert response.headers["content-type"].startswith("application/json")
+                data = response.json()
+                jsonschema.validate(data, error_schema)
+                assert set(data["error"]) == {"message", "type", "code"}
+                assert data["error"]["type"].endswith("_error")
+            assert sim.stats()["in_flight"] == 0
+
+        check()
+        assert CLIENT.get(sim.base_url + "/stats").json()["in_flight"] == 0
+        statuses = {h.status for h in sim.history}
+        assert 400 in statuses and 401 in statuses and 500 not in statuses
+
+
+def test_a_schema_nested_3000_levels_is_a_400_and_leaves_nothing_in_flight(sim: Simulator) -> None:
+    response = CLIENT.post(
+        sim.base_url + "/v1/chat/completions",
+        content=_deep(3000),
+        headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["type"] == "invalid_request_error"
+    assert CLIENT.get(sim.base_url + "/stats").json()["in_flight"] == 0
