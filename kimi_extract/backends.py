@@ -16,7 +16,8 @@ read in chunks and counted after decompression: past ``max_response_bytes`` the 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Mapping
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -26,6 +27,47 @@ from .exceptions import APIConnectionError, APITimeoutError, ResponseTooLargeErr
 BACKENDS = ("aiohttp", "httpx-aiohttp", "httpx")
 #: Default cap on one response body, counted after decompression (``max_response_bytes``).
 DEFAULT_MAX_RESPONSE_BYTES = 32 * 1024 * 1024
+#: The HTTP libraries' loggers that may log what a server sent (httpcore logs response headers
+#: at DEBUG, aiohttp bad Set-Cookie values): while a backend is open their records are redacted.
+HTTP_LOGGERS = (
+    "httpx",
+    "httpcore.connection",
+    "httpcore.http11",
+    "httpcore.http2",
+    "httpcore.proxy",
+    "httpcore.socks",
+    "aiohttp.client",
+    "aiohttp.internal",
+)
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that passes every record through ``redact`` (the key never gets logged
+    by the HTTP libraries either)."""
+
+    def __init__(self, redact: Callable[[str], str]) -> None:
+        super().__init__()
+        self.redact = redact
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a broken record is logging's problem, not ours
+            return True
+        clean = self.redact(message)
+        if clean != message:
+            record.msg, record.args = clean, ()
+        return True
+
+    def install(self) -> None:
+        """Attach to every logger in ``HTTP_LOGGERS``."""
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).addFilter(self)
+
+    def remove(self) -> None:
+        """Detach from every logger in ``HTTP_LOGGERS``."""
+        for name in HTTP_LOGGERS:
+            logging.getLogger(name).removeFilter(self)
 
 
 @dataclass
@@ -67,12 +109,15 @@ def make_backend(
     timeout: float,
     connect_timeout: float,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+    redact: Callable[[str], str] | None = None,
 ) -> Backend:
-    """The backend called ``name`` (one of ``BACKENDS``)."""
+    """The backend called ``name`` (one of ``BACKENDS``). ``redact`` cleans the HTTP libraries'
+    log records while the backend is open."""
+    backend: AiohttpBackend | HttpxBackend
     if name == "aiohttp":
-        return AiohttpBackend(headers, concurrency, timeout, connect_timeout, max_response_bytes)
-    if name in ("httpx", "httpx-aiohttp"):
-        return HttpxBackend(
+        backend = AiohttpBackend(headers, concurrency, timeout, connect_timeout, max_response_bytes)
+    elif name in ("httpx", "httpx-aiohttp"):
+        backend = HttpxBackend(
             headers,
             concurrency,
             timeout,
@@ -80,7 +125,10 @@ def make_backend(
             max_response_bytes,
             aiohttp=name != "httpx",
         )
-    raise ValueError(f"unknown http backend {name!r}; use one of {BACKENDS}")
+    else:
+        raise ValueError(f"unknown http backend {name!r}; use one of {BACKENDS}")
+    backend.log_filter = RedactingFilter(redact) if redact is not None else None
+    return backend
 
 
 def _too_large(status: int, limit: int) -> ResponseTooLargeError:
@@ -143,9 +191,13 @@ class AiohttpBackend:
         self.connect_timeout = connect_timeout
         self.max_response_bytes = max_response_bytes
         self._session: Any = None
+        self.log_filter: RedactingFilter | None = None
 
     async def open(self) -> None:
         import aiohttp
+
+        if self.log_filter is not None:
+            self.log_filter.install()
 
         self._errors = (aiohttp.ClientError,)
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
@@ -164,6 +216,8 @@ class AiohttpBackend:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self.log_filter is not None:
+            self.log_filter.remove()
 
     async def post(self, url: str, payload: bytes) -> Reply:
         try:
@@ -231,9 +285,13 @@ class HttpxBackend:
         self.max_response_bytes = max_response_bytes
         self.aiohttp = aiohttp
         self._client: Any = None
+        self.log_filter: RedactingFilter | None = None
 
     async def open(self) -> None:
         import httpx
+
+        if self.log_filter is not None:
+            self.log_filter.install()
 
         limits = httpx.Limits(
             max_connections=self.concurrency, max_keepalive_connections=self.concurrency
@@ -259,6 +317,8 @@ class HttpxBackend:
         if self._client is not None:
             await self._client.aclose()
             self._client = None
+        if self.log_filter is not None:
+            self.log_filter.remove()
 
     async def post(self, url: str, payload: bytes) -> Reply:
         # Streamed, so the body is counted as it is decoded and never held past the cap.

@@ -65,7 +65,7 @@ DEFAULT_STALL_TIMEOUT = 120.0
 REDACT_MIN_RUN = 8
 REDACTED = "[redacted]"
 #: A token with its middle elided ("sk-abc...xyz", "sk-proj-****abcd"): head, marker, tail.
-_ELIDED = re.compile(r"([A-Za-z0-9_\-]*)(?:[.*\u2026\u2022]{2,})([A-Za-z0-9_\-]*)")
+_ELIDED = re.compile(r"([A-Za-z0-9_\-]*)(?:\u2026|[.*\u2022]{2,})+([A-Za-z0-9_\-]*)")
 #: Longest server text (message, type, request id) kept in an error.
 MAX_SERVER_TEXT = 1000
 
@@ -430,6 +430,7 @@ class Transport:
             timeout=self.timeout,
             connect_timeout=self.connect_timeout,
             max_response_bytes=self.max_response_bytes,
+            redact=self._api_key.redact,
         )
         await backend.open()
         self._backend = backend

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
+import logging
 import time
+import zlib
 
 import httpx
 import pytest
+from pydantic import BaseModel
 
+import kimi_extract as kx
 from kimi_extract.exceptions import (
     AuthenticationError,
     BadRequestError,
@@ -17,7 +22,17 @@ from kimi_extract.exceptions import (
     RateLimitError,
     ServerError,
 )
-from kimi_extract.transport import Secret, chat_url, error_from_response, retry_after_seconds
+from kimi_extract.transport import (
+    Exchange,
+    RetryPolicy,
+    Secret,
+    Transport,
+    chat_url,
+    error_from_response,
+    retry_after_seconds,
+)
+
+from .hostile import HostileServer, completion, http, sse
 
 
 def headers(**values: str) -> httpx.Headers:
@@ -97,3 +112,271 @@ def test_chat_url_and_secret():
     secret = Secret("sk-very-secret-value")
     assert "sk-very" not in repr(secret) and "sk-very" not in str(secret)
     assert secret.get() == "sk-very-secret-value"
+
+
+# -- hostile responses through real HTTP (tests/hostile.py, not the simulator) ------------------
+
+KEY = "sk-hostile-A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6"
+
+
+class Out(BaseModel):
+    value: str
+
+
+def key_parts(text: str) -> list[str]:
+    """Every run of 8 characters of KEY found in ``text`` (the redaction promise)."""
+    return [KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text]
+
+
+@pytest.fixture
+def server():
+    with HostileServer() as running:
+        yield running
+
+
+def make(server, **options):
+    options.setdefault("base_url", server.base_url)
+    options.setdefault("api_key", KEY)
+    options.setdefault("progress", False)
+    options.setdefault("max_retries", 1)
+    options.setdefault("max_retry_wait", 0.2)
+    options.setdefault("concurrency", 1)
+    options.setdefault("timeout", 5)
+    return kx.Extractor(Out, **options)
+
+
+OK_USAGE = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+NO_USAGE = completion('{"value": "x"}')
+del NO_USAGE["usage"]
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [None], "usage": OK_USAGE},
+        {"choices": [{"message": "hello", "finish_reason": "stop"}], "usage": OK_USAGE},
+        {"choices": [{"message": {"content": 7}, "finish_reason": "stop"}], "usage": OK_USAGE},
+        completion('{"value": "x"}', usage=[1, 2]),
+        completion('{"value": "x"}', usage={"prompt_tokens": [1], "completion_tokens": "2"}),
+        completion('{"value": "x"}', usage={"prompt_tokens": 1e300, "completion_tokens": 1}),
+        completion('{"value": "x"}', usage={"prompt_tokens": -50, "completion_tokens": 5}),
+        NO_USAGE,
+        "[" * 100_000,
+    ],
+    ids=[
+        "choices-null",
+        "message-str",
+        "content-int",
+        "usage-list",
+        "usage-list-str-fields",
+        "usage-1e300",
+        "usage-negative",
+        "usage-missing",
+        "nested-100k",
+    ],
+)
+def test_malformed_200_is_retried_then_the_rows_error(server, body):
+    """No raw crash, no silent $0 / negative cost: retried, then each row's kx_error."""
+    server.respond = lambda r: http(200, body)
+    out = make(server).run(["a", "b"])
+    assert len(out) == 2 and out["value"].isna().all()
+    assert all(e.startswith("ServerError: 200") and "malformed" in e for e in out["kx_error"])
+    assert len(server.requests) == 4  # each row: first attempt + one retry
+
+
+@pytest.mark.parametrize("value", ["5s", "soon", "nan", ""])
+def test_unreadable_retry_after_is_ignored(server, value):
+    def respond(request):
+        if request.index == 0:
+            error = {"error": {"type": "rate_limit_reached_error", "message": "slow"}}
+            return http(429, error, headers={"Retry-After": value})
+        return http(200, completion('{"value": "ok"}'))
+
+    server.respond = respond
+    out = make(server).run(["a"])
+    assert out.loc[0, "kx_error"] is None and out.loc[0, "value"] == "ok"
+    assert len(server.requests) == 2
+
+
+def test_unreadable_retry_after_parses_to_none():
+    for value in ("5s", "soon", "nan", "Mon, 99 Foo 2026", "-"):
+        assert retry_after_seconds(headers(retry_after=value), None) is None
+    assert retry_after_seconds(headers(retry_after_ms="soon", retry_after="2"), None) == 2.0
+
+
+def test_200_error_object_is_mapped_like_the_http_error(server):
+    error = {"error": {"type": "invalid_authentication_error", "message": "bad key"}}
+    server.respond = lambda r: http(200, error)
+    with pytest.raises(kx.RunStopped) as info:
+        make(server).run(["a", "b"])
+    assert isinstance(info.value.cause, kx.AuthenticationError)
+    assert len(server.requests) == 1  # not retried as "no choices"
+    assert len(info.value.partial) == 2
+
+
+def test_200_error_object_rate_limit_is_retried(server):
+    def respond(request):
+        if request.index == 0:
+            return http(200, {"error": {"type": "engine_overloaded_error", "message": "busy"}})
+        return http(200, completion('{"value": "ok"}'))
+
+    server.respond = respond
+    out = make(server).run(["a"])
+    assert out.loc[0, "value"] == "ok" and len(server.requests) == 2
+
+
+def test_stream_error_event_is_mapped_like_the_http_error(server):
+    error = {"error": {"type": "exceeded_current_quota_error", "message": "no balance"}}
+    server.respond = lambda r: http(
+        200, sse([error]), headers={"Content-Type": "text/event-stream"}
+    )
+    with pytest.raises(kx.RunStopped) as info:
+        make(server, stream=True).run(["a"])
+    assert isinstance(info.value.cause, kx.QuotaExceededError)
+    assert len(server.requests) == 1
+
+
+ECHOES = [
+    f"Incorrect API key provided: {KEY}",
+    f"Incorrect API key provided: {KEY[:6]}...{KEY[-4:]}",
+    f"Incorrect API key provided: {KEY[:8]}{'*' * 20}{KEY[-4:]}.",
+    f"key fragment {KEY[10:30]} rejected",
+]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx", "httpx-aiohttp"])
+@pytest.mark.parametrize("status", [400, 401, 403, 404, 429, 500])
+def test_a_server_echoing_the_key_never_leaks_it(server, caplog, status, backend, stream):
+    error_type = {401: "invalid_authentication_error", 429: "rate_limit_reached_error"}.get(
+        status, "invalid_request_error"
+    )
+
+    def respond(request):
+        message = ECHOES[request.index % len(ECHOES)]
+        body = {"error": {"type": error_type, "message": message, "code": KEY}}
+        return http(status, body, headers={"x-request-id": KEY, "retry-after-ms": "1"})
+
+    server.respond = respond
+    caplog.set_level(logging.DEBUG)
+    ex = make(server, http_backend=backend, stream=stream, adaptive=False)
+    texts = []
+    try:
+        out = ex.run(["a", "b", "c"])
+    except kx.RunStopped as exc:
+        out = exc.partial
+        texts += [str(exc), repr(exc), str(exc.cause), repr(exc.cause)]
+    assert len(out) == 3 and out["kx_error"].notna().all()
+    texts.append(out.to_json())
+    with pytest.raises(kx.KimiExtractError) as info:
+        ex.extract("d")
+    texts += [str(info.value), repr(info.value)]
+    texts.append(caplog.text)
+    assert len(server.requests) >= 2  # the run and extract() both reached the server
+    for text in texts:
+        assert not key_parts(text), text
+    assert "[redacted]" in out.to_json()
+
+
+def test_run_to_file_never_holds_the_key(server, tmp_path):
+    server.respond = lambda r: http(
+        400, {"error": {"type": "invalid_request_error", "message": f"bad key {KEY}"}}
+    )
+    path = tmp_path / "out.jsonl"
+    make(server).run_to(path, ["a", "b"])
+    text = path.read_text()
+    assert "kx_error" in text and "[redacted]" in text and not key_parts(text)
+
+
+def test_redact_whole_partial_and_elided_key():
+    secret = Secret(KEY)
+    assert secret.redact(f"key {KEY}!") == "key [redacted]!"
+    assert not key_parts(secret.redact(f"a{KEY[3:20]}b {KEY[25:34]}"))
+    for elided in (
+        f"{KEY[:6]}...{KEY[-3:]}",
+        f"{KEY[:3]}***{KEY[-4:]}",
+        f"{KEY[:7]}\u2026{KEY[-2:]}",
+    ):
+        assert secret.redact(f"provided: {elided}.") == "provided: [redacted]."
+    unrelated = "sk-other...zz and a row about sk-host fans, 1.5... 2.0"
+    assert secret.redact(unrelated) == unrelated
+    assert secret.redact_value({"a": [KEY, 1, None]}) == {"a": ["[redacted]", 1, None]}
+
+
+def trickle(head: bytes, total: int = 300, every: float = 0.2) -> list[tuple[float, bytes]]:
+    """Headers, then one byte every ``every`` seconds for ``total * every`` seconds."""
+    return [(0.0, head)] + [(every, b" ")] * total
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
+def test_timeout_is_a_deadline_for_a_trickling_server(server, backend, stream):
+    """One byte every 0.2 s never trips a per-read timeout; the attempt's deadline does."""
+    content_type = "text/event-stream" if stream else "application/json"
+    head = (
+        f"HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nContent-Length: 100000\r\n\r\n"
+    ).encode()
+    server.respond = lambda r: trickle(head + (b"data: {" if stream else b"{"))
+    started = time.monotonic()
+    out = make(server, http_backend=backend, stream=stream, timeout=1, max_retries=0).run(["a"])
+    assert time.monotonic() - started < 10  # without the deadline: 60 s
+    assert out.loc[0, "kx_error"].startswith("APITimeoutError")
+
+
+def test_stream_stall_limit_between_events(server):
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n"
+    first = {"id": "c", "choices": [{"index": 0, "delta": {"content": "{"}}]}
+    server.respond = lambda r: [(0.0, head + sse([first], done=False)), (30.0, b"data: x\n\n")]
+
+    async def go():
+        transport = Transport(
+            base_url=server.base_url,
+            api_key=Secret(KEY),
+            concurrency=1,
+            timeout=60,
+            stall_timeout=0.5,
+            retry=RetryPolicy(max_retries=0),
+        )
+        async with transport:
+            await transport.complete({"model": "m", "stream": True}, Exchange())
+
+    started = time.monotonic()
+    with pytest.raises(kx.APITimeoutError, match="stalled"):
+        asyncio.run(go())
+    assert time.monotonic() - started < 10
+
+
+def bomb(size: int) -> bytes:
+    """``size`` zero bytes, gzip-compressed (about 1,000:1)."""
+    compressor = zlib.compressobj(9, zlib.DEFLATED, 31)
+    block = bytes(1 << 20)
+    parts = [compressor.compress(block) for _ in range(size >> 20)]
+    return b"".join(parts) + compressor.flush()
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["plain", "stream"])
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx"])
+@pytest.mark.parametrize("kind", ["gzip-bomb", "plain-large", "chunked-large"])
+def test_response_bytes_are_capped(server, backend, stream, kind):
+    limit = 1 << 20
+    if kind == "gzip-bomb":
+        data = bomb(64 << 20)
+        head = (
+            "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Encoding: gzip\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        ).encode()
+        server.respond = lambda r: [(0.0, head + data)]
+    elif kind == "plain-large":
+        server.respond = lambda r: http(200, b"x" * (4 * limit))
+    else:
+        server.respond = lambda r: http(200, b"data: " + b"y" * (4 * limit) + b"\n", chunked=True)
+    out = make(server, http_backend=backend, stream=stream, max_response_bytes=limit).run(["a"])
+    assert out.loc[0, "kx_error"].startswith("ResponseTooLargeError")
+    assert "max_response_bytes=1,048,576" in out.loc[0, "kx_error"]
+    assert len(server.requests) == 1  # not retried
+
+
+def test_max_response_bytes_is_checked():
+    for bad in (0, -1, 1.5, "big"):
+        with pytest.raises(kx.ConfigurationError, match="max_response_bytes"):
+            kx.Extractor(Out, api_key=KEY, max_response_bytes=bad)

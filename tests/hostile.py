@@ -1,0 +1,177 @@
+"""A tiny HTTP/1.1 server on loopback that answers whatever a test scripts, byte for byte.
+
+Not the simulator: it knows nothing of Kimi. Each request is answered by ``server.respond(index,
+request)``, which returns a list of ``(delay_seconds, bytes)`` pieces written in order (a delay
+sleeps before its piece, so trickles, stalls and cut connections are easy to script); the
+connection is closed after the last piece. ``http(...)`` builds the usual response shapes,
+including wrong Content-Length, chunked and gzip bodies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+Pieces = list[tuple[float, bytes]]
+
+
+@dataclass
+class Request:
+    """One request as received: the request line, headers (lower-cased names) and body."""
+
+    index: int
+    line: str
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+
+def http(
+    status: int = 200,
+    body: bytes | str | Any = b"",
+    *,
+    headers: dict[str, str] | None = None,
+    gzip_body: bool = False,
+    chunked: bool = False,
+    content_length: int | None = None,
+    reason: str = "X",
+) -> Pieces:
+    """One response as pieces. ``body`` that is not bytes/str is sent as JSON. ``content_length``
+    overrides the true length (a lie); ``chunked`` uses chunked transfer encoding."""
+    if not isinstance(body, bytes | str):
+        body = json.dumps(body)
+    data = body.encode() if isinstance(body, str) else body
+    hdrs = {"Content-Type": "application/json", "Connection": "close"}
+    if gzip_body:
+        data = gzip.compress(data)
+        hdrs["Content-Encoding"] = "gzip"
+    hdrs.update(headers or {})
+    if chunked:
+        hdrs["Transfer-Encoding"] = "chunked"
+        data = (b"%x\r\n" % len(data) + data + b"\r\n" if data else b"") + b"0\r\n\r\n"
+    else:
+        hdrs["Content-Length"] = str(len(data) if content_length is None else content_length)
+    head = f"HTTP/1.1 {status} {reason}\r\n" + "".join(f"{k}: {v}\r\n" for k, v in hdrs.items())
+    return [(0.0, head.encode("latin-1") + b"\r\n" + data)]
+
+
+def completion(content: str, usage: Any = None, **extra: Any) -> dict[str, Any]:
+    """A chat-completion body with one choice."""
+    if usage is None:
+        usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+    body = {
+        "id": "cmpl-1",
+        "object": "chat.completion",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": usage,
+    }
+    body.update(extra)
+    return body
+
+
+def sse(events: list[Any], *, done: bool = True) -> bytes:
+    """An SSE body from events (dicts are JSON-encoded)."""
+    lines = [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n" for e in events]
+    if done:
+        lines.append("data: [DONE]\n\n")
+    return "".join(lines).encode()
+
+
+def stream_completion(content: str, usage: Any = None) -> bytes:
+    """A well-formed SSE stream answering ``content``."""
+    if usage is None:
+        usage = {"prompt_tokens": 20, "completion_tokens": 5, "total_tokens": 25}
+    chunk = {"id": "c1", "object": "chat.completion.chunk", "choices": []}
+    return sse(
+        [
+            {
+                **chunk,
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": content}}],
+            },
+            {
+                **chunk,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": "stop", "usage": usage}],
+                "usage": usage,
+            },
+        ]
+    )
+
+
+@dataclass
+class HostileServer:
+    """Serves on 127.0.0.1 in a background thread. Use as a context manager."""
+
+    respond: Callable[[Request], Pieces] = field(default=lambda r: http(500, b"unset"))
+    requests: list[Request] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.port = 0
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def __enter__(self) -> HostileServer:
+        self._thread.start()
+        self._ready.wait(5)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self._loop)
+        self._loop.run_until_complete(self._serve())
+        self._loop.close()
+
+    async def _serve(self) -> None:
+        self._stop = asyncio.Event()
+        server = await asyncio.start_server(self._handle, "127.0.0.1", 0, limit=2**24)
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        async with server:
+            await self._stop.wait()
+            server.close()
+            for task in [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]:
+                task.cancel()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            lines = head.decode("latin-1").split("\r\n")
+            headers = {}
+            for line in lines[1:]:
+                if ":" in line:
+                    name, value = line.split(":", 1)
+                    headers[name.strip().lower()] = value.strip()
+            body = await reader.readexactly(int(headers.get("content-length", "0")))
+            request = Request(len(self.requests), lines[0], headers, body)
+            self.requests.append(request)
+            for delay, piece in self.respond(request):
+                if delay:
+                    await asyncio.sleep(delay)
+                writer.write(piece)
+                await writer.drain()
+        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:
+            pass
+        finally:
+            writer.close()
