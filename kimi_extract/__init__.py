@@ -34,6 +34,7 @@ from .exceptions import (
     RunStopped,
     SchemaError,
     ServerError,
+    StoreError,
     TruncatedError,
     ValidationFailedError,
 )
@@ -80,6 +81,7 @@ __all__ = [
     "SchemaError",
     "ServerError",
     "Simulator",
+    "StoreError",
     "TruncatedError",
     "Usage",
     "ValidationFailedError",

@@ -8,7 +8,13 @@ answer cut at ``max_completion_tokens`` (``finish_reason == "length"``) is retri
 the budget. Every answer's tokens count toward the row.
 
 A row's failure never stops the others; only run-level errors do (authentication, permission,
-quota, unknown model, or the same 400 for the first rows of a run).
+quota, unknown model, or the same 400 for the first rows of a run). Whatever a row's content or a
+server's answer, the worst outcome for that row is its ``kx_error``. An input iterator that raises,
+or a result store that fails, halts the run: no new row starts, rows in flight finish, and the
+run stops with that error (``RunStopped`` with the partial frame).
+
+Budgets (``limits.Budget``) are checked per attempt: each one reserves its worst case (prompt +
+its ``max_completion_tokens``) before it is sent, so billed totals never cross a cap.
 """
 
 from __future__ import annotations
@@ -24,24 +30,23 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from .exceptions import (
-    APIConnectionError,
-    APIError,
     AuthenticationError,
     BadRequestError,
     BudgetExceeded,
     ContextOverflowError,
-    KimiExtractError,
     NotFoundError,
     PermissionDeniedError,
     QuotaExceededError,
+    StoreError,
     ToolLoopError,
     TruncatedError,
     ValidationFailedError,
 )
-from .inputs import RowInput
-from .limits import DEFAULT_COMPLETION_GUESS, Budget, Limiter
+from .inputs import RowInput, next_blocking
+from .limits import Budget, Limiter
 from .models import MAX_COMPLETION_TOKENS
 from .request import (
+    Answer,
     RequestKeys,
     assistant_message,
     build_body,
@@ -50,6 +55,7 @@ from .request import (
     tool_result_messages,
 )
 from .schema import AnswerInvalid, CompiledSchema
+from .store import store_key
 from .transport import Exchange, Transport
 from .usage import Pricing, Usage
 
@@ -110,6 +116,8 @@ class RowSettings:
     #: Tool-call rounds allowed per row before giving up.
     max_tool_rounds: int = 3
     mode: str = "json_schema"
+    #: The endpoint's identity (``store.endpoint_identity``): part of every store key.
+    endpoint: str = ""
 
     @functools.cached_property
     def _keys(self) -> RequestKeys:
@@ -123,8 +131,8 @@ class RowSettings:
         )
 
     def store_key(self, user: dict[str, Any]) -> str:
-        """The result-store key of a request for this row's user message (``request_key``)."""
-        return self._keys.key(user)
+        """The result-store key of this row's request at this endpoint (``store.store_key``)."""
+        return store_key(self.endpoint, self._keys.key(user))
 
 
 def one_line(exc: BaseException) -> str:
@@ -151,6 +159,10 @@ class RunStop(Exception):
         self.cause = cause
 
 
+class _OverBudget(Exception):
+    """Internal: the next attempt of a row does not fit the budget; ``message`` is its kx_error."""
+
+
 class Engine:
     """Processes rows with one transport; collects results and cumulative stats."""
 
@@ -171,42 +183,53 @@ class Engine:
         self.store = store
         self.budget = budget
         self.budget_hit = False
+        #: The error that halted the run (input iterator raised, store failed): no row starts.
+        self.halt: BaseException | None = None
+        #: A run-level API error (authentication, quota...): the run stops at once.
+        self.fatal: BaseException | None = None
         self.successes = 0
         self._early_400: dict[str, int] = {}
 
     async def process(self, row: RowInput) -> RowResult:
         """One row, start to finish. Raises ``RunStop`` only for run-level errors.
 
-        A row already in the result store is served from it without a request. Otherwise the
-        row's expected cost is reserved against the budget (a row that would cross it is not
-        sent: ``kx_error == "budget"`` and scheduling stops), the conversation runs, and a valid
-        result is committed to the store at once.
+        A row already in the result store is served from it without a request (its stored raw
+        answer validated again). Otherwise the conversation runs, every attempt within the budget
+        (an attempt that does not fit is not sent: ``kx_error`` starts with "budget"), and a valid
+        result is committed to the store at once. Any other failure is the row's ``kx_error``.
         """
         settings = self.settings
         result = RowResult(label=row.label, position=row.position)
+        if self.halt is not None:
+            result.error = f"not run: the run stopped ({type(self.halt).__name__})"
+            return result
         if row.error is not None or row.content is None:
             exc = row.error or ValueError("row has no content")
             result.error, result.exception = one_line(exc), exc
             return result
         user = {"role": "user", "content": row.content}
         key = None
-        if self.store is not None:
-            key = settings.store_key(user)
-            if self._serve_stored(key, result):
-                return result
-        prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
-        reservation = None
-        if self.budget is not None:
-            reservation = self.budget.reserve(self._expected_tokens(prompt_estimate))
-            if reservation is None:
-                self.budget_hit = True
-                result.error = BUDGET_ERROR
-                return result
+        raw: str | None = None
+        try:
+            if self.store is not None:
+                key = settings.store_key(user)
+                if self._serve_stored(key, result):
+                    return result
+            prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
+        except StoreError as exc:
+            self._halt(exc)
+            result.error, result.exception = one_line(exc), exc
+            return result
+        except Exception as exc:  # an unusable cell: the row's error, never the run's
+            result.error, result.exception = one_line(exc), exc
+            return result
         exchange = Exchange()
         try:
-            result.value = await self._converse(user, prompt_estimate, result, exchange)
+            result.value, raw = await self._converse(user, prompt_estimate, result, exchange)
             self.successes += 1
-        except (APIError, APIConnectionError, KimiExtractError) as exc:
+        except _OverBudget as over:
+            result.error = str(over)
+        except Exception as exc:
             result.error, result.exception = one_line(exc), exc
             self._check_run_stop(exc)
         finally:
@@ -216,46 +239,85 @@ class Engine:
                 separate_cache_writes=settings.separate_cache_writes,
                 ttl=settings.cache_ttl,
             )
-            if self.budget is not None and reservation is not None:
-                self.budget.settle(reservation, result.usage)
-        if key is not None and result.value is not None and self.store is not None:
-            self.store.put(
-                key,
-                model=settings.model,
-                output=result.value.model_dump_json(by_alias=True),
-                usage=result.usage,
-                attempts=result.attempts,
-                web_searches=result.web_searches,
-            )
+        if key is not None and raw is not None and self.store is not None:
+            try:
+                self.store.put(
+                    key,
+                    model=settings.model,
+                    output=raw,
+                    usage=result.usage,
+                    attempts=result.attempts,
+                    web_searches=result.web_searches,
+                )
+            except StoreError as exc:  # the row keeps its value; the run stops after it
+                self._halt(exc)
         return result
+
+    def _halt(self, exc: BaseException) -> None:
+        """Stop starting rows (the first error wins); rows in flight finish."""
+        if self.halt is None:
+            self.halt = exc
 
     def _serve_stored(self, key: str, result: RowResult) -> bool:
         stored = self.store.get(key) if self.store is not None else None
         if stored is None:
             return False
         try:
-            result.value = self.settings.compiled.model.model_validate_json(stored.output)
-        except ValueError:
-            return False  # the model changed shape since; ask again
+            # The raw answer, validated as the first run validated it: the same values.
+            result.value = self.settings.compiled.parse(stored.output)
+        except Exception:
+            return False  # the output model no longer accepts it: ask again
         result.from_cache = True
         result.saved = stored.usage
         result.web_searches = stored.web_searches
         result.usage = Usage(cost=0.0 if self.settings.pricing is not None else math.nan)
         return True
 
-    def _expected_tokens(self, prompt_estimate: int) -> int:
-        if self.limiter is not None:
-            return self.limiter.estimate(prompt_estimate)
-        return prompt_estimate + DEFAULT_COMPLETION_GUESS
+    async def _send(
+        self, body: dict[str, Any], exchange: Exchange, prompt_estimate: int, completion: int
+    ) -> Answer:
+        """One request (with its retries), within the budget when there is one.
+
+        The request's worst case is reserved before it is sent and replaced by the billed usage
+        when it ends; retries run one at a time under the same reservation.
+        """
+        budget = self.budget
+        if budget is None:
+            return await self.transport.complete(body, exchange, prompt_estimate)
+        worst = budget.worst_case(prompt_estimate, completion)
+        if not budget.fits_alone(worst):
+            raise _OverBudget(
+                f"{BUDGET_ERROR}: this row's next request may bill up to {worst.tokens:,} tokens"
+                + (f" / ${worst.cost:.4f}" if budget.max_cost is not None else "")
+                + f" (prompt ~{prompt_estimate:,} + max_completion_tokens {completion:,}), "
+                f"more than {budget.describe()}; raise the budget or lower max_completion_tokens"
+            )
+        reservation = await budget.reserve(worst)
+        if reservation is None:
+            self.budget_hit = True
+            raise _OverBudget(BUDGET_ERROR)
+        billed = None
+        try:
+            answer = await self.transport.complete(body, exchange, prompt_estimate)
+            settings = self.settings
+            billed = answer.usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+            return answer
+        finally:
+            budget.settle(reservation, billed)
 
     def _check_run_stop(self, exc: BaseException) -> None:
+        """Note a run-level error; the row is delivered first, then the run stops."""
         if isinstance(exc, FATAL_ERRORS):
-            raise RunStop(exc)
+            self.fatal = self.fatal or exc
         if isinstance(exc, BadRequestError) and self.successes == 0:
             key = f"{exc.error_type}:{exc.message}"
             self._early_400[key] = self._early_400.get(key, 0) + 1
             if self._early_400[key] >= SAME_400_LIMIT:
-                raise RunStop(exc)
+                self.fatal = self.fatal or exc
 
     async def _converse(
         self,
@@ -263,7 +325,8 @@ class Engine:
         prompt_estimate: int,
         result: RowResult,
         exchange: Exchange,
-    ) -> BaseModel:
+    ) -> tuple[BaseModel, str]:
+        """The row's conversation; returns the validated value and the raw answer it came from."""
         settings = self.settings
         messages = [*settings.static_messages, user]
         room = settings.context_window - prompt_estimate
@@ -286,7 +349,7 @@ class Engine:
                 tools=list(settings.tools),
                 stream=settings.stream,
             )
-            answer = await self.transport.complete(body, exchange, prompt_estimate)
+            answer = await self._send(body, exchange, prompt_estimate, budget)
             result.attempts += 1
             result.usage = result.usage + answer.usage
             if answer.finish_reason == "tool_calls" and answer.tool_calls:
@@ -310,8 +373,9 @@ class Engine:
                     )
                 budget, budget_doubled = larger, True
                 continue
+            raw = answer.content or ""
             try:
-                return settings.compiled.parse(answer.content or "")
+                return settings.compiled.parse(raw), raw
             except AnswerInvalid as invalid:
                 if reasks >= settings.validation_retries:
                     raise ValidationFailedError(
@@ -357,6 +421,8 @@ class Engine:
                 result.record = row.record
             order.put(result)
             bar.update(result)
+            if self.fatal is not None:
+                raise RunStop(self.fatal)
             return result
 
         try:
@@ -366,8 +432,10 @@ class Engine:
             stop.append(first.cause if isinstance(first, RunStop) else first)
         finally:
             bar.close()
-        if not stop and self.budget_hit:
-            stop.append(BudgetExceeded("the budget would be crossed by the next row"))
+        if not stop and self.halt is not None:
+            stop.append(self.halt)
+        if not stop and (self.budget_hit or order.over_budget):
+            stop.append(BudgetExceeded("the budget would be crossed by the next request"))
         return order.collected(), (stop[0] if stop else None)
 
     async def _schedule(
@@ -386,13 +454,17 @@ class Engine:
         pulling = asyncio.Lock()
 
         async def pull() -> RowInput | None:
-            if not blocking:
-                return next(rows, None)
-            async with pulling:
-                return await asyncio.to_thread(next, rows, None)
+            try:
+                if not blocking:
+                    return next(rows, None)
+                async with pulling:
+                    return await next_blocking(rows)
+            except Exception as exc:  # the input itself failed: keep what finished, stop
+                self._halt(exc)
+                return None
 
         async def worker() -> None:
-            while not self.budget_hit:
+            while not self.budget_hit and self.halt is None:
                 await order.room()
                 row = await pull()
                 if row is None:
@@ -431,6 +503,8 @@ class _Reorder:
         self.done: list[RowResult] = []
         self._waiters: list[asyncio.Future[None]] = []
         self.exhausted = False
+        #: A row was not (fully) sent because of the budget.
+        self.over_budget = False
 
     async def room(self) -> None:
         """Wait until one more row may start; counts it as started."""
@@ -450,6 +524,8 @@ class _Reorder:
     def put(self, result: RowResult) -> None:
         """Add a finished row; release every result that is now contiguous."""
         self.pending[result.position] = result
+        if result.error is not None and result.error.startswith("budget"):
+            self.over_budget = True
         ready = []
         while self.next_position in self.pending:
             ready.append(self.pending.pop(self.next_position))

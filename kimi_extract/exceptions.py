@@ -6,7 +6,8 @@ The hierarchy::
     ├── ConfigurationError          bad settings; raised before the first request
     │   ├── MissingAPIKeyError      no key in the arguments or in KIMI_API_KEY / EVOLINK_API_KEY
     │   ├── SchemaError             an output model strict mode cannot express (names the field)
-    │   └── InputError              unknown column / template field, column clash, bad input type
+    │   ├── InputError              unknown column / template field, column clash, bad input type
+    │   └── StoreError              the result store file is corrupt, foreign or unwritable
     ├── APIError                    the API answered with an error status
     │   ├── BadRequestError         400 (invalid_request_error, content_filter)
     │   ├── AuthenticationError     401
@@ -26,8 +27,13 @@ The hierarchy::
     │   ├── TruncatedError          the answer hit max_completion_tokens twice
     │   └── ToolLoopError           the model kept calling tools (web search) past the round limit
     └── RunStopped                  the run stopped early; ``.partial`` holds the DataFrame so far
-        ├── BudgetExceeded          max_cost / max_tokens would have been crossed
-        └── RunInterrupted          Ctrl-C (also a KeyboardInterrupt)
+        └── BudgetExceeded          max_cost / max_tokens would have been crossed
+
+    KeyboardInterrupt
+    └── RunInterrupted              Ctrl-C stopped a sync run; ``.partial`` holds the DataFrame
+
+``RunInterrupted`` is deliberately *not* an ``Exception`` (nor a ``KimiExtractError``), so
+``except Exception:`` in user code never swallows a Ctrl-C.
 
 No exception ever carries the API key: messages are built from status, Kimi error type, message
 and request id only, and request headers are never included.
@@ -59,6 +65,15 @@ class SchemaError(ConfigurationError, TypeError):
 
 class InputError(ConfigurationError):
     """The input data does not match the run's arguments (columns, template fields, types)."""
+
+
+class StoreError(ConfigurationError):
+    """The result store cannot be used (corrupt, not a kimi_extract store, unwritable, full).
+
+    Raised before the first request when the file is checked; a store that fails during a run
+    stops it with ``RunStopped`` whose ``cause`` is this error. The message names the path and
+    the fix.
+    """
 
 
 class APIError(KimiExtractError):
@@ -214,8 +229,11 @@ class RunStopped(KimiExtractError):
     """The run stopped early (authentication, quota, unknown model, repeated 400s, Ctrl-C).
 
     ``partial`` is the output DataFrame with every row: finished rows hold their values, the rest
-    hold ``kx_error``. ``cause`` is the error that stopped the run.
+    hold ``kx_error``. ``cause`` is the error that stopped the run. For ``run_to``,
+    ``partial_file`` is the file holding the rows written so far (the target is left untouched).
     """
+
+    partial_file: str | None = None
 
     def __init__(
         self,
@@ -237,8 +255,24 @@ class BudgetExceeded(RunStopped):
     """
 
 
-class RunInterrupted(RunStopped, KeyboardInterrupt):
+class RunInterrupted(KeyboardInterrupt):
     """Ctrl-C stopped a sync ``run``: finished rows are committed, ``.partial`` holds the frame.
 
-    It is also a ``KeyboardInterrupt``, so code that catches that keeps working.
+    A ``KeyboardInterrupt`` only (not an ``Exception``): ``except Exception:`` does not catch it,
+    and code that catches ``KeyboardInterrupt`` keeps working. ``partial`` is the output
+    DataFrame with every row (unfinished ones say so in ``kx_error``), ``cause`` the interrupt;
+    for ``run_to``, ``partial_file`` holds the rows written so far (the target is untouched).
     """
+
+    partial_file: str | None = None
+
+    def __init__(
+        self,
+        message: str = "interrupted",
+        *,
+        partial: pd.DataFrame | None = None,
+        cause: BaseException | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.partial = partial
+        self.cause = cause

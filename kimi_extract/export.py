@@ -3,8 +3,10 @@
 Formats by suffix: ``.jsonl`` / ``.ndjson`` (nested values stay JSON objects and arrays),
 ``.parquet`` (pyarrow; nested values are stored as JSON text so every batch has the same schema),
 ``.csv`` (nested values as JSON text). The file is written under a temporary name beside the
-target and renamed over it when the run ends, so a reader never sees a half-written file under the
-target name.
+target (``.NAME.part``) and renamed over the target only when the run finishes (``commit``). A run
+that stops, raises or is interrupted never touches the target: an existing file stays as it was,
+and the rows written so far are kept beside it as ``STEM.partial.SUFFIX`` (``abort`` returns that
+path, which the error message names).
 """
 
 from __future__ import annotations
@@ -51,6 +53,9 @@ class TableWriter:
         self.path = check_path(path)
         self.format = self.path.suffix.lower().lstrip(".")
         self.tmp = self.path.with_name(f".{self.path.name}.part")
+        #: Where the rows written so far are kept when the run does not finish.
+        self.partial_path = partial_path(self.path)
+        self.aborted = False
         self.rows = 0
         self._handle: Any = None
         self._parquet: Any = None
@@ -103,12 +108,35 @@ class TableWriter:
         arrow = pa.Table.from_pandas(table, schema=self._schema, preserve_index=False)
         self._parquet.write_table(arrow)
 
-    def close(self) -> None:
-        """Finish the file and rename it over the target (an empty run writes an empty file)."""
+    def _finish(self) -> None:
         if self._handle is not None:
             self._handle.close()
+            self._handle = None
         if self._parquet is not None:
             self._parquet.close()
+            self._parquet = None
         if not self.tmp.exists():
             self.tmp.write_bytes(b"")
+
+    def close(self) -> None:
+        """The run finished: complete the file and rename it over the target (``commit``)."""
+        self.commit()
+
+    def commit(self) -> None:
+        """The run finished: complete the file and rename it over the target (an empty run
+        writes an empty file)."""
+        self._finish()
         os.replace(self.tmp, self.path)
+
+    def abort(self) -> Path:
+        """The run did not finish: keep the rows written so far as ``partial_path`` and leave
+        the target untouched; returns the partial file's path."""
+        self._finish()
+        os.replace(self.tmp, self.partial_path)
+        self.aborted = True
+        return self.partial_path
+
+
+def partial_path(target: Path) -> Path:
+    """Where an unfinished run's rows go: ``out.jsonl`` -> ``out.partial.jsonl`` beside it."""
+    return target.with_name(f"{target.stem}.partial{target.suffix}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
@@ -22,9 +23,10 @@ from .exceptions import (
     RowError,
     RunInterrupted,
     RunStopped,
+    SchemaError,
 )
 from .export import TableWriter
-from .frame import build_frame, check_clashes
+from .frame import build_frame, check_clashes, check_output_names
 from .inputs import Content, RowInput, TextSpec, make_row, prepare
 from .limits import Budget, Limiter
 from .media import (
@@ -53,7 +55,13 @@ from .request import (
 from .routing import Router
 from .runs import RunReport, fill_missing, run_engine, run_sync
 from .schema import compile_schema
-from .store import ResultStore, open_store
+from .store import (
+    ResultStore,
+    check_location,
+    endpoint_identity,
+    is_local_endpoint,
+    open_store,
+)
 from .store import resolve as store_path
 from .transport import RetryPolicy, Secret, Transport
 from .usage import Pricing, Usage
@@ -66,10 +74,20 @@ API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
 #: run_to writes results in batches of this many rows.
 WRITE_BATCH_ROWS = 1000
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
+#: The largest ``concurrency`` accepted: the highest Kimi tier allows 1,000 requests in flight.
+MAX_CONCURRENCY = 1000
 
 
 class Extractor(Generic[T]):
     """Extract instances of a Pydantic model from rows, documents and images with Kimi.
+
+    Every setting is checked here, before any request: a wrong type or range raises one
+    ``ConfigurationError`` naming the setting (``concurrency`` at most ``MAX_CONCURRENCY`` =
+    1,000; ``timeout`` > 0; output fields may not take a ``kx_`` column name; the store location
+    must be usable). ``cache``: the result store (a path; None/True: the default location; False:
+    none); runs against a loopback endpoint (the simulator) get no default store. ``max_cost`` /
+    ``max_tokens``: hard budgets, checked before every attempt against its worst case
+    (``kimi_extract.limits.Budget``).
 
     ``output``: the Pydantic model each row becomes. ``instructions``: the system prompt (static,
     so it forms a cacheable prefix). ``examples``: optional few-shot ``(input, output)`` pairs.
@@ -148,12 +166,34 @@ class Extractor(Generic[T]):
     ) -> None:
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
             raise TypeError(f"output must be a pydantic BaseModel subclass, got {output!r}")
+        if instructions is not None and not isinstance(instructions, str):
+            raise ConfigurationError(
+                f"instructions must be a string or None, got {type(instructions).__name__}"
+            )
+        if not isinstance(prefix, str):
+            raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
+        if not isinstance(model, str) or not model:
+            raise ConfigurationError(f"model must be a model name, got {model!r}")
         self.output = output
-        self.compiled = compile_schema(output)
+        try:
+            self.compiled = compile_schema(output)
+        except RecursionError:
+            raise SchemaError(
+                f"output model {output.__name__} nests too deeply to compile (recursion limit); "
+                "flatten it"
+            ) from None
+        check_output_names(output, prefix)
         self.model = model
         self.info = model_info(model)
         self.reasoning_effort = normalize_effort(self.info, reasoning_effort)
         _check_positive("concurrency", concurrency)
+        if concurrency > MAX_CONCURRENCY:
+            raise ConfigurationError(
+                f"concurrency={concurrency:,} exceeds the maximum {MAX_CONCURRENCY:,} (the highest "
+                "Kimi tier's concurrency); use a value up to your account's limit"
+            )
+        _check_seconds("timeout", timeout)
+        _check_seconds("max_retry_wait", max_retry_wait, allow_zero=True)
         _check_positive("max_response_bytes", max_response_bytes)
         _check_positive("max_completion_tokens", max_completion_tokens)
         if max_completion_tokens > MAX_COMPLETION_TOKENS:
@@ -161,8 +201,13 @@ class Extractor(Generic[T]):
                 f"max_completion_tokens={max_completion_tokens} exceeds the API maximum "
                 f"{MAX_COMPLETION_TOKENS:,}"
             )
-        if validation_retries < 0 or max_retries < 0:
-            raise ConfigurationError("validation_retries and max_retries must be >= 0")
+        for name, count in (
+            ("validation_retries", validation_retries),
+            ("max_retries", max_retries),
+            ("max_tool_rounds", max_tool_rounds),
+        ):
+            if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+                raise ConfigurationError(f"{name} must be an integer >= 0, got {count!r}")
         if mode not in ("json_schema", "json_object"):
             raise ConfigurationError(f"mode must be 'json_schema' or 'json_object', got {mode!r}")
         if cache_ttl not in (None, "auto", "5m", "1h"):
@@ -190,13 +235,21 @@ class Extractor(Generic[T]):
         self.rpm = rpm
         self.tpm = tpm
         self.adaptive = adaptive
-        if max_cost is not None and not max_cost > 0:
+        if max_cost is not None and not (
+            isinstance(max_cost, int | float)
+            and not isinstance(max_cost, bool)
+            and math.isfinite(max_cost)
+            and max_cost > 0
+        ):
             raise ConfigurationError(f"max_cost must be a positive number of USD, got {max_cost!r}")
         if max_tokens is not None:
             _check_positive("max_tokens", max_tokens)
         self.max_cost = max_cost
         self.max_tokens = max_tokens
-        self.cache_path = store_path(cache)
+        if not (cache is None or isinstance(cache, bool | str | os.PathLike)):
+            raise ConfigurationError(
+                f"cache must be a path, True/None (default location) or False, got {cache!r}"
+            )
         self.retry = RetryPolicy(max_retries=max_retries, max_wait=max_retry_wait)
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
@@ -207,8 +260,24 @@ class Extractor(Generic[T]):
         self.web_search = web_search
         self.max_tool_rounds = max_tool_rounds
         self.pricing = resolve_pricing(pricing, model, self.info.pricing)
+        if max_cost is not None and self.pricing is None:
+            raise ConfigurationError(
+                f"max_cost needs prices for {model}: pass pricing=kx.Pricing(...) "
+                "(or use max_tokens)"
+            )
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
         self.router = Router(base_url or os.environ.get(BASE_URL_ENV_VAR))
+        #: Whose answers the store keeps: part of every store key (``store.endpoint_identity``).
+        self.endpoint = endpoint_identity(
+            self.router.explicit, text_url=self.router.text_url, media_url=self.router.media_url
+        )
+        self.cache_path = store_path(cache)
+        if (cache is None or cache is True) and is_local_endpoint(self.router.explicit):
+            # The simulator (or another loopback server) never writes into the default store
+            # that real runs read: pass cache=path to keep its results.
+            self.cache_path = None
+        if self.cache_path is not None:
+            check_location(self.cache_path)
         self.media = MediaOptions(
             max_image_pixels=max_image_pixels,
             fetch_urls=fetch_urls,
@@ -251,12 +320,20 @@ class Extractor(Generic[T]):
         try:
             return run_sync(self.arun(data, text=text, template=template, images=images))
         except KeyboardInterrupt as interrupt:
-            if isinstance(interrupt, RunInterrupted):
-                raise
-            raise RunInterrupted(
-                "interrupted; finished rows are committed to the result store",
-                partial=self.last_partial,
-            ) from interrupt
+            raise self._interrupted(interrupt) from interrupt
+
+    def _interrupted(
+        self, interrupt: KeyboardInterrupt, partial_file: str | None = None
+    ) -> RunInterrupted:
+        """The ``RunInterrupted`` for a Ctrl-C, carrying ``last_partial``."""
+        if isinstance(interrupt, RunInterrupted):
+            return interrupt
+        message = "interrupted; finished rows are committed to the result store"
+        if partial_file is not None:
+            message += f"; the rows written so far are in {partial_file}"
+        stopped = RunInterrupted(message, partial=self.last_partial, cause=interrupt)
+        stopped.partial_file = partial_file
+        return stopped
 
     async def arun(
         self,
@@ -271,8 +348,10 @@ class Extractor(Generic[T]):
         ``text``: the column (or columns) holding the text; ``template``: a ``str.format``
         template over columns instead; ``images``: a column of image paths/bytes/URLs. Returns the
         input columns, one column per output field, and the ``kx_`` accounting columns. Raises
-        ``RunStopped`` (with ``.partial``) when a run-level error stops the run.
+        ``RunStopped`` (with ``.partial``) when a run-level error stops the run (also when the
+        input iterator raises or the result store fails: finished rows are kept).
         """
+        _check_input_args(text, template, images)
         prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         check_clashes(prepared.columns, self.output, self.prefix)
         lazy = prepared.frame is None
@@ -307,8 +386,9 @@ class Extractor(Generic[T]):
         frame = frame_of(stop_cause)
         if isinstance(stop_cause, BudgetExceeded):
             raise BudgetExceeded(
-                f"budget reached after {report.ok} of {report.rows} rows; rows not sent hold "
-                "kx_error='budget' (rerun with a higher budget to resume)",
+                f"budget ({self._budget_caps()}) reached after {report.ok} of {report.rows} rows; "
+                "rows not sent hold a kx_error starting with 'budget' (rerun with a higher budget "
+                "to resume: finished rows come from the result store)",
                 partial=frame,
                 cause=stop_cause,
             )
@@ -333,10 +413,24 @@ class Extractor(Generic[T]):
 
         ``path`` ends in .jsonl, .parquet or .csv; rows are written in input order, batch by
         batch, so memory stays bounded for any input size (``data`` may be a generator of str or
-        dict items). Returns the run report. Raises ``RunStopped`` after writing the rows that
-        finished when a run-level error stops the run.
+        dict items). Returns the run report.
+
+        ``path`` is replaced only when the run finishes: until then rows go to a temporary file
+        beside it. When the run stops (``RunStopped``), raises anything, or is interrupted
+        (``RunInterrupted``), an existing ``path`` is left as it was and the rows written so far
+        are kept as ``STEM.partial.SUFFIX`` beside it; the error's message and ``partial_file``
+        name that file.
         """
-        return run_sync(self.arun_to(path, data, text=text, template=template, images=images))
+        writer: list[TableWriter] = []
+        try:
+            return run_sync(
+                self.arun_to(
+                    path, data, text=text, template=template, images=images, _writer=writer
+                )
+            )
+        except KeyboardInterrupt as interrupt:
+            kept = str(writer[0].partial_path) if writer and writer[0].aborted else None
+            raise self._interrupted(interrupt, kept) from interrupt
 
     async def arun_to(
         self,
@@ -346,9 +440,13 @@ class Extractor(Generic[T]):
         text: str | Sequence[str] | None = None,
         template: str | None = None,
         images: str | None = None,
+        _writer: list[TableWriter] | None = None,
     ) -> RunReport:
-        """Async ``run_to``."""
+        """Async ``run_to`` (the same guarantees for ``path``)."""
         writer = TableWriter(path)
+        if _writer is not None:
+            _writer.append(writer)
+        _check_input_args(text, template, images)
         prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         check_clashes(prepared.columns, self.output, self.prefix)
         buffer: list[RowResult] = []
@@ -368,15 +466,33 @@ class Extractor(Generic[T]):
                 keep_records=True,
             )
             writer.write(self._frame_of(buffer))
-        finally:
-            writer.close()
-        if stop_cause is not None:
-            raise RunStopped(
-                f"run stopped after {report.ok} rows; {writer.rows} rows written to "
-                f"{writer.path}: {stop_cause}",
-                cause=stop_cause,
-            ) from stop_cause
-        return report
+        except BaseException:
+            # Keep what finished beside the target; the target itself stays as it was.
+            try:
+                writer.write(self._frame_of(buffer))
+            finally:
+                writer.abort()
+            raise
+        if stop_cause is None:
+            writer.commit()
+            return report
+        kept = writer.abort()
+        stop_class = BudgetExceeded if isinstance(stop_cause, BudgetExceeded) else RunStopped
+        stopped = stop_class(
+            f"run stopped after {report.ok} rows: {stop_cause}; {path!s} was not changed, the "
+            f"{writer.rows} rows written so far are in {kept}",
+            cause=stop_cause,
+        )
+        stopped.partial_file = str(kept)
+        raise stopped from stop_cause
+
+    def _budget_caps(self) -> str:
+        caps = []
+        if self.max_tokens is not None:
+            caps.append(f"max_tokens={self.max_tokens:,}")
+        if self.max_cost is not None:
+            caps.append(f"max_cost=${self.max_cost:g}")
+        return ", ".join(caps)
 
     def _frame_of(self, results: list[RowResult]) -> pd.DataFrame:
         """An output frame for results that carry their input records."""
@@ -426,8 +542,14 @@ class Extractor(Generic[T]):
         )
 
     def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
-        """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``."""
-        return run_sync(self.arun_documents(sources, **options))
+        """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``.
+
+        Ctrl-C raises ``RunInterrupted`` whose ``partial`` holds the document rows so far."""
+        self.last_partial = None
+        try:
+            return run_sync(self.arun_documents(sources, **options))
+        except KeyboardInterrupt as interrupt:
+            raise self._interrupted(interrupt) from interrupt
 
     async def arun_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Async ``run_documents``."""
@@ -495,6 +617,7 @@ class Extractor(Generic[T]):
             tools=({"type": "web_search"},) if self.web_search else (),
             max_tool_rounds=self.max_tool_rounds,
             mode=self.mode,
+            endpoint=self.endpoint,
         )
 
     def _transport(self, limiter: Limiter) -> Transport:
@@ -543,7 +666,11 @@ class Extractor(Generic[T]):
         budget = None
         if self.max_cost is not None or self.max_tokens is not None:
             budget = Budget(
-                max_cost=self.max_cost, max_tokens=self.max_tokens, pricing=self.pricing
+                max_cost=self.max_cost,
+                max_tokens=self.max_tokens,
+                pricing=self.pricing,
+                separate_cache_writes=self.info.separate_cache_writes,
+                cache_ttl=settings.cache_ttl,
             )
         kept, stop_cause, report = await run_engine(
             rows,
@@ -565,6 +692,36 @@ class Extractor(Generic[T]):
         self.usage = self.usage + report.usage
         self.last_run = report
         return kept, stop_cause, report
+
+
+def _check_seconds(name: str, value: float, *, allow_zero: bool = False) -> None:
+    """A duration setting: a finite number of seconds, > 0 (>= 0 with ``allow_zero``)."""
+    ok = (
+        isinstance(value, int | float)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and (value >= 0 if allow_zero else value > 0)
+    )
+    if not ok:
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(
+            f"{name} must be a finite number of seconds {bound}, got {value!r}"
+        )
+
+
+def _check_input_args(text: Any, template: Any, images: Any) -> None:
+    """``text`` / ``template`` / ``images`` of a run: column names, checked before any request."""
+    if text is not None and not isinstance(text, str):
+        if not (
+            isinstance(text, Sequence) and len(text) > 0 and all(isinstance(t, str) for t in text)
+        ):
+            raise ConfigurationError(
+                f"text must be a column name or a list of column names, got {text!r}"
+            )
+    if template is not None and not isinstance(template, str):
+        raise ConfigurationError(f"template must be a str.format string, got {template!r}")
+    if images is not None and not isinstance(images, str):
+        raise ConfigurationError(f"images must be a column name, got {images!r}")
 
 
 def _check_positive(name: str, value: int) -> None:

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from .engine import RowResult
-from .exceptions import InputError
+from .exceptions import ConfigurationError, InputError
 
 #: Per-row usage columns: each sums to the run's total.
 ADDITIVE_COLUMNS = (
@@ -31,11 +31,25 @@ ADDITIVE_COLUMNS = (
     "kx_latency_s",
 )
 ACCOUNTING_COLUMNS = (*ADDITIVE_COLUMNS, "kx_error", "kx_from_cache")
+#: Every column name starting with this is kimi_extract's (accounting, documents, web search).
+RESERVED_PREFIX = "kx_"
 
 
 def output_columns(model: type[BaseModel], prefix: str) -> dict[str, str]:
     """Field name -> output column name for the model's top-level fields."""
     return {name: f"{prefix}{name}" for name in model.model_fields}
+
+
+def check_output_names(model: type[BaseModel], prefix: str) -> None:
+    """Raise ``ConfigurationError`` when an output column would take a reserved ``kx_`` name."""
+    columns = output_columns(model, prefix).values()
+    taken = [col for col in columns if col.startswith(RESERVED_PREFIX)]
+    if taken:
+        raise ConfigurationError(
+            f"output field column(s) {taken} would clash with kimi_extract's accounting columns "
+            f"(every {RESERVED_PREFIX}* name is reserved); pass prefix='out_' (or another prefix "
+            "not starting with kx_) or rename the field(s)"
+        )
 
 
 def check_clashes(input_columns: Sequence[str], model: type[BaseModel], prefix: str) -> None:
@@ -82,9 +96,15 @@ def build_frame(
     columns = output_columns(model, prefix)
     values: dict[str, list[Any]] = {col: [] for col in columns.values()}
     for result in results:
-        dumped = result.value.model_dump() if result.value is not None else None
+        value = result.value
+        if value is None:
+            for col in columns.values():
+                values[col].append(None)
+            continue
+        dumped = value.model_dump()
         for name, col in columns.items():
-            values[col].append(dumped[name] if dumped is not None else None)
+            # A field left out of model_dump (Field(exclude=True)) still gets its column.
+            values[col].append(dumped[name] if name in dumped else _plain(getattr(value, name)))
     data: dict[str, Any] = {}
     for name, col in columns.items():
         dtype = _dtype_for(model.model_fields[name].annotation)
@@ -99,6 +119,15 @@ def build_frame(
     if input_frame is not None and len(input_frame.columns):
         out = pd.concat([input_frame, out], axis=1)
     return out
+
+
+def _plain(value: Any) -> Any:
+    """A field value as model_dump would give it (nested models as dicts)."""
+    if isinstance(value, BaseModel):
+        return value.model_dump()
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
 
 
 def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:

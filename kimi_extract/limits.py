@@ -321,47 +321,119 @@ class Limiter:
         return wait + 1e-6 if wait > 0 else wait
 
 
-class Budget:
-    """A run's spending cap in USD and/or tokens, checked before each row is sent.
+#: Prompt tokens are estimated before sending (``kimi_extract.tokens``); the budget reserves this
+#: much more, for tokenizer differences, so a billed prompt never outgrows its reservation.
+PROMPT_MARGIN = 1.10
 
-    A row reserves its expected tokens (and their cost at the uncached input and output prices)
-    before it is sent; it is refused when spent + reserved-by-rows-in-flight + its own estimate
-    would cross a cap. When it finishes, the reservation is replaced by what it really cost.
+
+@dataclass
+class Reservation:
+    """One attempt's worst case, held against the budget while it is in flight."""
+
+    tokens: int
+    cost: float
+
+
+class Budget:
+    """A run's hard spending cap in USD and/or tokens, checked before every attempt is sent.
+
+    Each attempt reserves its worst case before it is sent: its prompt (estimated, plus
+    ``PROMPT_MARGIN``) and its whole ``max_completion_tokens``, priced at the dearest input rate
+    (regular, cached or cache write) and the output rate. It is sent only when
+    ``spent + reserved by attempts in flight + its worst case`` stays within every cap; otherwise
+    it waits for attempts in flight to settle, and when nothing is in flight and it still does not
+    fit, the budget is exhausted (``reserve`` returns None). When the answer arrives the reservation
+    is replaced by the billed usage, which can only be lower. So the billed total never exceeds
+    ``max_tokens`` / ``max_cost`` (as long as the server bills no more than the request allows).
     """
 
     def __init__(
-        self, *, max_cost: float | None, max_tokens: int | None, pricing: Any = None
+        self,
+        *,
+        max_cost: float | None,
+        max_tokens: int | None,
+        pricing: Any = None,
+        separate_cache_writes: bool = True,
+        cache_ttl: str = "5m",
     ) -> None:
         self.max_cost = max_cost
         self.max_tokens = max_tokens
         self.pricing = pricing
+        self.separate_cache_writes = separate_cache_writes
+        self.cache_ttl = cache_ttl
         self.spent_cost = 0.0
         self.spent_tokens = 0
         self.reserved_cost = 0.0
         self.reserved_tokens = 0
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
-    def reserve(self, tokens: int) -> tuple[int, float] | None:
-        """Reserve a row's expected tokens; None when that would cross a cap."""
+    def worst_case(self, prompt_tokens: int, completion_tokens: int) -> Reservation:
+        """The most an attempt with this prompt estimate and completion cap can bill."""
+        prompt = math.ceil(prompt_tokens * PROMPT_MARGIN)
         cost = 0.0
-        if self.pricing is not None:
-            cost = tokens * max(self.pricing.input, self.pricing.output) / 1_000_000
-        if self.max_tokens is not None and (
-            self.spent_tokens + self.reserved_tokens + tokens > self.max_tokens
-        ):
-            return None
-        if self.max_cost is not None and (
-            self.spent_cost + self.reserved_cost + cost > self.max_cost
-        ):
-            return None
-        self.reserved_tokens += tokens
-        self.reserved_cost += cost
-        return tokens, cost
+        pricing = self.pricing
+        if pricing is not None:
+            input_rate = max(pricing.input, pricing.cached_input)
+            if self.separate_cache_writes:
+                write = pricing.cache_write
+                if self.cache_ttl == "1h" and pricing.cache_write_1h is not None:
+                    write = pricing.cache_write_1h
+                input_rate = max(input_rate, write)
+            cost = (prompt * input_rate + completion_tokens * pricing.output) / 1_000_000
+        return Reservation(tokens=prompt + completion_tokens, cost=cost)
 
-    def settle(self, reservation: tuple[int, float], usage: Any) -> None:
-        """Replace a reservation by the row's real usage (a ``Usage``)."""
-        tokens, cost = reservation
-        self.reserved_tokens -= tokens
-        self.reserved_cost -= cost
-        self.spent_tokens += usage.prompt_tokens + usage.completion_tokens
-        if usage.cost == usage.cost:  # not NaN
-            self.spent_cost += usage.cost
+    def fits_alone(self, worst: Reservation) -> bool:
+        """Whether ``worst`` fits in an untouched budget (False: no run could ever send it)."""
+        return self._fits(worst, 0, 0.0)
+
+    def describe(self) -> str:
+        """The caps, for messages: ``max_tokens=20,000, max_cost=$0.05``."""
+        parts = []
+        if self.max_tokens is not None:
+            parts.append(f"max_tokens={self.max_tokens:,}")
+        if self.max_cost is not None:
+            parts.append(f"max_cost=${self.max_cost:g}")
+        return ", ".join(parts)
+
+    def _fits(self, worst: Reservation, tokens: int, cost: float) -> bool:
+        if self.max_tokens is not None and tokens + worst.tokens > self.max_tokens:
+            return False
+        return not (self.max_cost is not None and cost + worst.cost > self.max_cost + 1e-12)
+
+    async def reserve(self, worst: Reservation) -> Reservation | None:
+        """Hold ``worst`` for one attempt, waiting for attempts in flight to settle if needed.
+
+        Returns None when it does not fit even with nothing in flight (the budget is spent).
+        """
+        while True:
+            committed_tokens = self.spent_tokens + self.reserved_tokens
+            committed_cost = self.spent_cost + self.reserved_cost
+            if self._fits(worst, committed_tokens, committed_cost):
+                self.reserved_tokens += worst.tokens
+                self.reserved_cost += worst.cost
+                self.in_flight += 1
+                return worst
+            if self.in_flight == 0:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+
+    def settle(self, reservation: Reservation, usage: Any) -> None:
+        """Replace a reservation by the attempt's billed usage (a ``Usage``; None: unknown)."""
+        self.reserved_tokens -= reservation.tokens
+        self.reserved_cost -= reservation.cost
+        self.in_flight -= 1
+        if usage is not None:
+            self.spent_tokens += max(0, usage.prompt_tokens) + max(0, usage.completion_tokens)
+            if usage.cost == usage.cost:  # not NaN
+                self.spent_cost += max(0.0, usage.cost)
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)

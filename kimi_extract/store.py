@@ -10,12 +10,24 @@ never ran.
   (``$XDG_CACHE_HOME/kimi_extract``, ``~/.cache/kimi_extract``; ``~/Library/Caches`` on
   macOS, ``%LOCALAPPDATA%`` on Windows) / ``results.sqlite3``. ``KIMI_EXTRACT_CACHE=0`` (or
   off/false/no) disables the default store (an explicit path still wins).
-- **Key** (``request.request_key``): SHA-256 over the canonical JSON (sorted keys, no whitespace)
-  of everything that determines the answer (the part shared by all rows hashed once per run):
-  model, messages (system, examples, the row), response format (the schema), reasoning effort,
-  tools and mode. Never the API key, the base
-  URL or the output budget. The same inputs give the same key in every process, whatever
-  ``PYTHONHASHSEED`` is; any change to them is a different key.
+- **Key** (``request.request_key``, then ``store_key``): SHA-256 over the canonical JSON (sorted
+  keys, no whitespace) of everything that determines the answer (the part shared by all rows
+  hashed once per run): model, messages (system, examples, the row), response format (the
+  schema), reasoning effort, tools and mode, and the **endpoint's identity** (``endpoint_identity``:
+  the normalized base URL, or the routed host pair). Never the API key or the output budget. The
+  same inputs give the same key in every process, whatever ``PYTHONHASHSEED`` is; any change to
+  them is a different key, so answers from one endpoint (the simulator, a proxy) are never served
+  to a run against another.
+- **Local endpoints** (loopback hosts: the simulator, a local proxy) get no default store: with
+  ``cache=None``/True a run against them keeps nothing; an explicit ``cache=path`` still works.
+- **What is kept**: the model's raw answer (the JSON text it returned), validated again by the
+  output model on a hit, so a resumed row is exactly what the first run produced (validators,
+  secrets, aliases, serializers and excluded fields included). A stored answer the model no
+  longer accepts is a miss (asked again).
+- **Checked before the first request**: a file that is not an SQLite database, an SQLite file of
+  another program, a directory, or a location that cannot be written raises ``StoreError`` (a
+  ``ConfigurationError``) naming the path and the fix. A store that fails during a run (disk
+  full) stops it with ``RunStopped`` whose ``cause`` is a ``StoreError``.
 - **Durability**: SQLite in WAL mode with ``synchronous=NORMAL``: a committed row survives the
   process being killed at any moment (only a power loss can drop the last commits), and the file
   stays consistent (``PRAGMA integrity_check``). One commit per finished row.
@@ -23,6 +35,8 @@ never ran.
 
 from __future__ import annotations
 
+import hashlib
+import ipaddress
 import json
 import logging
 import os
@@ -31,7 +45,9 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
+from .exceptions import StoreError
 from .usage import Usage
 
 logger = logging.getLogger("kimi_extract")
@@ -77,9 +93,125 @@ def resolve(cache: str | os.PathLike[str] | bool | None) -> Path | None:
     return Path(cache).expanduser()
 
 
+#: Columns of the ``results`` table; a file whose ``results`` table differs is not ours.
+COLUMNS = ("key", "model", "output", "usage", "attempts", "web_searches", "created")
+#: What to do about a store that cannot be used (appended to every ``StoreError``).
+FIX = (
+    "move or delete that file to start a new store, pass cache='another/path.sqlite3', "
+    "or cache=False to run without a store"
+)
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def endpoint_identity(base_url: str | None, *, text_url: str = "", media_url: str = "") -> str:
+    """The endpoint a store key belongs to: the normalized base URL, or the routed host pair.
+
+    Scheme and host lower-cased, default ports, user info, query and a trailing ``/`` or ``/v1``
+    dropped: ``https://Direct.evolink.ai:443/v1/`` -> ``https://direct.evolink.ai``.
+    """
+    if base_url:
+        return _normalize_url(base_url)
+    return "routed:" + _normalize_url(text_url) + "," + _normalize_url(media_url)
+
+
+def _normalize_url(url: str) -> str:
+    try:
+        parts = urlsplit(url.strip())
+        scheme = (parts.scheme or "https").lower()
+        host = (parts.hostname or "").lower()
+        port = parts.port
+    except ValueError:
+        return url.strip()
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
+    path = parts.path.rstrip("/")
+    if path.endswith("/v1"):
+        path = path[: -len("/v1")]
+    return f"{scheme}://{netloc}{path}"
+
+
+def is_local_endpoint(url: str | None) -> bool:
+    """True for a loopback host (``localhost``, 127.0.0.0/8, ::1): the simulator, local proxies."""
+    if not url:
+        return False
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def store_key(endpoint: str, request_key: str) -> str:
+    """The store key of a request (``request_key``) sent to ``endpoint`` (``endpoint_identity``)."""
+    return hashlib.sha256(f"kx-store-v3\n{endpoint}\n{request_key}".encode()).hexdigest()
+
+
+def check_location(path: Path) -> None:
+    """Raise ``StoreError`` unless ``path`` can hold a store; reads but never writes.
+
+    An existing file must be a kimi_extract store (or empty) and writable; a missing one needs a
+    writable directory (or a creatable one under a writable ancestor).
+    """
+    if path.is_dir():
+        raise StoreError(f"result store {path} is a directory, not a file; {FIX}")
+    if path.exists():
+        _check_existing(path)
+        return
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise StoreError(
+            f"result store {path} cannot be created: {ancestor} is not a directory; {FIX}"
+        )
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"result store {path} cannot be created: the directory {ancestor} is not writable; "
+            f"{FIX}"
+        )
+
+
+def _check_existing(path: Path) -> None:
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"result store {path} is not writable (the file and its directory must be); {FIX}"
+        )
+    # Read through SQLite only: opening and closing the file any other way would drop the locks
+    # SQLite connections of this process hold on it (POSIX advisory locks are per process).
+    try:
+        db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+        try:
+            tables = {
+                name: [c[0] for c in db.execute("SELECT name FROM pragma_table_info(?)", (name,))]
+                for (name,) in db.execute(
+                    "SELECT name FROM sqlite_master WHERE type = 'table' "
+                    "AND name NOT LIKE 'sqlite_%'"
+                )
+            }
+        finally:
+            db.close()
+    except sqlite3.DatabaseError as exc:
+        problem = "not an SQLite database" if "not a database" in str(exc) else "corrupt"
+        raise StoreError(
+            f"result store {path} is {problem} ({exc}; another program's file, or damaged); {FIX}"
+        ) from None
+    foreign = set(tables) - {"results"}
+    if foreign or ("results" in tables and tuple(tables["results"]) != COLUMNS):
+        raise StoreError(
+            f"result store {path} is an SQLite database of another program (tables "
+            f"{sorted(tables)}), not a kimi_extract store; {FIX}"
+        )
+
+
 @dataclass(frozen=True)
 class Stored:
-    """A stored row: its output (the model's JSON), original usage and attempts."""
+    """A stored row: the model's raw answer (JSON text), original usage and attempts."""
 
     output: str
     usage: Usage
@@ -92,23 +224,36 @@ class ResultStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = _connect(self.path)
+        check_location(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = _connect(self.path)
+        except (OSError, sqlite3.Error) as exc:
+            raise StoreError(f"result store {self.path} cannot be opened ({exc}); {FIX}") from None
 
     def __repr__(self) -> str:
         return f"ResultStore({str(self.path)!r})"
 
     def get(self, key: str) -> Stored | None:
-        """The stored result for ``key``, or None."""
-        row = self._db.execute(
-            "SELECT output, usage, attempts, web_searches FROM results WHERE key = ?", (key,)
-        ).fetchone()
+        """The stored result for ``key``, or None; ``StoreError`` when the file fails."""
+        try:
+            row = self._db.execute(
+                "SELECT output, usage, attempts, web_searches FROM results WHERE key = ?", (key,)
+            ).fetchone()
+        except sqlite3.Error as exc:
+            raise self._failed("read", exc) from None
         if row is None:
             return None
-        usage = json.loads(row[1])
-        if usage.get("cost") is None:
-            usage["cost"] = float("nan")
-        return Stored(row[0], Usage(**usage), int(row[2]), int(row[3]))
+        try:
+            usage = json.loads(row[1])
+            if usage.get("cost") is None:
+                usage["cost"] = float("nan")
+            return Stored(str(row[0]), Usage(**usage), int(row[2]), int(row[3]))
+        except (TypeError, ValueError):
+            return None  # an unreadable entry is a miss: the row is asked again
+
+    def _failed(self, action: str, exc: sqlite3.Error) -> StoreError:
+        return StoreError(f"result store {self.path} failed to {action} a row ({exc}); {FIX}")
 
     def put(
         self,
@@ -120,7 +265,10 @@ class ResultStore:
         attempts: int,
         web_searches: int = 0,
     ) -> None:
-        """Commit one validated result (replacing any older one with the same key)."""
+        """Commit one validated result (replacing any older one with the same key).
+
+        ``output`` is the model's raw answer text. Raises ``StoreError`` when the file fails
+        (disk full, read-only, corrupt)."""
         usage_json = json.dumps(
             {
                 "prompt_tokens": usage.prompt_tokens,
@@ -132,10 +280,13 @@ class ResultStore:
                 "cost": usage.cost if usage.cost == usage.cost else None,
             }
         )
-        self._db.execute(
-            "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (key, model, output, usage_json, attempts, web_searches, time.time()),
-        )
+        try:
+            self._db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, model, output, usage_json, attempts, web_searches, time.time()),
+            )
+        except sqlite3.Error as exc:
+            raise self._failed("write", exc) from None
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])

@@ -261,10 +261,14 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp
     store = tmp_path / "s.sqlite3"
     probe = make_extractor(cache=False).run(ROWS[:1])
     per_row = int(probe["kx_prompt_tokens"].sum() + probe["kx_completion_tokens"].sum())
+    # Each attempt reserves its worst case (prompt + max_completion_tokens): keep that near a row.
+    cap = 2 * int(probe["kx_completion_tokens"].sum())
     sim.reset()
     budget = per_row * 10
     with pytest.raises(kx.BudgetExceeded) as info:
-        make_extractor(cache=store, max_tokens=budget, concurrency=4).run(ROWS)
+        make_extractor(
+            cache=store, max_tokens=budget, concurrency=4, max_completion_tokens=cap
+        ).run(ROWS)
     partial = info.value.partial
     assert len(partial) == 30
     spent = partial["kx_prompt_tokens"].sum() + partial["kx_completion_tokens"].sum()
@@ -272,7 +276,9 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp
     unsent = partial["kx_error"] == "budget"
     assert unsent.sum() > 0 and (partial.loc[~unsent, "kx_error"].isna()).all()
     assert len(chat_requests(sim)) == (~unsent).sum()
-    resumed = make_extractor(cache=store, max_tokens=budget * 10, concurrency=4).run(ROWS)
+    resumed = make_extractor(
+        cache=store, max_tokens=budget * 10, concurrency=4, max_completion_tokens=cap
+    ).run(ROWS)
     assert resumed["kx_error"].isna().all()
     assert resumed["kx_from_cache"].sum() == (~unsent).sum()
     assert len(chat_requests(sim)) == 30  # every row requested exactly once over both runs
