@@ -6,6 +6,20 @@ deterministic schema-valid answers with reasoning, usage from ``kimi_extract.tok
 prefix cache, rate limits, seeded faults, SSE streaming, function tools and web search. It imports
 only ``kimi_extract.tokens``, ``kimi_extract.mfjs`` and ``kimi_extract.models`` of the library.
 
+What the model does follows two deterministic policies (details in ``completion``), so clients
+such as the openai SDK, instructor and pydantic-ai work unmodified:
+
+- tool calls: with function tools and ``tool_choice`` "auto" (or absent), a request whose last
+  message is the user's gets a call (the function the user text names, else the first); after a
+  tool result the model answers in text; "required" always calls, a named function is always
+  called, "none" never; ``{"type": "web_search"}`` gets a ``$web_search`` call first;
+- ``json_object`` mode: the answer follows the JSON Schema stated anywhere in the prompt (system
+  messages first, fenced or not), else imitates the prompt's last JSON example object, else is
+  ``{"answer": ...}``.
+
+A malformed request is always a 4xx in the API's error shape (never a 500), and every request is
+finished in the counters however it ends.
+
 Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline), ``validation``
 (the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
 ``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
