@@ -5,9 +5,9 @@ every row of a run shares one schema); each request then only draws. Rules:
 
 - objects fill every property; arrays get 1-3 items; enums pick one value; ``anyOf`` picks a
   non-null branch (null one time in eight when a null branch exists); ``$ref`` resolves in
-  ``$defs``, and past ``MAX_DEPTH`` nested refs the value ends recursion with null / [] / the
-  smallest value; integers 0..99; numbers with 2 decimals; strings are 1-3 consecutive words of
-  the user text.
+  ``$defs`` / ``definitions`` (``#`` is the root), and past ``MAX_DEPTH`` nested refs the value
+  ends recursion with null / [] / the smallest value; integers 0..99; numbers with 2 decimals;
+  strings are 1-3 consecutive words of the user text.
 - The constraint sentence the schema compiler writes into descriptions is honoured:
   ``Constraints: <item>; <item>.`` with items ``format: date|date-time|time|email|uri|uuid``,
   ``minimum: N``, ``maximum: N``, ``exclusive minimum: N``, ``exclusive maximum: N``,
@@ -121,7 +121,7 @@ def json_value(rng: random.Random, schema: Any, words: list[str], key: str | Non
 
 class _Compiler:
     def __init__(self, root: Any) -> None:
-        self.defs: dict[str, Any] = root.get("$defs", {}) if isinstance(root, dict) else {}
+        self.defs = _definitions(root)
         self.refs: dict[tuple[str, str], Gen] = {}
 
     def compile(self, node: Any, inherited: dict[str, Any]) -> Gen:
@@ -130,7 +130,7 @@ class _Compiler:
         found = {**inherited, **constraints_of(node)}
         ref = node.get("$ref")
         if isinstance(ref, str):
-            return self.ref(ref.rsplit("/", 1)[-1], found)
+            return self.ref(_ref_name(ref), found)
         if "const" in node:
             const = node["const"]
             return lambda rng, words, depth: const
@@ -281,7 +281,7 @@ def _smallest(node: Any, defs: dict[str, Any], visiting: set[str]) -> Any:
         return None
     ref = node.get("$ref")
     if isinstance(ref, str):
-        name = ref.rsplit("/", 1)[-1]
+        name = _ref_name(ref)
         if name in visiting:
             return None
         return _smallest(defs.get(name), defs, visiting | {name})
@@ -336,6 +336,23 @@ def _bounds(
     return low, high
 
 
+def _definitions(root: Any) -> dict[str, Any]:
+    """Named schemas a ``$ref`` can reach: ``definitions``, ``$defs``, and the root as ``#``."""
+    if not isinstance(root, dict):
+        return {}
+    found: dict[str, Any] = {}
+    for key in ("definitions", "$defs"):
+        if isinstance(root.get(key), dict):
+            found.update(root[key])
+    found["#"] = root
+    return found
+
+
+def _ref_name(ref: str) -> str:
+    """The name a ``$ref`` points at: ``#`` for the root, else its last path segment."""
+    return "#" if ref in ("#", "") else ref.rsplit("/", 1)[-1]
+
+
 def _finite(value: int | float) -> bool:
     try:
         return math.isfinite(float(value))
@@ -380,7 +397,7 @@ def _slug(word: str) -> str:
 
 def _is_key_value(items: Any, defs: dict[str, Any]) -> bool:
     if isinstance(items, dict) and isinstance(items.get("$ref"), str):
-        items = defs.get(items["$ref"].rsplit("/", 1)[-1])
+        items = defs.get(_ref_name(items["$ref"]))
     return isinstance(items, dict) and set(items.get("properties") or ()) == {"key", "value"}
 
 
