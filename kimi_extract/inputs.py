@@ -9,13 +9,24 @@ Media (``images=`` column, and ``videos=`` for a column of videos only): a cell 
 bytes, a PIL image, a numpy array, a ``data:`` URL, an http(s) URL, or a list of these; see
 ``kimi_extract.media`` for formats, downscaling (``max_image_pixels``) and URL fetching. The
 options come from ``prepare(media=...)``, else from ``media.media_options(...)``.
+
+Whatever a cell holds, the worst case is that row's error (``row.error``, the run's
+``kx_error``); nothing a cell holds stops the run. Text cells: ``bytes`` are decoded as UTF-8 (a
+row error when they are not UTF-8); a string with a lone surrogate (``"bad \\udc80"``, common
+after ``json.loads`` of scraped text) is a row error rather than silently changed text (clean it
+with ``s.encode("utf-8", "replace").decode()`` to send it with U+FFFD); a ``template=`` field
+missing from a dict row is a row error naming the key (a present but None/NaN value renders as
+"").
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import math
+import re
 import string
+import threading
 from collections.abc import Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +34,7 @@ from typing import Any
 import pandas as pd
 
 from .exceptions import EmptyInputError, InputError, MediaError
-from .media import MediaOptions, current_options, media_parts
+from .media import MediaOptions, cancellable, current_options, media_parts, printable
 from .media import image_url as _media_image_url
 from .media_formats import data_url as data_url  # re-exported (their earlier home)
 from .media_formats import sniff_image_mime as sniff_image_mime
@@ -84,18 +95,61 @@ class TextSpec:
         return cls(columns=columns)
 
     def render(self, record: Mapping[str, Any]) -> str | None:
-        """The row's text, or None when every referenced value is missing or blank."""
-        values = {c: record.get(c) for c in self.columns}
+        """The row's text, or None when every referenced value is missing or blank.
+
+        Raises ``InputError`` for this row: a template field missing from the row, bytes that
+        are not UTF-8, a lone surrogate, a value the template cannot format.
+        """
+        if self.template is not None:
+            absent = [c for c in self.columns if c not in record]
+            if absent:
+                keys = [printable(str(k)) for k in itertools.islice(record, 20)]
+                raise InputError(
+                    f"template field {printable(absent[0])!r} is missing from this row "
+                    f"(its keys: {keys})"
+                )
+        values = {c: text_value(c, record.get(c)) for c in self.columns}
         present = {c: v for c, v in values.items() if not is_missing(v) and str(v).strip()}
         if not present:
             return None
         if self.template is not None:
-            return self.template.format_map(
-                {c: "" if c not in present else v for c, v in values.items()}
-            )
+            try:
+                return self.template.format_map(
+                    {c: "" if c not in present else v for c, v in values.items()}
+                )
+            except (ValueError, TypeError, KeyError, IndexError, AttributeError) as exc:
+                raise InputError(
+                    f"template cannot format this row: {type(exc).__name__}: {printable(str(exc))}"
+                ) from None
         if len(self.columns) == 1:
             return str(present[self.columns[0]])
         return "\n".join(f"{c}: {v}" for c, v in present.items())
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def text_value(column: str, value: Any) -> Any:
+    """A text cell ready to render: bytes decoded as UTF-8; ``InputError`` for invalid text."""
+    if isinstance(value, bytes | bytearray | memoryview):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InputError(
+                f"column {printable(column)!r} holds bytes that are not UTF-8 text (byte "
+                f"{exc.start}: {bytes(value)[exc.start : exc.start + 1]!r}); decode them "
+                "first, e.g. value.decode('cp1252')"
+            ) from None
+    if isinstance(value, str):
+        found = _SURROGATE.search(value)
+        if found is not None:
+            raise InputError(
+                f"column {printable(column)!r} holds a lone surrogate {found.group()!r} at "
+                f"character {found.start()}, which is not valid Unicode (often left by "
+                "json.loads of broken text); clean it, e.g. "
+                "text.encode('utf-8', 'replace').decode('utf-8')"
+            )
+    return value
 
 
 def template_fields(template: str) -> list[str]:
@@ -155,23 +209,7 @@ def prepare(
         spec = TextSpec(columns=(name,))
         return _from_frame(frame, spec, columns_args)
     if isinstance(data, pd.DataFrame):
-        columns = [str(c) for c in data.columns]
-        if len(set(columns)) != len(columns):
-            raise InputError("the input DataFrame has duplicate column names")
-        frame = data
-        if not all(isinstance(c, str) for c in data.columns):
-            frame = data.rename(columns=str)
-        for kind, column in (("images", images), ("videos", videos)):
-            if column is not None and column not in columns:
-                raise InputError(
-                    f"{kind} column {column!r} not found; available columns: {columns}"
-                )
-        available = [c for c in columns if c not in columns_args.names]
-        if text is None and template is None and columns_args.any:
-            spec = TextSpec(columns=())
-        else:
-            spec = TextSpec.build(text=text, template=template, available=available)
-        return _from_frame(frame, spec, columns_args)
+        return _prepare_frame(data, text, template, columns_args)
     if isinstance(data, Iterator):
         return _from_iterator(data, text=text, template=template, media_columns=columns_args)
     if isinstance(data, Iterable) and not isinstance(data, bytes | Mapping):
@@ -183,20 +221,42 @@ def prepare(
                 )
             return prepare(pd.Series(items, name="input", dtype=object))
         if all(isinstance(item, Mapping) for item in items):
-            return prepare(
-                pd.DataFrame.from_records(items),
-                text=text,
-                template=template,
-                images=images,
-                videos=videos,
-                media=media,
-            )
+            # The dicts themselves render the text: a key absent from one is that row's error
+            # (with a template), where the frame would hold NaN and render "".
+            sources = [{str(k): v for k, v in item.items()} for item in items]
+            frame = pd.DataFrame.from_records(items)
+            return _prepare_frame(frame, text, template, columns_args, sources)
         kinds = sorted({type(item).__name__ for item in items})
         raise InputError(f"rows must all be strings or all be dicts; got {kinds}")
     raise InputError(
         f"cannot read rows from {type(data).__name__}; pass a DataFrame, Series, list of str or "
         "list of dict"
     )
+
+
+def _prepare_frame(
+    data: pd.DataFrame,
+    text: str | Sequence[str] | None,
+    template: str | None,
+    columns_args: _MediaColumns,
+    sources: list[dict[str, Any]] | None = None,
+) -> PreparedInput:
+    """``prepare`` for a DataFrame; ``sources``: the dicts it was built from (list input)."""
+    columns = [str(c) for c in data.columns]
+    if len(set(columns)) != len(columns):
+        raise InputError("the input DataFrame has duplicate column names")
+    frame = data
+    if not all(isinstance(c, str) for c in data.columns):
+        frame = data.rename(columns=str)
+    for kind, column in (("images", columns_args.images), ("videos", columns_args.videos)):
+        if column is not None and column not in columns:
+            raise InputError(f"{kind} column {column!r} not found; available columns: {columns}")
+    available = [c for c in columns if c not in columns_args.names]
+    if text is None and template is None and columns_args.any:
+        spec = TextSpec(columns=())
+    else:
+        spec = TextSpec.build(text=text, template=template, available=available)
+    return _from_frame(frame, spec, columns_args, sources)
 
 
 @dataclass(frozen=True)
@@ -284,29 +344,63 @@ def _from_iterator(
 class BlockingRows(Iterator[RowInput]):
     """Rows whose production blocks (reading, decoding and encoding media; downloads): the
     engine pulls them in a worker thread, one at a time, so the event loop keeps serving the
-    requests in flight."""
+    requests in flight.
+
+    ``cancel()`` (the engine calls it when the run is cancelled, e.g. by Ctrl-C) stops a
+    download in progress within ~50 ms and ends the rows, so the worker thread finishes and the
+    run can exit instead of waiting for a slow server.
+    """
 
     blocking = True
 
     def __init__(self, rows: Iterator[RowInput]) -> None:
         self._rows = rows
+        self._cancelled = threading.Event()
+
+    def cancel(self) -> None:
+        """Stop the download in progress (its row fails) and end the rows; thread-safe."""
+        self._cancelled.set()
 
     def __next__(self) -> RowInput:
-        return next(self._rows)
+        if self._cancelled.is_set():
+            raise StopIteration
+        with cancellable(self._cancelled):
+            return next(self._rows)
+
+
+async def next_blocking(rows: Iterator[RowInput]) -> RowInput | None:
+    """The next row (None at the end), produced in a worker thread.
+
+    If the awaiting task is cancelled (Ctrl-C), the rows are cancelled too (``cancel()``), so
+    the thread stops its download at once instead of holding the run's exit until it ends.
+    """
+    try:
+        return await asyncio.to_thread(next, rows, None)
+    except asyncio.CancelledError:
+        cancel = getattr(rows, "cancel", None)
+        if cancel is not None:
+            cancel()
+        raise
 
 
 def _lazy(rows: Iterator[RowInput], media_columns: _MediaColumns) -> Iterator[RowInput]:
     return BlockingRows(rows) if media_columns.any else rows
 
 
-def _from_frame(frame: pd.DataFrame, spec: TextSpec, media_columns: _MediaColumns) -> PreparedInput:
+def _from_frame(
+    frame: pd.DataFrame,
+    spec: TextSpec,
+    media_columns: _MediaColumns,
+    sources: list[dict[str, Any]] | None = None,
+) -> PreparedInput:
     def rows() -> Iterator[RowInput]:
         columns = list(frame.columns)
         for position, (label, values) in enumerate(
             zip(frame.index, frame.itertuples(index=False, name=None), strict=True)
         ):
             record = dict(zip(columns, values, strict=True))
-            row = media_columns.row(label, position, record, spec)
+            source = sources[position] if sources is not None else record
+            row = media_columns.row(label, position, source, spec)
             row.record = record
             yield row
 
@@ -329,16 +423,27 @@ def make_row(
     videos: str | None = None,
     media: MediaOptions | None = None,
 ) -> RowInput:
-    """Build one row's content; a bad row gets an error instead of raising."""
+    """Build one row's content; a bad row gets an error instead of raising.
+
+    Whatever the cells hold, the worst case is ``row.error`` (a ``MediaError`` or
+    ``InputError`` naming what is wrong); only ``KeyboardInterrupt`` and the like escape.
+    """
     row = RowInput(label=label, position=position)
-    text = spec.render(record) if spec.columns else None
     media = media or current_options()
     try:
+        text = spec.render(record) if spec.columns else None
+        if text is not None and _SURROGATE.search(text):
+            text_value("text", text)  # raises, naming the character
         parts = media_parts(record.get(images), media) if images is not None else []
         if videos is not None:
             parts += media_parts(record.get(videos), media, kind="video")
-    except MediaError as exc:
-        row.error = exc
+    except (MediaError, InputError) as exc:
+        row.error = _printable_error(exc)
+        return row
+    except Exception as exc:  # a cell type nobody foresaw: this row fails, the run goes on
+        row.error = InputError(
+            f"cannot read this row's input: {type(exc).__name__}: {printable(str(exc))}"
+        )
         return row
     if text is None and not parts:
         what = "text and media" if images is not None or videos is not None else "text"
@@ -346,6 +451,14 @@ def make_row(
         return row
     row.content = content_parts(text, parts)
     return row
+
+
+def _printable_error(exc: Exception) -> Exception:
+    """``exc``, or a copy whose message has no lone surrogate (it goes to files and frames)."""
+    message = str(exc)
+    if not _SURROGATE.search(message):
+        return exc
+    return type(exc)(printable(message))
 
 
 def content_parts(text: str | None, media: Sequence[str | dict[str, Any]]) -> Content:

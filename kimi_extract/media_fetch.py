@@ -61,10 +61,10 @@ def forbidden_reason(address: Address) -> str | None:
             embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
         if embedded is None and address.teredo is not None:
             embedded = address.teredo[1]
-    for candidate in (address, embedded):
+    for candidate in (embedded, address):  # the embedded IPv4 names the real target
         if candidate is None:
             continue
-        for name in ("loopback", "link_local", "multicast", "private", "reserved", "unspecified"):
+        for name in ("loopback", "unspecified", "link_local", "multicast", "reserved", "private"):
             if getattr(candidate, f"is_{name}"):
                 return name.replace("_", "-")
         if not candidate.is_global:
@@ -132,9 +132,10 @@ def _get(
         for _, sockaddr in addresses:
             reason = forbidden_reason(ipaddress.ip_address(sockaddr[0].split("%")[0]))
             if reason is not None:
+                shown = host if host == sockaddr[0] else f"{host} ({sockaddr[0]})"
                 raise MediaError(
-                    f"refused to download {url}: {host} is a {reason} address "
-                    f"({sockaddr[0]}); pass allow_private_urls=True to fetch private addresses"
+                    f"refused to download {url}: {shown} is a {reason} address; pass "
+                    "allow_private_urls=True to fetch private addresses"
                 )
     cls = _HTTPSConnection if parts.scheme == "https" else _HTTPConnection
     connection = cls(ascii_host, port, addresses=addresses, watch=watch)
