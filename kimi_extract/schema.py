@@ -1,28 +1,36 @@
 """Pydantic output model -> strict MFJS ``json_schema`` response_format; answer text -> model.
 
 ``compile_schema(Model)`` starts from pydantic's validation JSON schema (aliases as property
-names) and rewrites it into the dialect Kimi's strict mode accepts (the rules are in ``mfjs``):
+names) and rewrites it into Kimi's schema dialect as MoonshotAI/walle defines it (the rules are in
+``mfjs``); every schema it emits passes walle's ``ultra`` level:
 
 - every object is closed and lists every property in ``required``; a field with a default
   becomes nullable, and on the way back a null for a field whose type is not nullable is dropped
   so the pydantic default applies;
-- constraints the dialect cannot carry (formats, bounds, lengths, patterns, item counts, tuple
-  positions) move into the description as one sentence, ``Constraints: <item>; <item>.`` (the
-  simulator's answer generator reads it back); pydantic still enforces them on every answer;
-- ``dict[K, V]`` becomes an array of ``{"key": K, "value": V}`` objects, mapped back on decode;
-  ``tuple[A, B]`` an array of ``A | B`` with an ``exactly 2 items: A, B`` constraint;
-- what has no faithful JSON shape (``Any``, ``dict[str, Any]``, ``RootModel``, dict keys that do
-  not come back from JSON...) raises ``SchemaError`` naming the field, when the Extractor is built.
+- constraints the dialect carries stay keywords (``minimum``/``maximum``, ``minLength``/
+  ``maxLength``/``pattern``, ``minItems``/``maxItems``); the rest (formats, exclusive bounds of
+  floats, multiples, unique items, timezone and past/future rules, URL schemes) move into the
+  description as one sentence, ``Constraints: <item>; <item>.`` (the simulator's answer generator
+  reads it back); pydantic still enforces every constraint on every answer;
+- ``dict[str, X]`` becomes ``additionalProperties: X`` (``dict[str, Any]``: ``{}``); a fixed
+  homogeneous tuple an array with ``minItems = maxItems``; a heterogeneous ``tuple[A, B]`` the
+  object ``{"0": A, "1": B}``, mapped back on decode; ``Any`` an ``anyOf`` of every JSON type; a
+  RootModel whose root is not an object ``{"root": ...}``; a property named like an MFJS keyword
+  (``required``, ``anyOf``...) travels as ``required_`` and is renamed back;
+- what walle cannot express (a tuple with a variable tail, dict keys that do not come back from
+  a JSON object key, intersections, types with no JSON form) raises ``SchemaError`` naming the
+  field, and so does a model past walle's limits (nesting, property count, size, enum or union
+  size), when the Extractor is built.
 
 ``CompiledSchema.parse`` is the hot path: when no mapping is needed the answer text goes straight
-to ``model_validate_json``; the slower path (fence stripping, dict mapping, null-for-default) runs
+to ``model_validate_json``; the slower path (fence stripping, mapping, null-for-default) runs
 only when needed. Validation always uses pydantic's JSON mode, so strict models behave the same on
 both paths.
 
 The parts live in sibling modules: ``schema_source`` (pydantic's generator with markers, the
-constraint sentence), ``schema_compile`` (the transform to MFJS) and ``schema_codec`` (mapping
-answers between the compiled shape and the model's). This module holds the public API and
-the answer parsing.
+kept keywords and the constraint sentence), ``schema_compile`` (the transform to MFJS) and
+``schema_codec`` (mapping answers between the compiled shape and the model's). This module holds
+the public API and the answer parsing.
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ from pydantic.errors import PydanticInvalidForJsonSchema, PydanticUserError
 from pydantic_core import from_json
 
 from .exceptions import SchemaError
-from .schema_codec import _REF_PREFIX, _Codec, _Mapping, _MappingError, _path_text
+from .schema_codec import _REF_PREFIX, _Codec, _Object, _path_text
 from .schema_compile import _Compiler
 from .schema_source import _Generator
 
@@ -74,8 +82,8 @@ class CompiledSchema:
     """An output model compiled for Kimi's strict mode; built once per class by compile_schema.
 
     ``schema`` is the MFJS schema (treat it as read-only; ``response_format()`` hands out a copy).
-    ``needs_mapping`` is True when answers must be transformed before validation (dicts sent as
-    key/value lists, nulls standing for defaults).
+    ``needs_mapping`` is True when answers must be transformed before validation (tuples sent as
+    objects, renamed properties, a RootModel's ``{"root": ...}``, nulls standing for defaults).
     """
 
     model: type[BaseModel]
@@ -96,15 +104,11 @@ class CompiledSchema:
     def decode(self, data: Any) -> Any:
         """An answer in the compiled shape -> data for ``model.model_validate`` (never mutated).
 
-        Raises AnswerInvalid(kind="validation") for a malformed key/value list. ``parse``
-        validates the result in JSON mode (as JSON text), which strict models need.
+        ``parse`` validates the result in JSON mode (as JSON text), which strict models need.
         """
         if not self.needs_mapping:
             return data
-        try:
-            return self._codec.decode(data)
-        except _MappingError as error:
-            raise AnswerInvalid("validation", [error.line()]) from None
+        return self._codec.decode(data)
 
     def encode(self, data: Any) -> Any:
         """``model_dump(mode="json", by_alias=True)`` -> the compiled shape (inverse of decode)."""
@@ -158,11 +162,6 @@ def response_format(model: type) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=512)
 def _compile_cached(model: type[BaseModel]) -> CompiledSchema:
-    if issubclass(model, RootModel):
-        raise SchemaError(
-            f"{model.__name__}: a RootModel cannot be the output model, because Kimi's strict "
-            "mode answers with a JSON object; wrap the value in a field of a BaseModel"
-        )
     try:
         source = model.model_json_schema(
             by_alias=True,
@@ -177,7 +176,11 @@ def _compile_cached(model: type[BaseModel]) -> CompiledSchema:
     compiler = _Compiler(model.__name__, source)
     schema, codec = compiler.compile()
     needs_mapping = codec.decodes
-    fast_first = not any(isinstance(c, _Mapping) for c in compiler.codecs)
+    # the fast path validates the text as sent; shapes that differ from the model's skip it
+    fast_first = not any(
+        (isinstance(c, _Object) and c.renames) or c.intrinsic() and not isinstance(c, _Object)
+        for c in compiler.codecs
+    ) and not issubclass(model, RootModel)
     name = re.sub(r"[^a-zA-Z0-9_-]", "_", model.__name__)[:64] or "output"
     return CompiledSchema(model, name, schema, needs_mapping, codec, fast_first)
 

@@ -1,36 +1,24 @@
 """Codecs: map answer values between the compiled (sent) shape and the output model's shape.
 
 The compiler builds one codec per schema node that needs mapping: ``_Object`` (drops a null that
-stands for a default), ``_Array``, ``_Tuple``, ``_Mapping`` (``dict[K, V]`` sent as a list of
-``{"key": K, "value": V}`` objects), ``_Union`` (picks the branch the data fits), ``_JsonText``
-(``Json[X]``) and ``_Ref`` (a ``$defs`` entry, bound once the compiler is done); every other node
-shares ``_IDENTITY``. ``decode`` turns a parsed answer into data for pydantic, ``encode`` is its
-inverse (``model_dump`` -> the compiled shape), and ``locate`` maps a pydantic error location back
-to the same place in the answer as sent. ``decodes`` says whether decode must touch the data.
-
-A malformed key/value list raises ``_MappingError``; ``CompiledSchema`` reports it as
-``AnswerInvalid``.
+stands for a default; renames a property sent under another name because its own is reserved in
+MFJS), ``_Array``, ``_Tuple``, ``_TupleObject`` (a heterogeneous tuple sent as an object keyed by
+position), ``_Map`` (``dict[str, X]``, sent as an object whose values need mapping), ``_Root`` (a
+RootModel whose root is not an object, sent as ``{"root": ...}``), ``_Union`` (picks the branch
+the data fits), ``_JsonText`` (``Json[X]``) and ``_Ref`` (a ``$defs`` entry, bound once the
+compiler is done); every other node shares ``_IDENTITY``. ``decode`` turns a parsed answer into
+data for pydantic, ``encode`` is its inverse (``model_dump`` -> the compiled shape), and
+``locate`` maps a pydantic error location back to the same place in the answer as sent.
+``decodes`` says whether decode must touch the data.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 _REF_PREFIX = "#/$defs/"  # how the source and compiled schemas point into ``$defs``
-
-
-class _MappingError(Exception):
-    """A malformed key/value list; ``loc`` is filled in on the way up."""
-
-    def __init__(self, loc: list[Any], message: str) -> None:
-        super().__init__(message)
-        self.loc = loc
-        self.message = message
-
-    def line(self) -> str:
-        return f"{_path_text(self.loc)}: {self.message}"
 
 
 class _Codec:
@@ -61,27 +49,27 @@ class _Codec:
 _IDENTITY = _Codec()
 
 
-def _within(step: Any, decode: Callable[[Any], Any], value: Any) -> Any:
-    try:
-        return decode(value)
-    except _MappingError as error:
-        error.loc.insert(0, step)
-        raise
-
-
 class _Object(_Codec):
-    __slots__ = ("drop_null", "fields", "optional")
+    """A model's object: fields keyed by their sent names; ``renames`` maps sent -> model name."""
+
+    __slots__ = ("drop_null", "fields", "optional", "renames", "sent_names")
 
     def __init__(
-        self, fields: dict[str, _Codec], drop_null: frozenset[str], optional: frozenset[str]
+        self,
+        fields: dict[str, _Codec],
+        drop_null: frozenset[str],
+        optional: frozenset[str],
+        renames: dict[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.fields = fields
         self.drop_null = drop_null
         self.optional = optional
+        self.renames = renames or {}
+        self.sent_names = {model: sent for sent, model in self.renames.items()}
 
     def intrinsic(self) -> bool:
-        return bool(self.drop_null)
+        return bool(self.drop_null or self.renames)
 
     def children(self) -> Iterable[_Codec]:
         return self.fields.values()
@@ -94,7 +82,9 @@ class _Object(_Codec):
             if value is None and name in self.drop_null:
                 continue
             codec = self.fields.get(name)
-            out[name] = _within(name, codec.decode, value) if codec and codec.decodes else value
+            out[self.renames.get(name, name)] = (
+                codec.decode(value) if codec and codec.decodes else value
+            )
         return out
 
     def encode(self, data: Any) -> Any:
@@ -102,17 +92,21 @@ class _Object(_Codec):
             return data
         out = {}
         for name, codec in self.fields.items():
-            if name in data:
-                out[name] = codec.encode(data[name])
+            model_name = self.renames.get(name, name)
+            if model_name in data:
+                out[name] = codec.encode(data[model_name])
             elif name in self.optional:
                 out[name] = None
         return out
 
     def locate(self, loc: Sequence[Any], sent: Any) -> list[Any]:
-        if not loc or not isinstance(sent, dict) or loc[0] not in sent:
+        if not loc or not isinstance(sent, dict):
             return list(loc)
-        codec = self.fields.get(loc[0], _IDENTITY)
-        return [loc[0], *codec.locate(loc[1:], sent[loc[0]])]
+        name = self.sent_names.get(loc[0], loc[0])
+        if name not in sent:
+            return list(loc)
+        codec = self.fields.get(name, _IDENTITY)
+        return [name, *codec.locate(loc[1:], sent[name])]
 
 
 class _Array(_Codec):
@@ -128,7 +122,7 @@ class _Array(_Codec):
     def decode(self, data: Any) -> Any:
         if not isinstance(data, list):
             return data
-        return [_within(index, self.item.decode, value) for index, value in enumerate(data)]
+        return [self.item.decode(value) for value in data]
 
     def encode(self, data: Any) -> Any:
         return [self.item.encode(value) for value in data] if isinstance(data, list) else data
@@ -153,7 +147,7 @@ class _Tuple(_Codec):
         if not isinstance(data, list):
             return data
         return [
-            _within(i, self.positions[i].decode, value) if i < len(self.positions) else value
+            self.positions[i].decode(value) if i < len(self.positions) else value
             for i, value in enumerate(data)
         ]
 
@@ -176,14 +170,78 @@ class _Tuple(_Codec):
         return list(loc)
 
 
-class _Mapping(_Codec):
-    """``dict[K, V]`` <-> ``[{"key": K, "value": V}, ...]``."""
+class _TupleObject(_Codec):
+    """A heterogeneous ``tuple[A, B]`` sent as ``{"0": A, "1": B}``."""
 
-    __slots__ = ("key_types", "value")
+    __slots__ = ("positions",)
 
-    def __init__(self, key_types: list[tuple[str, list[Any] | None]], value: _Codec) -> None:
+    def __init__(self, positions: list[_Codec]) -> None:
         super().__init__()
-        self.key_types = key_types  # (JSON type, enum values or None) a key may take
+        self.positions = positions
+
+    def intrinsic(self) -> bool:
+        return True
+
+    def children(self) -> Iterable[_Codec]:
+        return self.positions
+
+    def decode(self, data: Any) -> Any:
+        if not isinstance(data, dict) or set(data) != {str(i) for i in range(len(self.positions))}:
+            return data  # not the sent shape: pydantic reports it
+        return [codec.decode(data[str(i)]) for i, codec in enumerate(self.positions)]
+
+    def encode(self, data: Any) -> Any:
+        if not isinstance(data, list | tuple) or len(data) != len(self.positions):
+            return data
+        return {
+            str(i): codec.encode(value)
+            for i, (codec, value) in enumerate(zip(self.positions, data, strict=True))
+        }
+
+    def locate(self, loc: Sequence[Any], sent: Any) -> list[Any]:
+        if loc and isinstance(loc[0], int) and isinstance(sent, dict) and str(loc[0]) in sent:
+            index = loc[0]
+            if index < len(self.positions):
+                return [str(index), *self.positions[index].locate(loc[1:], sent[str(index)])]
+        return list(loc)
+
+
+class _Map(_Codec):
+    """``dict[K, V]`` sent as an object, when its values need mapping."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: _Codec) -> None:
+        super().__init__()
+        self.value = value
+
+    def children(self) -> Iterable[_Codec]:
+        return (self.value,)
+
+    def decode(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {key: self.value.decode(value) for key, value in data.items()}
+
+    def encode(self, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        return {key: self.value.encode(value) for key, value in data.items()}
+
+    def locate(self, loc: Sequence[Any], sent: Any) -> list[Any]:
+        if loc and isinstance(sent, dict) and str(loc[0]) in sent:
+            key = str(loc[0])
+            return [key, *self.value.locate(loc[1:], sent[key])]
+        return list(loc)
+
+
+class _Root(_Codec):
+    """A RootModel whose root is not an object, sent as ``{"root": value}``."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: _Codec) -> None:
+        super().__init__()
         self.value = value
 
     def intrinsic(self) -> bool:
@@ -193,72 +251,17 @@ class _Mapping(_Codec):
         return (self.value,)
 
     def decode(self, data: Any) -> Any:
-        value = self.value
-        if isinstance(data, dict):  # already a mapping (json_object mode answers may be)
-            return {k: _within(k, value.decode, v) for k, v in data.items()}
-        if not isinstance(data, list):
-            raise _MappingError([], "expected an array of {key, value} objects")
-        out: dict[Any, Any] = {}
-        for index, item in enumerate(data):
-            if not isinstance(item, dict) or "key" not in item or "value" not in item:
-                raise _MappingError([index], "expected an object with 'key' and 'value'")
-            key = item["key"]
-            if key is None or isinstance(key, dict | list):
-                raise _MappingError([index, "key"], "a key must be a string or a number")
-            if key in out:
-                raise _MappingError([index, "key"], f"duplicate key {key!r}; give each key once")
-            out[key] = _within(index, lambda v: _within("value", value.decode, v), item["value"])
-        return out
+        if not isinstance(data, dict) or set(data) != {"root"}:
+            return data
+        return self.value.decode(data["root"])
 
     def encode(self, data: Any) -> Any:
-        if not isinstance(data, dict):
-            return data
-        return [{"key": self.encode_key(k), "value": self.value.encode(v)} for k, v in data.items()]
-
-    def encode_key(self, key: Any) -> Any:
-        """A JSON object key (text) -> the typed key the schema asks for."""
-        if not isinstance(key, str):
-            return key
-        for kind, values in self.key_types:
-            typed = _typed_key(kind, key)
-            if typed is not _NO_KEY and (values is None or typed in values):
-                return typed
-        return key
+        return {"root": self.value.encode(data)}
 
     def locate(self, loc: Sequence[Any], sent: Any) -> list[Any]:
-        if not loc:
-            return []
-        if isinstance(sent, dict):
-            if loc[0] in sent:
-                return [loc[0], *self.value.locate(loc[1:], sent[loc[0]])]
-            return list(loc)
-        if not isinstance(sent, list):
-            return list(loc)
-        wanted = _key_text(loc[0])
-        for index, item in enumerate(sent):
-            if isinstance(item, dict) and "key" in item and _key_text(item["key"]) == wanted:
-                if loc[1:2] == ("[key]",):
-                    return [index, "key"]
-                return [index, "value", *self.value.locate(loc[1:], item.get("value"))]
+        if isinstance(sent, dict) and "root" in sent:
+            return ["root", *self.value.locate(loc, sent["root"])]
         return list(loc)
-
-
-_NO_KEY = object()
-
-
-def _typed_key(kind: str, text: str) -> Any:
-    if kind == "string":
-        return text
-    if kind == "boolean":
-        return {"true": True, "false": False}.get(text, _NO_KEY)
-    try:
-        return int(text) if kind == "integer" else float(text)
-    except ValueError:
-        return _NO_KEY
-
-
-def _key_text(key: Any) -> str:
-    return key if isinstance(key, str) else json.dumps(key)
 
 
 class _Union(_Codec):
@@ -374,12 +377,16 @@ def _conforms(node: dict[str, Any], data: Any, defs: dict[str, Any]) -> bool:
     if "enum" in node and data not in node["enum"]:
         return False
     if node["type"] == "object":
+        if "properties" not in node:  # a dict: every value fits additionalProperties
+            values = node.get("additionalProperties") or {}
+            return not values or all(_conforms(values, value, defs) for value in data.values())
         props = node["properties"]
         return data.keys() == props.keys() and all(
             _conforms(props[name], value, defs) for name, value in data.items()
         )
     if node["type"] == "array":
-        return all(_conforms(node["items"], value, defs) for value in data)
+        items = node.get("items")
+        return not items or all(_conforms(items, value, defs) for value in data)
     return True
 
 
@@ -387,6 +394,8 @@ def _key_fit(node: dict[str, Any], data: Any, defs: dict[str, Any]) -> int:
     """0 when data's keys are exactly an object branch's properties, 2 when they are not."""
     node = _resolve(node, defs)
     if isinstance(data, dict) and node.get("type") == "object":
+        if "properties" not in node:
+            return 1
         return 0 if data.keys() == node["properties"].keys() else 2
     return 1
 

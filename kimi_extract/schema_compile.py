@@ -2,18 +2,26 @@
 
 ``_Compiler`` walks the schema ``schema_source._Generator`` produced and builds, node by node, the
 compiled schema and the tree of codecs (``schema_codec``) that maps answers back. Every object is
-closed and lists every property in ``required`` (a field with a default becomes nullable);
-``dict[K, V]`` becomes a key/value list and ``tuple[A, B]`` an array of ``A | B``; constraints
-move into the description; anything without a faithful JSON shape raises ``SchemaError`` naming
-the field. The dialect's rules are in ``mfjs``.
+closed and lists every property in ``required`` (a field with a default becomes nullable); the
+constraints walle's ``ultra`` level accepts stay keywords, the rest move into the description;
+``dict[str, X]`` becomes ``additionalProperties: X``; a fixed homogeneous tuple an array with
+``minItems = maxItems``, a heterogeneous one an object keyed by position; ``Any`` an ``anyOf`` of
+every JSON type. A last pass (``_settle``) moves descriptions off ``anyOf`` branches and wraps a
+described ``$ref`` whose target has its own, which ultra rejects as conflicting keywords; then
+the result is checked with ``mfjs`` at ``ultra`` and a broken limit (nesting, property count,
+size, enum or anyOf items) raises ``SchemaError`` naming it. Anything walle cannot express raises
+``SchemaError`` naming the field.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
+from . import mfjs
 from .exceptions import SchemaError
 from .schema_codec import (
     _IDENTITY,
@@ -21,10 +29,12 @@ from .schema_codec import (
     _Array,
     _Codec,
     _JsonText,
-    _Mapping,
+    _Map,
     _Object,
     _Ref,
+    _Root,
     _Tuple,
+    _TupleObject,
     _Union,
 )
 from .schema_source import (
@@ -34,11 +44,36 @@ from .schema_source import (
     _UNTYPED,
     _describe,
     _join_text,
+    _kept,
+    _merge_text,
 )
 
 _SCALARS = frozenset({"string", "integer", "number", "boolean", "null"})
-_KEY_TYPES = frozenset({"string", "integer", "number", "boolean"})
-_MAPPING_NOTE = "A mapping, written as a list of key/value pairs with distinct keys."
+#: ``Any``: every JSON type (walle.md reads ``{}`` as ANY only at the root and as
+#: ``additionalProperties``, so an untyped property gets the types spelled out).
+_ANY_BRANCHES = (
+    {"type": "string"},
+    {"type": "number"},
+    {"type": "boolean"},
+    {"type": "object", "additionalProperties": {}},
+    {"type": "array"},
+    {"type": "null"},
+)
+_TUPLE_NOTE = "A tuple, written as an object whose keys are its positions"
+_DEF_NAME = re.compile(r"[^A-Za-z0-9_.-]")
+#: What a broken walle limit means for a model, by a word of walle's message.
+_LIMIT_HINTS = {
+    "depth": "the model nests objects deeper than Kimi's schema dialect allows "
+    f"({mfjs.DEFAULT_LIMITS.max_depth} levels)",
+    "total number of properties": "the model has more properties in all than Kimi's schema "
+    f"dialect allows ({mfjs.DEFAULT_LIMITS.max_properties})",
+    "size": "the compiled schema is longer than Kimi's schema dialect allows "
+    f"({mfjs.DEFAULT_LIMITS.max_size} bytes of JSON)",
+    "enum array": "an enum or Literal has more values than Kimi's schema dialect allows "
+    f"({mfjs.DEFAULT_LIMITS.max_enum_items})",
+    "anyOf must have": "a union has more members than Kimi's schema dialect allows "
+    f"({mfjs.DEFAULT_LIMITS.max_any_of_items})",
+}
 
 
 class _Compiler:
@@ -48,6 +83,8 @@ class _Compiler:
         self.source_defs: dict[str, Any] = source.get("$defs", {})
         self.defs: dict[str, dict[str, Any]] = {}
         self.def_codecs: dict[str, _Codec] = {}
+        self.def_names: dict[str, str] = {}  # source name -> compiled name (no '/', unique)
+        self.aliases: dict[str, dict[str, Any]] = {}  # defs that compile to a bare $ref
         self.in_progress: set[str] = set()
         self.refs: list[_Ref] = []
         self.codecs: list[_Codec] = []
@@ -59,15 +96,21 @@ class _Compiler:
 
     def compile(self) -> tuple[dict[str, Any], _Codec]:
         root = self.source
-        if "$ref" in root:  # a recursive root model: inline its definition at the root
+        if "$ref" in root:  # a recursive or RootModel root: inline its definition at the root
             name = root["$ref"].removeprefix(_REF_PREFIX)
             root = {
                 **self.source_defs.get(name, {}),
                 **{k: v for k, v in root.items() if k not in ("$ref", "$defs")},
             }
         node, codec = self.node(root, "")
-        if node.get("type") != "object":
-            raise self.error("", "the model's schema is not a JSON object", "use a plain BaseModel")
+        if node.get("type") != "object":  # a RootModel of a list, a union...: {"root": value}
+            node = {
+                "type": "object",
+                "properties": {"root": node},
+                "required": ["root"],
+                "additionalProperties": False,
+            }
+            codec = self.register(_Root(codec))
         if self.defs:
             node["$defs"] = dict(sorted(self.defs.items()))
         for ref in self.refs:
@@ -80,7 +123,21 @@ class _Compiler:
             for item in self.codecs:
                 if not item.decodes and any(child.decodes for child in item.children()):
                     item.decodes = changed = True
+        _settle(node)
+        self.check_limits(node)
         return node, codec
+
+    def check_limits(self, node: dict[str, Any]) -> None:
+        """SchemaError when the result breaks a walle limit (or, as a bug, any ultra rule)."""
+        problem = mfjs.first_problem(node, "ultra")
+        if problem is None:
+            return
+        hint = next((text for key, text in _LIMIT_HINTS.items() if key in problem), None)
+        what = hint or "the compiled schema breaks a rule of Kimi's schema dialect"
+        raise SchemaError(
+            f"{self.model_name}: {what}: MoonshotAI/walle reports {problem!r}; split the model "
+            "or simplify that part"
+        )
 
     def find_tags(self, src: Any) -> None:
         if isinstance(src, list):
@@ -125,8 +182,10 @@ class _Compiler:
     # -- nodes -------------------------------------------------------------------------------
 
     def node(self, src: Any, path: str) -> tuple[dict[str, Any], _Codec]:
-        if not isinstance(src, dict) or _UNTYPED in src:
+        if not isinstance(src, dict):
             raise self.untyped(path)
+        if _UNTYPED in src:
+            return self.any_node(src)
         if _INVALID in src:
             raise self.error(
                 path,
@@ -149,8 +208,15 @@ class _Compiler:
             text = _describe(src, note="A JSON document written as a string.")
             return _node(text, {"type": "string"}), self.register(_JsonText())
         if kind in _SCALARS:
-            return _node(_describe(src), {"type": kind}), _IDENTITY
+            kept, used = _kept(src, kind)
+            return _node(_describe(src, skip=used), {"type": kind, **kept}), _IDENTITY
+        if kind is None:  # no type at all (a custom schema, or Any with a description)
+            return self.any_node(src)
         raise self.untyped(path)
+
+    def any_node(self, src: dict[str, Any]) -> tuple[dict[str, Any], _Codec]:
+        """Any value: an anyOf of every JSON type."""
+        return _node(_describe(src), {"anyOf": copy.deepcopy(list(_ANY_BRANCHES))}), _IDENTITY
 
     def normalize(self, src: dict[str, Any], path: str) -> dict[str, Any]:
         if "allOf" in src:
@@ -179,13 +245,33 @@ class _Compiler:
         name = ref.removeprefix(_REF_PREFIX)
         if name not in self.source_defs:
             raise self.error(path, f"refers to a missing definition {name!r}", "rebuild the model")
-        if name not in self.defs and name not in self.in_progress:
+        out = self.def_name(name)
+        if out not in self.defs and name not in self.in_progress and name not in self.aliases:
             self.in_progress.add(name)
-            self.defs[name], self.def_codecs[name] = self.node(self.source_defs[name], path)
+            node, codec = self.node(self.source_defs[name], path)
             self.in_progress.discard(name)
-        ref_codec = _Ref(name)
+            if "$ref" in node and not set(node) - {"$ref", "description"}:
+                self.aliases[name] = node  # e.g. RootModel[Item]: refer to Item itself
+            else:
+                self.defs[out], self.def_codecs[out] = node, codec
+        text = _describe(src)
+        if name in self.aliases:
+            alias = self.aliases[name]
+            text = _join_text(text, alias.get("description", ""))
+            out = alias["$ref"].removeprefix(_REF_PREFIX)
+        ref_codec = _Ref(out)
         self.refs.append(ref_codec)
-        return _node(_describe(src), {"$ref": ref}), self.register(ref_codec)
+        return _node(text, {"$ref": _REF_PREFIX + out}), self.register(ref_codec)
+
+    def def_name(self, name: str) -> str:
+        """The compiled ``$defs`` name: walle refuses '/', and a JSON pointer needs no escapes."""
+        if name not in self.def_names:
+            base = _DEF_NAME.sub("_", name) or "Model"
+            out, taken, index = base, set(self.def_names.values()), 2
+            while out in taken:
+                out, index = f"{base}_{index}", index + 1
+            self.def_names[name] = out
+        return self.def_names[name]
 
     def union_node(self, src: dict[str, Any], path: str) -> tuple[dict[str, Any], _Codec]:
         pairs = [self.node(branch, path) for branch in _flat_branches(src["anyOf"])]
@@ -196,12 +282,8 @@ class _Compiler:
         pairs: list[tuple[dict[str, Any], _Codec]],
         text: str,
         path: str,
-        positional: bool = False,
     ) -> tuple[dict[str, Any], _Codec]:
-        """One anyOf of compiled branches: nested anyOf spliced in, duplicates dropped.
-
-        ``positional`` (tuple items) skips the dict-or-list check: positions pick the codec.
-        """
+        """One anyOf of compiled branches: nested anyOf spliced in, duplicates dropped."""
         nodes: list[dict[str, Any]] = []
         codecs: list[_Codec] = []
         seen: set[str] = set()
@@ -222,18 +304,6 @@ class _Compiler:
                     codecs.append(part_codec)
         if not nodes:
             raise self.error(path, "is an empty union", "give it at least one type")
-        arrays = [
-            self.is_mapping(c)
-            for n, c in zip(nodes, codecs, strict=True)
-            if self.type_of(n) == "array"
-        ]
-        if not positional and any(arrays) and not all(arrays):
-            raise self.error(
-                path,
-                "is a union of a dict and a list, set or tuple (a dict is sent as a "
-                "list of key/value pairs, so an empty one would be ambiguous)",
-                "use one of the two types, or put each in its own model",
-            )
         if len(nodes) == 1:
             only = nodes[0]
             merged = _join_text(text, only.get("description", ""))
@@ -271,23 +341,26 @@ class _Compiler:
     def object_node(self, src: dict[str, Any], path: str) -> tuple[dict[str, Any], _Codec]:
         props_src = src.get("properties")
         if props_src is None:
-            values = src.get("additionalProperties")
-            patterns = src.get("patternProperties")
-            if isinstance(patterns, dict) and len(patterns) == 1:
-                values = next(iter(patterns.values()))
-            if not isinstance(values, dict) or not values or _UNTYPED in values:
-                raise self.untyped(path, "is a dict whose values have no type (dict[str, Any])")
-            return self.mapping_node(src, values, path)
+            return self.map_node(src, path)
         required = set(src.get("required", [])) | self.tags.get(id(src), set())
         props: dict[str, Any] = {}
         fields: dict[str, _Codec] = {}
         drop_null: set[str] = set()
+        renames: dict[str, str] = {}
         for name, sub in props_src.items():
             node, codec = self.node(sub, _join(path, name))
             if name not in required and not self.accepts_null(node):
                 node = _nullable(node)
                 drop_null.add(name)
-            props[name], fields[name] = node, codec
+            sent = name
+            if name in mfjs.RESERVED_PROPERTY_NAMES or not name:
+                # walle refuses these names; the property travels as name_ and is renamed back
+                sent = f"{name}_"
+                while sent in props_src or sent in props:
+                    sent += "_"
+                renames[sent] = name
+                drop_null = {sent if n == name else n for n in drop_null}
+            props[sent], fields[sent] = node, codec
         compiled = _node(
             _describe(src),
             {
@@ -297,74 +370,119 @@ class _Compiler:
                 "additionalProperties": False,
             },
         )
-        optional = frozenset(set(props) - required)
-        return compiled, self.register(_Object(fields, frozenset(drop_null), optional))
+        optional = frozenset(sent for sent in props if renames.get(sent, sent) not in required)
+        codec = _Object(fields, frozenset(drop_null), optional, renames)
+        return compiled, self.register(codec)
 
-    def mapping_node(
-        self, src: dict[str, Any], values: dict[str, Any], path: str
-    ) -> tuple[dict[str, Any], _Codec]:
+    def map_node(self, src: dict[str, Any], path: str) -> tuple[dict[str, Any], _Codec]:
+        """``dict[K, V]``: ``additionalProperties: V``; a rule on the keys is stated in words."""
         if _KEYS_PROBLEM in src:
             raise self.error(
                 path,
                 f"is a dict, and {src[_KEYS_PROBLEM]}",
                 "use str keys (or int, enum, date or UUID keys)",
             )
-        keys_src = src.get(_KEYS) or src.get("propertyNames") or {"type": "string"}
-        if "type" not in keys_src and not {"$ref", "enum", "anyOf", "const"} & set(keys_src):
-            keys_src = {**keys_src, "type": "string"}
-        if _UNTYPED in keys_src:
-            raise self.untyped(path, "is a dict whose keys have no type")
-        key_node, _ = self.node(keys_src, _join(path, "key"))
-        # text keys first: a Decimal key stays exact as a string
-        key_types = sorted(self.key_types(key_node), key=lambda kind: kind[0] != "string")
-        if not key_types or any(kind not in _KEY_TYPES for kind, _ in key_types):
+        values = src.get("additionalProperties")
+        patterns = src.get("patternProperties")
+        key_rules: list[str] = []
+        if isinstance(patterns, dict) and len(patterns) == 1:
+            pattern, values = next(iter(patterns.items()))
+            key_rules.append(f"keys match pattern: {pattern}")
+        elif isinstance(patterns, dict) and patterns:
             raise self.error(
                 path,
-                "is a dict whose keys are not strings or numbers",
-                "use str keys (or int, enum, date or UUID keys)",
+                "is a dict whose values depend on the key's pattern (patternProperties)",
+                "use one value type for every key",
             )
-        value_node, value_codec = self.node(values, _join(path, "value"))
-        item = {
-            "type": "object",
-            "properties": {"key": key_node, "value": value_node},
-            "required": ["key", "value"],
-            "additionalProperties": False,
-        }
-        compiled = _node(_describe(src, note=_MAPPING_NOTE), {"type": "array", "items": item})
-        return compiled, self.register(_Mapping(key_types, value_codec))
+        key_rules.extend(self.key_rules(src.get(_KEYS) or src.get("propertyNames") or {}, path))
+        if not isinstance(values, dict) or not values or _UNTYPED in values:
+            value_node: dict[str, Any] = {}  # walle.md: additionalProperties {} is ANY
+            value_codec: _Codec = _IDENTITY
+        else:
+            value_node, value_codec = self.node(values, _join(path, "[key]"))
+        text = _describe(src, extra=key_rules)
+        compiled = _node(text, {"type": "object", "additionalProperties": value_node})
+        if value_codec is _IDENTITY:
+            return compiled, _IDENTITY
+        return compiled, self.register(_Map(value_codec))
+
+    def key_rules(self, keys: dict[str, Any], path: str) -> list[str]:
+        """Words for what a dict's keys must be (JSON object keys are always text)."""
+        if not keys or _UNTYPED in keys:
+            return []
+        if "$ref" in keys:
+            name = str(keys["$ref"]).removeprefix(_REF_PREFIX)
+            keys = self.source_defs.get(name, {})
+        values = keys.get("enum")
+        if values is None and "const" in keys:
+            values = [keys["const"]]
+        if isinstance(values, list):
+            return ["keys: one of " + ", ".join(str(value) for value in values)]
+        rules = []
+        kind = keys.get("type")
+        if kind in ("integer", "number", "boolean"):
+            rules.append(f"keys: {kind} values written as text")
+        fmt = keys.get("format")
+        if isinstance(fmt, str):
+            rules.append(f"keys: format {fmt}")
+        if isinstance(keys.get("pattern"), str):
+            rules.append(f"keys match pattern: {keys['pattern']}")
+        for keyword, label in (("minLength", "min key length"), ("maxLength", "max key length")):
+            if isinstance(keys.get(keyword), int):
+                rules.append(f"{label}: {keys[keyword]}")
+        return rules
 
     def array_node(self, src: dict[str, Any], path: str) -> tuple[dict[str, Any], _Codec]:
         if "prefixItems" in src:
             return self.tuple_node(src, path)
+        kept, used = _kept(src, "array")
         items = src.get("items")
         if not isinstance(items, dict) or not items or _UNTYPED in items:
-            raise self.untyped(path, "is a list, set or tuple whose items have no type")
+            # list[Any]: walle.md lets an array omit items (any item)
+            return _node(_describe(src, skip=used), {"type": "array", **kept}), _IDENTITY
         item_node, item_codec = self.node(items, _join(path, "[]"))
-        compiled = _node(_describe(src), {"type": "array", "items": item_node})
+        compiled = _node(_describe(src, skip=used), {"type": "array", "items": item_node, **kept})
         if item_codec is _IDENTITY:
             return compiled, _IDENTITY
         return compiled, self.register(_Array(item_codec))
 
     def tuple_node(self, src: dict[str, Any], path: str) -> tuple[dict[str, Any], _Codec]:
+        """``tuple[A, A]``: an array of exactly n items; ``tuple[A, B]``: ``{"0": A, "1": B}``."""
         positions = src["prefixItems"]
         if src.get("items") not in (None, False):
             raise self.error(
                 path,
-                "is a tuple with a variable-length tail",
+                "is a tuple with a variable-length tail (walle has no prefixItems)",
                 "use a fixed tuple[A, B] or a list[X]",
             )
         if not isinstance(positions, list) or not positions:
             raise self.error(path, "is an empty tuple", "remove the field or use a list")
         compiled = [self.node(p, _join(path, f"[{i}]")) for i, p in enumerate(positions)]
-        union, _ = self.merge(compiled, "", path, positional=True)
-        labels = ", ".join(_label(node) for node, _ in compiled)
-        exact = f"exactly {len(positions)} items: {labels}"
-        text = _describe(src, skip=("minItems", "maxItems"), extra=[exact])
-        node = _node(text, {"type": "array", "items": union})
         codecs = [codec for _, codec in compiled]
-        if all(codec is _IDENTITY for codec in codecs):
-            return node, _IDENTITY
-        return node, self.register(_Tuple(codecs))
+        shapes = {json.dumps(node, sort_keys=True) for node, _ in compiled}
+        if len(shapes) == 1:
+            count = len(positions)
+            text = _describe(src, skip=("minItems", "maxItems"))
+            node = _node(
+                text,
+                {"type": "array", "items": compiled[0][0], "minItems": count, "maxItems": count},
+            )
+            if all(codec is _IDENTITY for codec in codecs):
+                return node, _IDENTITY
+            return node, self.register(_Tuple(codecs))
+        names = [str(index) for index in range(len(positions))]
+        note = f"{_TUPLE_NOTE} {', '.join(names)}."
+        text = _describe(src, skip=("minItems", "maxItems"), note=note)
+        node = _node(
+            text,
+            {
+                "type": "object",
+                "properties": {name: item for name, (item, _) in zip(names, compiled, strict=True)},
+                "required": names,
+                "additionalProperties": False,
+            },
+        )
+        return node, self.register(_TupleObject(codecs))
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -377,28 +495,9 @@ class _Compiler:
             name = node["$ref"].removeprefix(_REF_PREFIX)
             if name in self.defs:
                 return self.accepts_null(self.defs[name])
-            return _source_nullable(self.source_defs.get(name, {}))
+            source = next((k for k, v in self.def_names.items() if v == name), name)
+            return _source_nullable(self.source_defs.get(source, {}))
         return False
-
-    def is_mapping(self, codec: _Codec) -> bool:
-        if isinstance(codec, _Ref):
-            codec = self.def_codecs.get(codec.name, _IDENTITY)
-        return isinstance(codec, _Mapping)
-
-    def type_of(self, node: dict[str, Any]) -> Any:
-        if "$ref" in node:
-            name = node["$ref"].removeprefix(_REF_PREFIX)
-            return self.defs.get(name, self.source_defs.get(name, {})).get("type")
-        return node.get("type")
-
-    def key_types(self, node: dict[str, Any]) -> list[tuple[str, list[Any] | None]]:
-        if "$ref" in node:
-            name = node["$ref"].removeprefix(_REF_PREFIX)
-            node = self.defs.get(name, {})
-        if "anyOf" in node:
-            return [kind for branch in node["anyOf"] for kind in self.key_types(branch)]
-        kind = node.get("type")
-        return [(kind, node.get("enum"))] if isinstance(kind, str) else []
 
 
 def _flat_branches(branches: Any) -> Iterable[Any]:
@@ -422,6 +521,48 @@ def _source_nullable(src: dict[str, Any]) -> bool:
         isinstance(b, dict) and _source_nullable(b)
         for b in (src.get("anyOf") or src.get("oneOf") or ())
     )
+
+
+def _settle(schema: dict[str, Any]) -> None:
+    """Move descriptions where walle ultra wants them (in place, without recursion).
+
+    - An ``anyOf`` branch's description moves up to the parent when the parent has one, or when
+      the branch is a ``$ref`` (a description beside a ``$ref`` whose target has one conflicts).
+    - A described ``$ref`` elsewhere whose target has a description or is an ``anyOf`` becomes
+      ``{"description": ..., "anyOf": [{"$ref": ...}]}``.
+    """
+    defs = schema.get("$defs", {})
+    stack: list[tuple[dict[str, Any], bool]] = [(schema, False)]
+    stack.extend((node, False) for node in defs.values())
+    while stack:
+        node, is_branch = stack.pop()
+        branches = node.get("anyOf")
+        if isinstance(branches, list):
+            for branch in branches:
+                text = branch.get("description")
+                if text and ("description" in node or "$ref" in branch):
+                    merged = _merge_text(node.get("description", ""), branch.pop("description"))
+                    _set_description(node, merged)
+            stack.extend((branch, True) for branch in branches)
+        ref = node.get("$ref")
+        if isinstance(ref, str) and "description" in node and not is_branch:
+            target = defs.get(ref.removeprefix(_REF_PREFIX), {})
+            if "description" in target or "anyOf" in target:
+                text = node.pop("description")
+                node.pop("$ref")
+                node.update({"description": text, "anyOf": [{"$ref": ref}]})
+        for key in ("items", "additionalProperties"):
+            if isinstance(node.get(key), dict):
+                stack.append((node[key], False))
+        if isinstance(node.get("properties"), dict):
+            stack.extend((sub, False) for sub in node["properties"].values())
+
+
+def _set_description(node: dict[str, Any], text: str) -> None:
+    """Set the description as the node's first key (in place)."""
+    rest = {k: v for k, v in node.items() if k != "description"}
+    node.clear()
+    node.update(_node(text, rest))
 
 
 def _nullable(node: dict[str, Any]) -> dict[str, Any]:
@@ -455,15 +596,3 @@ def _json_type(value: Any) -> str:
     if isinstance(value, str):
         return "string"
     return "array" if isinstance(value, list | tuple) else "object"
-
-
-def _label(node: dict[str, Any]) -> str:
-    """A short type name for the tuple constraint text."""
-    if "$ref" in node:
-        return str(node["$ref"].removeprefix(_REF_PREFIX))
-    if "anyOf" in node:
-        return " or ".join(_label(branch) for branch in node["anyOf"])
-    kind = str(node.get("type", "value"))
-    if kind == "array" and isinstance(node.get("items"), dict):
-        return f"array of {_label(node['items'])}"
-    return kind

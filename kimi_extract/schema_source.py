@@ -2,15 +2,21 @@
 
 ``_Generator`` is pydantic's JSON schema generator, leaving ``x-kx-*`` markers where pydantic
 would fail or where only the compiler (which knows the field's path) can judge: values with no
-type, types with no JSON form, and dict keys (with the reason they would not round-trip, if so).
+type, types with no JSON form, dict keys (with the reason they would not round-trip, if so), and
+rules pydantic's JSON schema does not show (timezone-aware or naive datetimes, past or future
+dates, URL schemes).
 
-``_describe`` turns the keywords MFJS cannot carry (formats, bounds, lengths, patterns, item
-counts) into one sentence appended to the node's description, ``Constraints: <item>; <item>.``.
-The simulator's answer generator reads that sentence back, so its wording is a contract.
+``_kept`` picks the constraints Kimi's dialect carries as keywords (walle ultra: ``minimum``/
+``maximum``, ``minLength``/``maxLength``/``pattern``, ``minItems``/``maxItems``); ``_describe``
+turns the rest (formats, exclusive bounds of numbers, multiples, unique items, key counts, the
+markers' rules) into one sentence appended to the node's description, ``Constraints: <item>;
+<item>.``. The simulator's answer generator reads that sentence back, so its wording is a
+contract.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
@@ -22,6 +28,7 @@ _UNTYPED = "x-kx-untyped"  # markers the generator leaves for the compiler, whic
 _INVALID = "x-kx-invalid"
 _KEYS = "x-kx-keys"
 _KEYS_PROBLEM = "x-kx-keys-problem"
+_RULES = "x-kx-rules"  # rules stated in words only (list of constraint items)
 # Core schema types whose values come back from a JSON object key (always a string) unchanged.
 _ROUND_TRIP_KEYS = frozenset(
     {
@@ -47,7 +54,8 @@ _FORMATS = {
     "time": "time (HH:MM:SS)",
 }
 _SILENT_FORMATS = frozenset({"binary"})  # bytes travel as plain UTF-8 text
-_DECIMAL_PATTERN = r"^(?!^[-+.]*$)[+-]?0*\d*\.?\d*$"  # pydantic's Decimal-as-string pattern
+#: a Decimal written as a string: plain decimal notation (pydantic also reads exponents)
+_DECIMAL_PATTERN = r"^-?\d+(\.\d+)?$"
 _BOUNDS = (
     ("minimum", "minimum"),
     ("maximum", "maximum"),
@@ -59,9 +67,9 @@ _BOUNDS = (
 )
 _COUNTS = (
     ("minItems", "min items"),
-    ("minProperties", "min items"),
+    ("minProperties", "min keys"),
     ("maxItems", "max items"),
-    ("maxProperties", "max items"),
+    ("maxProperties", "max keys"),
 )
 
 
@@ -87,6 +95,38 @@ class _Generator(GenerateJsonSchema):
 
     def handle_invalid_for_json_schema(self, schema: Any, error_info: str) -> JsonSchemaValue:
         return {_INVALID: error_info}
+
+    def datetime_schema(self, schema: core_schema.DatetimeSchema) -> JsonSchemaValue:
+        rules = []
+        if schema.get("tz_constraint") == "aware":
+            rules.append("with a UTC offset (timezone-aware)")
+        elif schema.get("tz_constraint") == "naive":
+            rules.append("without a UTC offset (naive)")
+        rules.extend(_NOW.get(str(schema.get("now_op")), ()))
+        return _with_rules(super().datetime_schema(schema), rules)
+
+    def date_schema(self, schema: core_schema.DateSchema) -> JsonSchemaValue:
+        return _with_rules(super().date_schema(schema), _NOW.get(str(schema.get("now_op")), ()))
+
+    def decimal_schema(self, schema: core_schema.DecimalSchema) -> JsonSchemaValue:
+        """A number, or a numeric string (pattern ``_DECIMAL_PATTERN``) that keeps every digit."""
+        json_schema = super().decimal_schema(schema)
+        for branch in json_schema.get("anyOf", ()):
+            if branch.get("type") == "string" and "pattern" not in branch:
+                branch["pattern"] = _DECIMAL_PATTERN
+        rules = []
+        if isinstance(schema.get("max_digits"), int):
+            rules.append(f"max digits: {schema['max_digits']}")
+        if isinstance(schema.get("decimal_places"), int):
+            rules.append(f"max decimal places: {schema['decimal_places']}")
+        return _with_rules(json_schema, rules)
+
+    def url_schema(self, schema: core_schema.UrlSchema) -> JsonSchemaValue:
+        schemes = schema.get("allowed_schemes")
+        rules = [f"scheme: {' or '.join(schemes)}"] if schemes else []
+        if schema.get("host_required"):
+            rules.append("with a host")
+        return _with_rules(super().url_schema(schema), rules)
 
     def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
         return self.with_keys(super().dict_schema(schema), schema.get("keys_schema"))
@@ -143,18 +183,105 @@ class _Generator(GenerateJsonSchema):
         if kind in _ROUND_TRIP_KEYS:
             return None
         if kind == "any":
-            return "its keys have no type"
+            return None  # JSON object keys: text
         return f"its keys ({kind}) do not come back unchanged from JSON object keys (always text)"
 
 
+_NOW = {"past": ("in the past",), "future": ("in the future",)}
+
+
+def _with_rules(json_schema: JsonSchemaValue, rules: Sequence[str]) -> JsonSchemaValue:
+    if rules:
+        json_schema[_RULES] = list(rules)
+    return json_schema
+
+
 # ---------------------------------------------------------------------------------------------
-# constraint text
+# constraint keywords and text
+
+
+def _bound(value: Any) -> int | float | None:
+    """A finite JSON number, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _count(value: Any) -> int | None:
+    number = _bound(value)
+    if number is None or number < 0 or not float(number).is_integer():
+        return None
+    return int(number)
+
+
+def _kept(src: dict[str, Any], kind: str) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """(the constraint keywords Kimi's dialect carries for ``kind``, the source keywords used).
+
+    walle ultra accepts minimum/maximum on numbers (integral on integers: an integer's exclusive
+    bound becomes the next inclusive one), minLength/maxLength/pattern on strings and
+    minItems/maxItems on arrays. A pair whose low end passes its high end is left to the words.
+    """
+    kept: dict[str, Any] = {}
+    used: list[str] = []
+    if kind == "string":
+        for keyword in ("minLength", "maxLength"):
+            if _count(src.get(keyword)) is not None:
+                kept[keyword] = _count(src[keyword])
+        if isinstance(src.get("pattern"), str):
+            kept["pattern"] = src["pattern"]
+        pair = ("minLength", "maxLength")
+    elif kind == "array":
+        for keyword in ("minItems", "maxItems"):
+            if _count(src.get(keyword)) is not None:
+                kept[keyword] = _count(src[keyword])
+        pair = ("minItems", "maxItems")
+    elif kind in ("integer", "number"):
+        low, high = _bound(src.get("minimum")), _bound(src.get("maximum"))
+        if kind == "integer":
+            low = None if low is None else math.ceil(low)
+            high = None if high is None else math.floor(high)
+            above, below = _bound(src.get("exclusiveMinimum")), _bound(src.get("exclusiveMaximum"))
+            if above is not None:
+                low = max(low, math.floor(above) + 1) if low is not None else math.floor(above) + 1
+                used.append("exclusiveMinimum")
+            if below is not None:
+                high = min(high, math.ceil(below) - 1) if high is not None else math.ceil(below) - 1
+                used.append("exclusiveMaximum")
+        if low is not None:
+            kept["minimum"] = low
+        if high is not None:
+            kept["maximum"] = high
+        pair = ("minimum", "maximum")
+    else:
+        return {}, ()
+    low_key, high_key = pair
+    if low_key in kept and high_key in kept and kept[low_key] > kept[high_key]:
+        return {}, ()
+    if "pattern" in kept:
+        used.append("pattern")
+    return kept, (*kept, *used)
 
 
 def _join_text(first: str, second: str) -> str:
     if first and second:
         return f"{_sentence(first)} {second}"
     return first or second
+
+
+def _merge_text(first: str, second: str) -> str:
+    """Two descriptions as one, their ``Constraints:`` sentences joined into one sentence."""
+    marker = "Constraints: "
+    if marker not in first or marker not in second:
+        return _join_text(first, second)
+    prose: list[str] = []
+    items: list[str] = []
+    for text in (first, second):
+        head, _, tail = text.partition(marker)
+        if head.strip():
+            prose.append(head.strip())
+        items.append(tail.strip().removesuffix("."))
+    joined = " ".join(_sentence(part) for part in prose)
+    return _join_text(joined, marker + "; ".join(items) + ".")
 
 
 def _sentence(text: str) -> str:
@@ -194,7 +321,7 @@ def _describe(
         if number is not None:
             items.append(f"{label}: {number}")
     pattern = src.get("pattern")
-    if isinstance(pattern, str) and pattern != _DECIMAL_PATTERN:
+    if isinstance(pattern, str) and "pattern" not in skip:
         items.append(f"pattern: {pattern}")
     for keyword, label in _COUNTS:
         number = _number(src.get(keyword)) if keyword not in skip else None
@@ -202,6 +329,7 @@ def _describe(
             items.append(f"{label}: {number}")
     if src.get("uniqueItems") is True:
         items.append("unique items")
+    items.extend(src.get(_RULES) or ())
     items.extend(extra)
     description = src.get("description")
     parts = [description.strip()] if isinstance(description, str) and description.strip() else []

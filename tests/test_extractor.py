@@ -322,7 +322,8 @@ def test_field_models_with_constraints_reask_on_violation(sim, make_extractor):
     assert out.loc[0, "stars"] == 4 and out.loc[0, "kx_attempts"] == 2
     schema = kx.response_format(Rated)["json_schema"]["schema"]
     stars = schema["properties"]["stars"]
-    assert "maximum" not in stars and "maximum: 5" in stars["description"]
+    # walle ultra carries integer bounds as keywords; pydantic still checks every answer
+    assert stars == {"type": "integer", "minimum": 1, "maximum": 5}
 
 
 def test_extractor_pickles_and_runs_after_a_round_trip(make_extractor):

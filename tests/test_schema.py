@@ -40,37 +40,18 @@ values = pytest.importorskip("kimi_extract.simulator.values")
 # ---------------------------------------------------------------------------------------------
 # an independent checker of every rule the compiler promises
 
-FORBIDDEN = {
-    "title",
-    "$comment",
-    "format",
-    "default",
-    "minimum",
-    "maximum",
-    "exclusiveMinimum",
-    "exclusiveMaximum",
-    "multipleOf",
-    "minItems",
-    "maxItems",
-    "minLength",
-    "maxLength",
-    "pattern",
-    "prefixItems",
-    "oneOf",
-    "allOf",
-    "not",
-    "if",
-    "then",
-    "else",
-    "discriminator",
-    "uniqueItems",
-    "$schema",
-    "const",
-    "examples",
-    "propertyNames",
-    "additionalItems",
-    "patternProperties",
+# walle ultra: the keywords each type may carry (MoonshotAI/walle docs/walle.md, "Keyword
+# placement"), less the ones the compiler never emits (title, default, $id).
+TYPE_KEYWORDS = {
+    "object": {"properties", "required", "additionalProperties"},
+    "array": {"items", "minItems", "maxItems"},
+    "string": {"minLength", "maxLength", "pattern", "enum"},
+    "number": {"minimum", "maximum", "enum"},
+    "integer": {"minimum", "maximum", "enum"},
+    "boolean": {"enum"},
+    "null": {"enum"},
 }
+RESERVED = {"$defs", "$ref", "anyOf", "required", "additionalProperties"}
 JSON_TYPES = {"object", "array", "string", "number", "integer", "boolean", "null"}
 
 
@@ -89,14 +70,13 @@ def value_type(value: Any) -> str:
 
 
 def assert_strict(schema: dict[str, Any]) -> None:
-    """Walk the schema and assert every MFJS rule, independently of kimi_extract.mfjs."""
+    """Walk the schema and assert every rule the compiler promises, independently of mfjs."""
     assert schema.get("type") == "object", "root must be an object"
     defs = schema.get("$defs", {})
+    assert all("/" not in name for name in defs), "a $defs name with '/'"
 
-    def walk(node: Any, path: str, root: bool = False) -> None:
+    def walk(node: Any, path: str, root: bool = False, branch: bool = False) -> None:
         assert isinstance(node, dict), path
-        assert not FORBIDDEN & set(node), f"{path}: forbidden {FORBIDDEN & set(node)}"
-        assert set(node) <= mfjs.ALLOWED_KEYWORDS, f"{path}: unknown {set(node)}"
         if not root:
             assert "$defs" not in node, f"{path}: $defs below the root"
         if "description" in node:
@@ -104,34 +84,54 @@ def assert_strict(schema: dict[str, Any]) -> None:
         if "$ref" in node:
             assert set(node) <= {"$ref", "description"}, f"{path}: $ref siblings {set(node)}"
             assert node["$ref"].startswith("#/$defs/"), path
-            assert node["$ref"].removeprefix("#/$defs/") in defs, f"{path}: dangling ref"
+            target = defs.get(node["$ref"].removeprefix("#/$defs/"))
+            assert target is not None, f"{path}: dangling ref"
+            assert "$ref" not in target, f"{path}: a definition that is only a $ref"
+            if "description" in node:  # ultra: a keyword beside $ref and in its target
+                assert not branch, f"{path}: described $ref in an anyOf branch"
+                assert "description" not in target and "anyOf" not in target, path
             return
         if "anyOf" in node:
-            assert "type" not in node, f"{path}: anyOf parent has a type"
-            assert len(node["anyOf"]) >= 2, f"{path}: anyOf of one branch"
+            assert set(node) <= {"anyOf", "description"}, f"{path}: anyOf siblings {set(node)}"
             for index, item in enumerate(node["anyOf"]):
                 assert "anyOf" not in item, f"{path}: nested anyOf not flattened"
                 assert "type" in item or "$ref" in item, f"{path}.anyOf.{index}: untyped"
-                walk(item, f"{path}.anyOf.{index}")
+                if "description" in node:  # ultra: description on the parent and a branch
+                    assert "description" not in item, f"{path}.anyOf.{index}: description"
+                walk(item, f"{path}.anyOf.{index}", branch=True)
             return
         kind = node.get("type")
         assert kind in JSON_TYPES, f"{path}: type {kind!r}"
+        allowed = {"type", "description"} | TYPE_KEYWORDS[kind] | ({"$defs"} if root else set())
+        assert set(node) <= allowed, f"{path}: keywords {set(node) - allowed} on {kind}"
         if "enum" in node:
             kinds = {value_type(v) for v in node["enum"]}
             if kind == "number":
                 kinds = {"number" if k == "integer" else k for k in kinds}
             assert kinds == {kind}, f"{path}: enum of {kinds} under type {kind}"
-        if kind == "object":
+        if kind == "object" and "properties" in node:
             assert node.get("additionalProperties") is False, f"{path}: object not closed"
             assert sorted(node["required"]) == sorted(node["properties"]), f"{path}: required"
             for name, sub in node["properties"].items():
+                assert name and name not in RESERVED, f"{path}: property name {name!r}"
                 walk(sub, f"{path}.{name}")
-        else:
-            assert "properties" not in node and "required" not in node, path
-        if kind == "array":
+        elif kind == "object":  # a dict: additionalProperties is its value schema ({} = any)
+            values = node["additionalProperties"]
+            assert isinstance(values, dict), path
+            if values:
+                walk(values, f"{path}{{}}")
+        if kind == "array" and "items" in node:
             walk(node["items"], f"{path}[]")
-        else:
-            assert "items" not in node, path
+        for low, high in (
+            ("minimum", "maximum"),
+            ("minLength", "maxLength"),
+            ("minItems", "maxItems"),
+        ):
+            if low in node and high in node:
+                assert node[low] <= node[high], path
+        if kind == "integer":
+            for key in ("minimum", "maximum"):
+                assert key not in node or float(node[key]).is_integer(), path
 
     walk(schema, "", root=True)
     for name, sub in defs.items():
@@ -140,7 +140,7 @@ def assert_strict(schema: dict[str, Any]) -> None:
 
 def compiled(model: type[BaseModel]) -> CompiledSchema:
     result = compile_schema(model)
-    assert mfjs.check_schema(result.schema) == []
+    assert mfjs.check_schema(result.schema, "ultra") == []
     assert_strict(result.schema)
     jsonschema.Draft202012Validator.check_schema(result.schema)
     return result
@@ -299,16 +299,15 @@ def test_nested_model_is_a_closed_ref_with_alias() -> None:
 def test_defaulted_fields_become_nullable() -> None:
     result = compiled(Everything)
     count = props(result, "count")
-    assert [b["type"] for b in count["anyOf"]] == ["integer", "null"]
-    assert count["description"] == "How many. Constraints: minimum: 0; maximum: 10."
+    # walle ultra keeps bounds as keywords (docs/walle.md "Keyword placement": minimum/maximum)
+    assert count["anyOf"] == [{"type": "integer", "minimum": 0, "maximum": 10}, {"type": "null"}]
+    assert count["description"] == "How many"
     color = props(result, "color")
     assert color["anyOf"] == [{"$ref": "#/$defs/Color"}, {"type": "null"}]
     # already nullable: no second null branch
     maybe = props(result, "maybe")
-    assert maybe["anyOf"] == [
-        {"description": "Constraints: exclusive minimum: 0.", "type": "integer"},
-        {"type": "null"},
-    ]
+    # an integer's exclusive bound is the next inclusive one
+    assert maybe["anyOf"] == [{"type": "integer", "minimum": 1}, {"type": "null"}]
 
 
 def test_union_branches_carry_types_and_parent_none() -> None:
@@ -376,10 +375,7 @@ def test_mutually_recursive_models() -> None:
     assert non_null(defs["Right"]["properties"]["left"]) == {"$ref": "#/$defs/Left"}
     assert non_null(props(result, "right")) == {"$ref": "#/$defs/Right"}
     answer = {
-        "right": {
-            "left": {"right": None, "label": "deep"},
-            "weights": [{"key": "w", "value": 0.5}],
-        },
+        "right": {"left": {"right": None, "label": "deep"}, "weights": {"w": 0.5}},
         "label": None,
     }
     parsed = result.parse(json.dumps(answer))
@@ -394,9 +390,21 @@ def test_formats_become_constraint_text() -> None:
     assert constraints(props(result, "ident")) == ["format: uuid"]
 
 
-def test_decimal_is_number_or_string_without_pattern() -> None:
+def test_decimal_is_number_or_numeric_string() -> None:
     result = compiled(Everything)
-    assert props(result, "amount") == {"anyOf": [{"type": "number"}, {"type": "string"}]}
+    amount = props(result, "amount")
+    assert amount == {
+        "anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}]
+    }
+
+    class Money(BaseModel):
+        price: Annotated[Decimal, Field(max_digits=6, decimal_places=2)]
+
+    assert constraints(props(compiled(Money), "price")) == [
+        "max digits: 6",
+        "max decimal places: 2",
+    ]
+    assert Money.model_validate_json('{"price": "1234.50"}').price == Decimal("1234.50")
 
 
 def test_sets_are_arrays_with_unique_items_text() -> None:
@@ -418,19 +426,28 @@ def test_string_and_number_constraints_text_is_exact() -> None:
         url_ish: Annotated[str, Field(description="Where", max_length=20)]
 
     result = compiled(Bounds)
-    assert constraints(props(result, "code")) == [
-        "min length: 3",
-        "max length: 3",
-        "pattern: ^[A-Z]{3}$",
-    ]
+    # kept as keywords (walle ultra accepts them), not as words
+    assert props(result, "code") == {
+        "type": "string",
+        "minLength": 3,
+        "maxLength": 3,
+        "pattern": "^[A-Z]{3}$",
+    }
+    # exclusive bounds and multiples of floats: words only
+    assert props(result, "tiny")["type"] == "number" and "minimum" not in props(result, "tiny")
     assert constraints(props(result, "tiny")) == [
         "exclusive minimum: 0.0000001",
         "exclusive maximum: 2.5",
         "multiple of: 0.25",
     ]
-    assert constraints(props(result, "big")) == ["minimum: -5", "maximum: 1000000000000"]
-    assert constraints(props(result, "short")) == ["min items: 1", "max items: 4"]
-    assert props(result, "url_ish")["description"] == "Where. Constraints: max length: 20."
+    assert props(result, "big") == {"type": "integer", "minimum": -5, "maximum": 10**12}
+    assert props(result, "short") == {
+        "type": "array",
+        "items": {"type": "integer"},
+        "minItems": 1,
+        "maxItems": 4,
+    }
+    assert props(result, "url_ish") == {"description": "Where", "type": "string", "maxLength": 20}
 
 
 def test_constraint_text_is_what_the_simulator_reads() -> None:
@@ -440,27 +457,27 @@ def test_constraint_text_is_what_the_simulator_reads() -> None:
         names: Annotated[list[str], Field(min_length=2, max_length=3)]
 
     result = compiled(Bounds)
-    read = values.parse_constraints
-    assert read(props(result, "score")["description"]) == {"minimum": 1, "maximum": 5}
-    assert read(props(result, "when")["description"]) == {"format": "date"}
-    assert read(props(result, "names")["description"]) == {"min items": 2, "max items": 3}
+    read = values.constraints_of
+    assert read(props(result, "score")) == {"minimum": 1, "maximum": 5}
+    assert read(props(result, "when")) == {"format": "date"}
+    assert read(props(result, "names")) == {"min items": 2, "max items": 3}
 
 
-def test_dict_becomes_key_value_list() -> None:
+def test_dict_becomes_additional_properties() -> None:
+    # walle.md: additionalProperties may be a schema at every level; {} is ANY
     result = compiled(Everything)
-    scores = props(result, "scores")
-    assert scores["type"] == "array"
-    assert "mapping" in scores["description"]
-    assert scores["items"] == {
+    assert props(result, "scores") == {
         "type": "object",
-        "properties": {"key": {"type": "string"}, "value": {"type": "integer"}},
-        "required": ["key", "value"],
-        "additionalProperties": False,
+        "additionalProperties": {"type": "integer"},
     }
     by_level = non_null(props(result, "by_level"))
-    assert by_level["items"]["properties"]["key"] == {"$ref": "#/$defs/Level"}
-    nested = props(result, "nested_maps")["items"]["items"]["properties"]["value"]
-    assert nested["items"]["properties"]["value"] == {"$ref": "#/$defs/Item"}
+    assert by_level["additionalProperties"] == {
+        "type": "array",
+        "items": {"$ref": "#/$defs/Item"},
+    }
+    assert constraints(by_level) == ["keys: one of 1, 2"]
+    nested = props(result, "nested_maps")["items"]["additionalProperties"]
+    assert nested["additionalProperties"] == {"$ref": "#/$defs/Item"}
 
 
 def test_typed_dict_keys_round_trip() -> None:
@@ -471,9 +488,10 @@ def test_typed_dict_keys_round_trip() -> None:
         by_uuid: dict[UUID, bool]
 
     result = compiled(Keys)
-    assert props(result, "by_int")["items"]["properties"]["key"] == {"type": "integer"}
-    day_key = props(result, "by_day")["items"]["properties"]["key"]
-    assert constraints(day_key) == ["format: date (YYYY-MM-DD)"]
+    assert props(result, "by_int")["additionalProperties"] == {"type": "string"}
+    assert constraints(props(result, "by_int")) == ["keys: integer values written as text"]
+    assert constraints(props(result, "by_day")) == ["keys: format date"]
+    assert constraints(props(result, "by_color")) == ["keys: one of red, green"]
     value = Keys(
         by_int={3: "x", -1: "y"},
         by_day={date(2024, 2, 29): 1},
@@ -481,17 +499,20 @@ def test_typed_dict_keys_round_trip() -> None:
         by_uuid={UUID(int=7): True},
     )
     encoded = result.encode(value.model_dump(mode="json", by_alias=True))
-    assert encoded["by_int"] == [{"key": 3, "value": "x"}, {"key": -1, "value": "y"}]
+    assert encoded["by_int"] == {"3": "x", "-1": "y"}
     jsonschema.validate(encoded, result.schema)
     assert result.parse(json.dumps(encoded)) == value
 
 
 def test_tuples() -> None:
     result = compiled(Everything)
+    # heterogeneous: an object keyed by position, mapped back to the tuple
     assert props(result, "pair") == {
-        "description": "Constraints: exactly 2 items: integer, string.",
-        "type": "array",
-        "items": {"anyOf": [{"type": "integer"}, {"type": "string"}]},
+        "description": "A tuple, written as an object whose keys are its positions 0, 1.",
+        "type": "object",
+        "properties": {"0": {"type": "integer"}, "1": {"type": "string"}},
+        "required": ["0", "1"],
+        "additionalProperties": False,
     }
     assert props(result, "many") == {"type": "array", "items": {"type": "number"}}
 
@@ -501,18 +522,24 @@ def test_tuples() -> None:
         lists: tuple[dict[str, int], list[int], dict[str, str]] = ({}, [], {})
 
     same = compiled(Same)
-    assert props(same, "point")["items"] == {"type": "number"}
-    assert constraints(props(same, "point")) == ["exactly 2 items: number, number"]
-    pets = props(same, "pets")
-    assert constraints(pets)[0].startswith("exactly 2 items: Cat, array of object")
+    # homogeneous: an array of exactly n items (walle ultra: minItems/maxItems)
+    assert props(same, "point") == {
+        "type": "array",
+        "items": {"type": "number"},
+        "minItems": 2,
+        "maxItems": 2,
+    }
+    assert list(props(same, "pets")["properties"]) == ["0", "1"]
     value = Same(point=(1.5, 2.0), pets=(Cat(), {"a": 1}), lists=({"b": 2}, [3], {}))
     encoded = same.encode(value.model_dump(mode="json", by_alias=True))
-    assert encoded["pets"][1] == [{"key": "a", "value": 1}]
+    assert encoded["pets"] == {"0": {"kind": "cat", "lives": 9}, "1": {"a": 1}}
+    jsonschema.validate(encoded, same.schema)
     assert same.parse(json.dumps(encoded)) == value
     with pytest.raises(AnswerInvalid) as caught:
-        same.parse('{"point": [1.0], "pets": [{"kind": "cat", "lives": 1}, []], "lists": null}')
+        same.parse('{"point": [1.0], "pets": {"0": {"kind": "cat", "lives": 1}}, "lists": null}')
     assert caught.value.kind == "validation"
     assert any(line.startswith("point") for line in caught.value.errors)
+    assert any(line.startswith("pets") for line in caught.value.errors)
 
 
 def test_schema_name_is_cleaned_and_cut() -> None:
@@ -568,9 +595,7 @@ def test_strict_models_validate_answers_in_json_mode() -> None:
         pair: tuple[int, int]
 
     result = compiled(StrictModel)
-    parsed = result.parse(
-        json.dumps({"day": "2024-01-02", "counts": [{"key": 4, "value": 2}], "pair": [1, 2]})
-    )
+    parsed = result.parse(json.dumps({"day": "2024-01-02", "counts": {"4": 2}, "pair": [1, 2]}))
     assert parsed == StrictModel(day=date(2024, 1, 2), counts={4: Level.high}, pair=(1, 2))
 
 
@@ -584,7 +609,8 @@ def test_mapping_like_types_and_json_text() -> None:
 
     result = compiled(Mappings)
     for name in ("plain", "ordered", "counted", "grouped"):
-        assert props(result, name)["items"]["required"] == ["key", "value"]
+        assert props(result, name)["type"] == "object"
+        assert "additionalProperties" in props(result, name)
     assert props(result, "document")["type"] == "string"
     value = Mappings(
         plain={"x": 1},
@@ -667,21 +693,23 @@ def one_field(name: str, annotation: Any, arbitrary: bool = False) -> type[BaseM
 @pytest.mark.parametrize(
     ("model", "field", "words"),
     [
-        (AnyField, "payload", "no type"),
-        (Meta, "meta", "dict[str, Any]"),
-        (Outer, "rows[].meta", "dict[str, Any]"),
-        (one_field("BareList", list), "x", "items have no type"),
-        (one_field("BareDict", dict), "x", "values have no type"),
-        (one_field("ListAny", list[Any]), "x", "items have no type"),
-        (one_field("SetAny", set[Any]), "x", "items have no type"),
         (one_field("TupleKeys", dict[tuple[int, int], str]), "x", "keys"),
         (one_field("LiteralKeys", dict[Literal[1, 2], str]), "x", "keys"),
-        (one_field("AnyKeys", dict[Any, str]), "x", "keys have no type"),
         (one_field("OptionalKeys", dict[str | None, str]), "x", "keys"),
-        (one_field("BoxAny", Box[Any]), "x.content", "no type"),
-        (one_field("DictOrList", dict[str, int] | list[int]), "x", "ambiguous"),
-        (one_field("DictOrSet", list[int] | dict[str, int] | None), "x", "ambiguous"),
         (one_field("Arbitrary", Opaque, arbitrary=True), "x", "no JSON form"),
+        (
+            one_field(
+                "Tail",
+                Annotated[
+                    list[Any],
+                    WithJsonSchema(
+                        {"type": "array", "prefixItems": [{"type": "integer"}], "items": {}}
+                    ),
+                ],
+            ),
+            "x",
+            "prefixItems",
+        ),
     ],
     ids=lambda value: value.__name__ if isinstance(value, type) else None,
 )
@@ -696,23 +724,132 @@ def test_unsupported_types_raise_schema_error_naming_the_field(
     assert "strict JSON schema" in message and ";" in message  # reason, then a suggested fix
 
 
-def test_root_model_is_refused() -> None:
+@pytest.mark.parametrize(
+    ("model", "value"),
+    [
+        (AnyField, AnyField(payload={"a": [1, "x", None]})),
+        (Meta, Meta(meta={"k": [1, {"z": True}]})),
+        (Outer, Outer(rows=[Meta(meta={})])),
+        (one_field("BareList", list), {"x": [1, "a"]}),
+        (one_field("BareDict", dict), {"x": {"a": 1}}),
+        (one_field("ListAny", list[Any]), {"x": [None, 2.5]}),
+        (one_field("AnyKeys", dict[Any, str]), {"x": {"k": "v"}}),
+        (one_field("BoxAny", Box[Any]), {"x": {"content": "anything"}}),
+        (one_field("DictOrList", dict[str, int] | list[int]), {"x": {"a": 1}}),
+        (one_field("DictOrSet", list[int] | dict[str, int] | None), {"x": [1, 2]}),
+    ],
+    ids=lambda value: value.__name__ if isinstance(value, type) else None,
+)
+def test_untyped_values_and_open_dicts_compile(model: type[BaseModel], value: Any) -> None:
+    # walle.md: additionalProperties {} is ANY; Any is spelled out as every JSON type
+    result = compiled(model)
+    instance = value if isinstance(value, BaseModel) else model.model_validate(value)
+    assert_round_trip(result, instance)
+    if model is Meta:
+        assert props(result, "meta") == {"type": "object", "additionalProperties": {}}
+    if model is AnyField:
+        kinds = {branch["type"] for branch in props(result, "payload")["anyOf"]}
+        assert kinds == JSON_TYPES - {"integer"}
+
+
+def test_root_models_compile() -> None:
     class Scores(RootModel[list[int]]):
         pass
 
-    with pytest.raises(SchemaError, match="RootModel"):
-        compile_schema(Scores)
+    class Wrapped(RootModel[Item]):
+        pass
+
+    class Holder(BaseModel):
+        main: Wrapped
+        scores: Scores
+
+    scores = compiled(Scores)
+    assert scores.schema["properties"]["root"] == {"type": "array", "items": {"type": "integer"}}
+    assert scores.parse('{"root": [1, 2]}') == Scores([1, 2])
+    assert scores.encode([3]) == {"root": [3]}
+    with pytest.raises(AnswerInvalid) as caught:
+        scores.parse('{"root": [1, "x"]}')
+    assert caught.value.errors == [
+        "root.1: Input should be a valid integer, unable to parse string as an integer"
+    ]
+    assert compiled(Wrapped).schema["properties"].keys() == {"name", "qty"}
+    holder = compiled(Holder)
+    # a RootModel of a model is no $defs entry that is only a $ref
+    assert props(holder, "main") == {"$ref": "#/$defs/Item"}
+    assert "Wrapped" not in holder.schema["$defs"]
+    assert_round_trip(holder, Holder(main=Wrapped(Item(name="a")), scores=Scores([1])))
+
+
+def test_reserved_property_names_travel_renamed() -> None:
+    # walle.md "Object": property names must not be $defs, $ref, anyOf, required,
+    # additionalProperties
+    class Rule(BaseModel):
+        required: bool
+        any_of: list[str] = Field(alias="anyOf")
+        required_: int = 0
+
+    result = compiled(Rule)
+    assert list(result.schema["properties"]) == ["required__", "anyOf_", "required_"]
+    parsed = result.parse('{"required__": true, "anyOf_": ["a"], "required_": 2}')
+    assert parsed == Rule(required=True, anyOf=["a"], required_=2)
+    assert_round_trip(result, parsed)
+
+
+def test_defs_names_are_sanitized() -> None:
+    # walle.md: "$defs names must not contain /"
+    from kimi_extract.schema_compile import _Compiler
+
+    model = {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]}
+    source = {
+        "type": "object",
+        "properties": {"x": {"$ref": "#/$defs/pkg/Model"}, "y": {"$ref": "#/$defs/pkg_Model"}},
+        "required": ["x", "y"],
+        "$defs": {"pkg/Model": model, "pkg_Model": model},
+    }
+    schema, _ = _Compiler("M", source).compile()
+    assert sorted(schema["$defs"]) == ["pkg_Model", "pkg_Model_2"]
+    assert schema["properties"]["x"] == {"$ref": "#/$defs/pkg_Model"}
+    assert schema["properties"]["y"] == {"$ref": "#/$defs/pkg_Model_2"}
+    assert mfjs.check_schema(schema, "ultra") == []
+
+
+def test_limits_are_refused_before_any_request_naming_the_limit() -> None:
+    # walle conf.go defaults: depth 30, 3000 properties, 120000 bytes, 1000 enum values
+    deep: type[BaseModel] = create_model("Level0", leaf=(int, ...))
+    for index in range(1, 32):
+        deep = create_model(f"Level{index}", inner=(deep, ...))
+    with pytest.raises(SchemaError, match=r"nests objects deeper .* \(30 levels\)"):
+        compile_schema(deep)
+    wide = create_model("Wide", **{f"f{i}": (int, ...) for i in range(3001)})  # type: ignore
+    with pytest.raises(SchemaError, match=r"more properties in all .* \(3000\)"):
+        compile_schema(wide)
+    text = "x" * 2000
+    wordy = create_model(
+        "Wordy",
+        **{f"f{i}": (int, Field(description=text)) for i in range(70)},  # type: ignore
+    )
+    with pytest.raises(SchemaError, match=r"longer than .* \(120000 bytes of JSON\)"):
+        compile_schema(wordy)
+    many = create_model("Many", pick=(Literal[tuple(range(1001))], ...))  # type: ignore
+    with pytest.raises(SchemaError, match=r"more values .* \(1000\)") as caught:
+        compile_schema(many)
+    assert "properties.pick" in str(caught.value)
+    # the Extractor compiles when it is built: no request is ever sent
+    from kimi_extract import Extractor
+
+    with pytest.raises(SchemaError, match="30 levels"):
+        Extractor(deep, api_key="sk-test", base_url="http://127.0.0.1:9")
+
+
+def test_schema_error_is_a_configuration_error() -> None:
+    with pytest.raises(ValueError):
+        compile_schema(one_field("TupleKeys", dict[tuple[int, int], str]))
 
 
 @pytest.mark.parametrize("thing", [dict, int, Item(name="x"), "Item", None])
 def test_non_models_raise_type_error(thing: Any) -> None:
     with pytest.raises(TypeError, match="BaseModel subclass"):
         compile_schema(thing)
-
-
-def test_schema_error_is_a_configuration_error() -> None:
-    with pytest.raises(ValueError):
-        compile_schema(AnyField)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -757,7 +894,7 @@ def test_parse_fast_path() -> None:
 )
 def test_parse_strips_fences_and_surroundings(text: str) -> None:
     assert compiled(Review).parse(text).verdict == "ok"  # type: ignore[attr-defined]
-    tally = compiled(Tally).parse(text.replace(GOOD_REVIEW, '{"counts": [], "note": "n"}'))
+    tally = compiled(Tally).parse(text.replace(GOOD_REVIEW, '{"counts": {}, "note": "n"}'))
     assert tally == Tally(counts={}, note="n")
 
 
@@ -794,57 +931,47 @@ def test_parse_validation_errors_name_the_fields_as_sent() -> None:
     assert caught.value.errors[0].startswith("$: ")
 
 
-def test_parse_mapped_errors_point_into_the_sent_key_value_list() -> None:
+def test_parse_mapped_errors_point_into_the_answer_as_sent() -> None:
     result = compiled(Tally)
     answer = {
-        "counts": [{"key": "a", "value": 1}],
+        "counts": {"a": 1},
         "note": None,
-        "more": [
-            {
-                "counts": [{"key": "x", "value": 1}, {"key": "y", "value": -2}],
-                "note": "n",
-                "more": [],
-            }
-        ],
+        "more": [{"counts": {"x": 1, "y": -2}, "note": "n", "more": []}],
     }
     with pytest.raises(AnswerInvalid) as caught:
         result.parse(json.dumps(answer))
+    assert caught.value.errors == ["more.0.counts.y: Input should be greater than or equal to 0"]
+
+    class Keyword(BaseModel):
+        required: list[Annotated[int, Field(ge=0)]]
+        pair: tuple[int, str]
+
+    keyword = compiled(Keyword)
+    with pytest.raises(AnswerInvalid) as caught:
+        keyword.parse('{"required_": [1, -1], "pair": {"0": "x", "1": "y"}}')
     assert caught.value.errors == [
-        "more.0.counts.1.value: Input should be greater than or equal to 0"
+        "required_.1: Input should be greater than or equal to 0",
+        "pair.0: Input should be a valid integer, unable to parse string as an integer",
     ]
 
 
-@pytest.mark.parametrize(
-    ("counts", "expected"),
-    [
-        ([{"key": "a", "value": 1}, {"key": "a", "value": 2}], "counts.1.key: duplicate key 'a'"),
-        ([{"key": "a"}], "counts.0: expected an object with 'key' and 'value'"),
-        ([{"key": None, "value": 1}], "counts.0.key: a key must be"),
-        (5, "counts: expected an array of {key, value} objects"),
-    ],
-)
-def test_parse_malformed_key_value_lists(counts: Any, expected: str) -> None:
+def test_parse_a_map_that_is_not_an_object_is_a_validation_error() -> None:
     with pytest.raises(AnswerInvalid) as caught:
-        compiled(Tally).parse(json.dumps({"counts": counts, "note": None, "more": None}))
+        compiled(Tally).parse(json.dumps({"counts": [["a", 1]], "note": None, "more": None}))
     assert caught.value.kind == "validation"
-    assert caught.value.errors[0].startswith(expected)
-
-
-def test_parse_accepts_a_plain_object_for_a_mapping() -> None:
-    parsed = compiled(Tally).parse('{"counts": {"a": 1}, "note": "n", "more": []}')
-    assert parsed == Tally(counts={"a": 1}, note="n")
+    assert caught.value.errors[0] == "counts: Input should be an object"
 
 
 def test_null_for_a_defaulted_field_applies_the_default() -> None:
     result = compiled(Item)
     assert result.parse('{"name": "x", "qty": null}') == Item(name="x", qty=1)
     assert result.parse('{"name": "x", "qty": 4}') == Item(name="x", qty=4)
-    tally = compiled(Tally).parse('{"counts": [], "note": null, "more": null}')
+    tally = compiled(Tally).parse('{"counts": {}, "note": null, "more": null}')
     assert tally == Tally(counts={})
     # nested in lists, dicts, unions and refs
     answer = encoded_everything()
     answer["items"] = [{"name": "a", "qty": None}]
-    answer["by_level"] = [{"key": 2, "value": [{"name": "b", "qty": None}]}]
+    answer["by_level"] = {"2": [{"name": "b", "qty": None}]}
     answer["count"] = None
     answer["pet"] = {"kind": "cat", "lives": None}
     parsed = compiled(Everything).parse(json.dumps(answer))
@@ -1152,7 +1279,20 @@ def test_every_constraint_sentence_is_well_formed(model: type[BaseModel]) -> Non
         "min items: ",
         "max items: ",
         "unique items",
-        "exactly ",
+        "min keys: ",
+        "max keys: ",
+        "keys: ",
+        "keys match pattern: ",
+        "min key length: ",
+        "max key length: ",
+        "with a UTC offset",
+        "without a UTC offset",
+        "in the past",
+        "in the future",
+        "scheme: ",
+        "with a host",
+        "max digits: ",
+        "max decimal places: ",
     )
 
     def visit(node: dict[str, Any]) -> None:
