@@ -276,7 +276,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .simulator import serve
 
     options: dict[str, Any] = {}
-    for name in ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s", "schema_level"):
+    names = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s", "schema_level")
+    names += ("rate_shape", "window_s", "spurious_429_rate", "latency")
+    for name in names:
         value = getattr(args, name)
         if value is not None:
             options[name] = value
@@ -389,6 +391,30 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("strict", "ultra"),
         help="how response_format schemas and tool parameters are checked (MoonshotAI/walle "
         "levels; default strict, as Moonshot's server)",
+    )
+    sim.add_argument(
+        "--rate-shape",
+        dest="rate_shape",
+        choices=("sliding", "fixed", "bucket"),
+        help="how --rpm/--tpm are enforced: a sliding 60 s window (default), fixed 60 s "
+        "windows, or a token bucket (smooth rate, small burst)",
+    )
+    sim.add_argument(
+        "--window-s",
+        dest="window_s",
+        type=float,
+        help="window of the sliding/fixed shapes in seconds (default 60; limits stay per minute)",
+    )
+    sim.add_argument(
+        "--spurious-429-rate",
+        dest="spurious_429_rate",
+        type=float,
+        help="share of requests refused with Kimi's rate-limit message whatever the load",
+    )
+    sim.add_argument(
+        "--latency",
+        choices=("fixed", "lognormal"),
+        help="answer delay: fixed (--ttft-s) or lognormal (median 1 s, p99 10 s, seeded)",
     )
     sim.set_defaults(func=cmd_simulate)
     return parser

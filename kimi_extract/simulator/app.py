@@ -27,7 +27,7 @@ from aiohttp import web
 from ..models import CONTEXT_WINDOW, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
-from .limits import FaultRates, Limits, cost_usd, draw_faults
+from .limits import FaultRates, Latency, Limits, cost_usd, draw_faults
 from .prompt import Prompt, build_prompt, schema_text
 from .protocol import (
     Exchange,
@@ -70,6 +70,14 @@ class Config:
     cache_refresh_on_read: bool = False
     history_limit: int | None = None
     schema_level: Literal["strict", "ultra"] = "strict"
+    #: Limiter shapes and latency model (``limits``): see ``Simulator``.
+    rate_shape: str = "sliding"
+    window_s: float = 60.0
+    burst_s: float = 0.1
+    spurious_429_rate: float = 0.0
+    latency: str = "fixed"
+    latency_median_s: float = 1.0
+    latency_p99_s: float = 10.0
 
 
 @dataclass
@@ -118,6 +126,18 @@ class Service:
             retry_after_header=config.retry_after_header,
             overload_rate=config.overload_rate,
             quota_usd=config.quota_usd,
+            rate_shape=config.rate_shape,
+            window_s=config.window_s,
+            burst_s=config.burst_s,
+            spurious_429_rate=config.spurious_429_rate,
+            seed=config.seed,
+        )
+        self.latency = Latency(
+            config.ttft_s,
+            shape=config.latency,
+            median_s=config.latency_median_s,
+            p99_s=config.latency_p99_s,
+            seed=config.seed,
         )
         self.fault_rng = random.Random(f"faults-{config.seed}")
         self._bearer = f"Bearer {config.api_key}"
@@ -444,7 +464,8 @@ class Service:
         usage = completion.usage_dict(prompt.tokens, total, reasoning, lookup.cached_tokens, writes)
         if reply is not None and reply.usage is not None:
             usage = reply.usage
-        delay = config.ttft_s
+        with self.lock:
+            delay = self.latency.draw()
         if config.tokens_per_s and not body.get("stream"):
             delay += total / config.tokens_per_s
         if reply is not None:

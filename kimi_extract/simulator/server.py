@@ -46,6 +46,15 @@ class Simulator:
     - ``cache_block_tokens``, ``cache_min_tokens``, ``cache_refresh_on_read``: see ``cache``.
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
       keeps none). Counters and ``Exchange.index`` still count every request.
+    - ``rate_shape``: how ``rpm`` and ``tpm`` are enforced: "sliding" (default: any 60 s),
+      "fixed" (clock-aligned 60 s windows) or "bucket" (a token bucket: ``limit / 60`` per
+      second, at most ``burst_s`` seconds' worth at once, default 0.1). ``window_s`` shortens
+      the sliding and fixed windows (limits stay per minute; a window holds
+      ``limit * window_s / 60``). ``spurious_429_rate``: that share of requests refused with
+      Kimi's rate-limit message whatever the load. See ``limits``.
+    - ``latency``: "fixed" (``ttft_s``) or "lognormal" (``ttft_s`` plus a seeded lognormal delay
+      with median ``latency_median_s``, default 1, and 99th percentile ``latency_p99_s``,
+      default 10).
     - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
       (``kimi_extract.mfjs``, MoonshotAI/walle's levels): "strict" (default; what Moonshot's
       server enforces) or "ultra" (walle's most thorough check).
@@ -82,6 +91,13 @@ class Simulator:
         cache_refresh_on_read: bool = False,
         history_limit: int | None = None,
         schema_level: str = "strict",
+        rate_shape: str = "sliding",
+        window_s: float = 60.0,
+        burst_s: float = 0.1,
+        spurious_429_rate: float = 0.0,
+        latency: str = "fixed",
+        latency_median_s: float = 1.0,
+        latency_p99_s: float = 10.0,
     ) -> None:
         if schema_level not in ("strict", "ultra"):
             raise ValueError(f"schema_level must be 'strict' or 'ultra', got {schema_level!r}")
@@ -95,6 +111,7 @@ class Simulator:
             "fault_invalid_json": fault_invalid_json,
             "fault_truncate": fault_truncate,
             "overload_rate": overload_rate,
+            "spurious_429_rate": spurious_429_rate,
         }
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
@@ -130,6 +147,13 @@ class Simulator:
             cache_refresh_on_read=cache_refresh_on_read,
             history_limit=history_limit,
             schema_level="ultra" if schema_level == "ultra" else "strict",
+            rate_shape=rate_shape,
+            window_s=window_s,
+            burst_s=burst_s,
+            spurious_429_rate=spurious_429_rate,
+            latency=latency,
+            latency_median_s=latency_median_s,
+            latency_p99_s=latency_p99_s,
         )
         self._service = Service(config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None
