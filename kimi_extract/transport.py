@@ -592,7 +592,7 @@ class Transport:
                 retry_after=exc.retry_after,
             )
         text = str(exc)
-        clean_text = secret.redact(text)
+        clean_text = server_text(text, secret)
         if clean_text == text:
             return exc
         try:

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import json
 
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from kimi_extract.request import (
     Answer,
     BodyEncoder,
+    ErrorObject,
     StreamAssembler,
     assistant_message,
     build_body,
     encode_body,
+    parse_completion,
     reask_message,
     tool_result_messages,
 )
@@ -126,3 +132,87 @@ def test_reask_lists_every_error():
     message = reask_message(["a.0: bad", "b: missing"], "validation")
     assert message["role"] == "user"
     assert "- a.0: bad" in message["content"] and "- b: missing" in message["content"]
+
+
+# -- reading hostile responses: only ValueError or ErrorObject, never another crash --------------
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(
+                [
+                    "choices",
+                    "message",
+                    "delta",
+                    "content",
+                    "usage",
+                    "prompt_tokens",
+                    "completion_tokens",
+                    "finish_reason",
+                    "tool_calls",
+                    "function",
+                    "index",
+                    "error",
+                    "id",
+                ]
+            ),
+            children,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON)
+def test_parse_completion_raises_only_value_errors(data):
+    try:
+        answer = parse_completion(data)
+    except (ValueError, ErrorObject):
+        return
+    assert isinstance(answer.content, str | None) and answer.usage.requests == 1
+    assert answer.usage.prompt_tokens >= 0 and answer.usage.completion_tokens >= 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(JSON, max_size=4))
+def test_stream_assembler_raises_only_value_errors(chunks):
+    assembler = StreamAssembler()
+    try:
+        for chunk in chunks:
+            assembler.feed(chunk)
+        assembler.done = True
+        assembler.answer()
+    except (ValueError, ErrorObject):
+        pass
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [None]},
+        {"choices": [{"message": "text", "finish_reason": "stop"}]},
+        {"choices": "abc"},
+        {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": [1]},
+        {"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}]},
+        {
+            "choices": [{"message": {"tool_calls": [1]}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1},
+        },
+    ],
+)
+def test_malformed_completions_are_value_errors(body):
+    with pytest.raises(ValueError):
+        parse_completion(body)
+
+
+def test_an_error_body_is_an_error_object_not_an_answer():
+    error = {"type": "invalid_authentication_error", "message": "no"}
+    with pytest.raises(ErrorObject) as info:
+        parse_completion({"error": error})
+    assert info.value.error == error
+    with pytest.raises(ErrorObject):
+        StreamAssembler().feed_line("data: " + json.dumps({"error": error}))
