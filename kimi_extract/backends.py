@@ -139,6 +139,18 @@ def _too_large(status: int, limit: int) -> ResponseTooLargeError:
     )
 
 
+def _check_declared_length(status: int, headers: Mapping[str, str], limit: int) -> None:
+    """Fail at once when an uncompressed body's Content-Length already says it is too large."""
+    if headers.get("Content-Encoding"):
+        return
+    try:
+        declared = int(headers.get("Content-Length") or -1)
+    except ValueError:
+        return
+    if declared > limit:
+        raise _too_large(status, limit)
+
+
 async def _read_capped(chunks: AsyncIterator[bytes], status: int, limit: int) -> bytes:
     """The whole body from decoded chunks, or ResponseTooLargeError past ``limit`` bytes."""
     parts: list[bytes] = []
@@ -223,13 +235,7 @@ class AiohttpBackend:
         try:
             async with self._session.post(url, data=payload, allow_redirects=False) as response:
                 limit = self.max_response_bytes
-                declared = response.content_length
-                if (
-                    declared is not None
-                    and declared > limit
-                    and not response.headers.get("Content-Encoding")
-                ):
-                    raise _too_large(response.status, limit)
+                _check_declared_length(response.status, response.headers, limit)
                 body = await _read_capped(response.content.iter_any(), response.status, limit)
                 return Reply(response.status, response.headers, body)
         except TimeoutError as exc:
@@ -332,6 +338,7 @@ class HttpxBackend:
             async with self._client.stream("POST", url, content=payload) as response:
                 limit = self.max_response_bytes
                 status = response.status_code
+                _check_declared_length(status, response.headers, limit)
 
                 async def lines() -> AsyncIterator[str]:
                     try:

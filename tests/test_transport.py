@@ -380,3 +380,51 @@ def test_max_response_bytes_is_checked():
     for bad in (0, -1, 1.5, "big"):
         with pytest.raises(kx.ConfigurationError, match="max_response_bytes"):
             kx.Extractor(Out, api_key=KEY, max_response_bytes=bad)
+
+
+CTRL_C_SCRIPT = """
+import sys
+import kimi_extract as kx
+from pydantic import BaseModel
+from tests.hostile import HostileServer
+
+class Out(BaseModel):
+    value: str
+
+head = b"HTTP/1.1 200 OK\\r\\nContent-Type: text/event-stream\\r\\n"
+head += b"Content-Length: 99999\\r\\n\\r\\n"
+with HostileServer(lambda r: [(0.0, head)] + [(0.2, b" ")] * 1000) as server:
+    ex = kx.Extractor(Out, base_url=server.base_url, api_key="sk-x", progress=False,
+                      concurrency=4, http_backend=sys.argv[1], stream=sys.argv[2] == "1")
+    print("started", flush=True)
+    try:
+        ex.run([f"row {i}" for i in range(8)])
+    except KeyboardInterrupt:
+        print("interrupted", flush=True)
+"""
+
+
+@pytest.mark.parametrize(("backend", "stream"), [("aiohttp", "0"), ("httpx", "1")])
+def test_ctrl_c_ends_a_run_against_a_trickling_server_within_2_s(backend, stream):
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CTRL_C_SCRIPT, backend, stream],
+        cwd=Path(__file__).resolve().parent.parent,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(1.0)  # requests are trickling in now
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    line = proc.stdout.readline().strip()  # printed as soon as run() has raised
+    elapsed = time.monotonic() - sent
+    out, err = proc.communicate(timeout=60)
+    assert line == "interrupted", err
+    assert elapsed < 5, elapsed  # promised: 2 s (typically ~0.1 s); generous against load
