@@ -11,6 +11,7 @@ import asyncio
 import gzip
 import http.server
 import io
+import json
 import struct
 import subprocess
 import sys
@@ -25,11 +26,13 @@ from urllib.parse import parse_qs, urlsplit
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from PIL import Image
 
 from kimi_extract import media_fetch
-from kimi_extract.exceptions import InputError, MediaError
-from kimi_extract.inputs import prepare
+from kimi_extract.exceptions import EmptyInputError, InputError, MediaError
+from kimi_extract.inputs import TextSpec, make_row, prepare
 from kimi_extract.media import MediaOptions, image_url, process_image
 
 from .conftest import INTERRUPTIBLE, chat_requests
@@ -514,3 +517,45 @@ def test_a_template_that_cannot_format_a_row_is_that_rows_error():
     good, bad = rows_of(frame, template="Price {price:.2f}")
     assert good.content == "Price 1.50"
     assert isinstance(bad.error, InputError) and "cannot format" in str(bad.error)
+
+
+# -- any cell -------------------------------------------------------------------------------------
+
+_WHOLE_PNG = encode(noisy((20, 20)), "PNG")
+_WHOLE_JPEG = encode(noisy((20, 20)), "JPEG")
+_any_text = st.one_of(
+    st.text(st.characters(codec=None, exclude_categories=()), max_size=20),
+    st.sampled_from(["bad \udc80", "\ud800", "a\x00b.png", "{t}", "x\udcff.png", ""]),
+)
+_scalar = st.one_of(
+    st.none(),
+    _any_text,
+    st.binary(max_size=40),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.booleans(),
+    st.sampled_from([_WHOLE_PNG, _WHOLE_JPEG, "data:image/png;base64,@@", "http://x/a.png"]),
+    st.sampled_from([b"caf\xc3\xa9", b"\xff\xfe", bytearray(b"ok"), object(), float("inf")]),
+    st.builds(
+        lambda data, cut: data[:cut],
+        st.sampled_from([_WHOLE_PNG, _WHOLE_JPEG]),
+        st.integers(0, 400),
+    ),
+)
+_cell = st.one_of(_scalar, st.lists(_scalar, max_size=3), st.dictionaries(_any_text, _scalar))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=_cell, image=_cell, drop_key=st.booleans())
+def test_whatever_a_cell_holds_the_worst_case_is_that_rows_error(text, image, drop_key):
+    record = {"t": text, "img": image}
+    if drop_key:
+        del record["t"]
+    for spec in (TextSpec(columns=("t",)), TextSpec(columns=("t",), template="<{t}>")):
+        row = make_row(0, 0, record, spec, "img", media=MediaOptions())
+        assert (row.content is None) != (row.error is None)
+        if row.error is not None:
+            assert isinstance(row.error, MediaError | InputError | EmptyInputError)
+            str(row.error).encode("utf-8")  # goes into frames and files as it is
+        else:
+            json.dumps(row.content, ensure_ascii=False).encode("utf-8")  # a valid request body
