@@ -101,15 +101,18 @@ def build_frame(
             for col in columns.values():
                 values[col].append(None)
             continue
-        dumped = value.model_dump()
         for name, col in columns.items():
-            # A field left out of model_dump (Field(exclude=True)) still gets its column.
-            values[col].append(dumped[name] if name in dumped else _plain(getattr(value, name)))
+            # The validated attribute, not model_dump's view of it: excluded fields keep their
+            # column and a field_serializer does not turn a float column into strings.
+            values[col].append(_plain(getattr(value, name)))
     data: dict[str, Any] = {}
     for name, col in columns.items():
         dtype = _dtype_for(model.model_fields[name].annotation)
         series_values = [pd.NA if v is None and dtype != "object" else v for v in values[col]]
-        data[col] = pd.Series(series_values, index=index, dtype=dtype)
+        try:
+            data[col] = pd.Series(series_values, index=index, dtype=dtype)
+        except (TypeError, ValueError, OverflowError):  # values the dtype cannot hold
+            data[col] = pd.Series(values[col], index=index, dtype="object")
     data.update(accounting_columns(results, index))
     if web_search:
         data["kx_web_searches"] = pd.Series(
@@ -122,12 +125,20 @@ def build_frame(
 
 
 def _plain(value: Any) -> Any:
-    """A field value as model_dump would give it (nested models as dicts)."""
+    """A field's value for a cell: nested models become dicts (``model_dump``), the rest stays."""
     if isinstance(value, BaseModel):
         return value.model_dump()
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+    if isinstance(value, list):
+        return [_plain(v) for v in value] if any(isinstance(v, _NESTED) for v in value) else value
+    if isinstance(value, tuple):
+        return tuple(_plain(v) for v in value)
+    if isinstance(value, dict):
+        if any(isinstance(v, _NESTED) for v in value.values()):
+            return {k: _plain(v) for k, v in value.items()}
     return value
+
+
+_NESTED = (BaseModel, list, tuple, dict)
 
 
 def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:

@@ -19,7 +19,8 @@ never ran.
   them is a different key, so answers from one endpoint (the simulator, a proxy) are never served
   to a run against another.
 - **Local endpoints** (loopback hosts: the simulator, a local proxy) get no default store: with
-  ``cache=None``/True a run against them keeps nothing; an explicit ``cache=path`` still works.
+  ``cache=None``/True a run against them keeps nothing; an explicit ``cache=path`` still works,
+  and every loopback server counts as one endpoint there (the simulator's port changes per run).
 - **What is kept**: the model's raw answer (the JSON text it returned), validated again by the
   output model on a hit, so a resumed row is exactly what the first run produced (validators,
   secrets, aliases, serializers and excluded fields included). A stored answer the model no
@@ -107,7 +108,10 @@ def endpoint_identity(base_url: str | None, *, text_url: str = "", media_url: st
     """The endpoint a store key belongs to: the normalized base URL, or the routed host pair.
 
     Scheme and host lower-cased, default ports, user info, query and a trailing ``/`` or ``/v1``
-    dropped: ``https://Direct.evolink.ai:443/v1/`` -> ``https://direct.evolink.ai``.
+    dropped: ``https://Direct.evolink.ai:443/v1/`` -> ``https://direct.evolink.ai``. Every
+    loopback server is one endpoint, ``loopback`` (the simulator takes a new port each run, and
+    ``kimi-extract run --simulate --cache PATH`` resumes); loopback runs never use the default
+    store, so their answers only meet a real endpoint's in no file at all.
     """
     if base_url:
         return _normalize_url(base_url)
@@ -122,12 +126,14 @@ def _normalize_url(url: str) -> str:
         port = parts.port
     except ValueError:
         return url.strip()
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     path = parts.path.rstrip("/")
     if path.endswith("/v1"):
         path = path[: -len("/v1")]
+    if is_local_endpoint(url):
+        return f"loopback{path}"
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     return f"{scheme}://{netloc}{path}"
 
 
