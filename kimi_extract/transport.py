@@ -64,8 +64,10 @@ DEFAULT_STALL_TIMEOUT = 120.0
 #: Shortest run of the key's characters that counts as (part of) the key in server text.
 REDACT_MIN_RUN = 8
 REDACTED = "[redacted]"
-#: A token with its middle elided ("sk-abc...xyz", "sk-proj-****abcd"): head, marker, tail.
-_ELIDED = re.compile(r"([A-Za-z0-9_\-]*)(?:\u2026|[.*\u2022]{2,})+([A-Za-z0-9_\-]*)")
+#: The marker of a key with its middle elided ("sk-abc...xyz", "sk-proj-****abcd").
+_ELISION = re.compile(r"(?:\u2026|[.*\u2022]{2,})+")
+_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_ELISION_MARKS = ("..", "**", ".*", "*.", "\u2026", "\u2022")
 #: Longest server text (message, type, request id) kept in an error.
 MAX_SERVER_TEXT = 1000
 
@@ -78,16 +80,21 @@ class Secret:
     file even when a server echoes it.
     """
 
-    __slots__ = ("_value", "_runs")
+    __slots__ = ("_value", "_runs", "_blocks", "_ends")
 
     def __init__(self, value: str) -> None:
         self._value = value
         size = min(REDACT_MIN_RUN, len(value))
-        self._runs = (
-            frozenset(value[i : i + size] for i in range(len(value) - size + 1))
-            if (value)
-            else frozenset()
+        self._runs = frozenset(value[i : i + size] for i in range(len(value) - size + 1))
+        # Every run of 8 key characters contains one of the key's 4-character blocks at offsets
+        # 0, 4, 8, ...: text with none of them holds no run, and 12 searches replace 40.
+        self._blocks = (
+            tuple(value[i : i + 4] for i in range(0, len(value) - 3, 4))
+            if len(value) >= REDACT_MIN_RUN
+            else (value,)
         )
+        # An elided form keeps 3 or more characters at one end of the key.
+        self._ends = (value[:3], value[-3:])
 
     def get(self) -> str:
         """The key itself, for the Authorization header only."""
@@ -100,6 +107,13 @@ class Secret:
         ``[redacted]``."""
         if not self._value or not text:
             return text
+        if any(block in text for block in self._blocks):
+            text = self._redact_runs(text)
+        if any(end in text for end in self._ends) and any(m in text for m in _ELISION_MARKS):
+            text = self._redact_elided(text)
+        return text
+
+    def _redact_runs(self, text: str) -> str:
         spans: list[tuple[int, int]] = []
         for run in self._runs:
             start = text.find(run)
@@ -121,22 +135,32 @@ class Secret:
                 last = end
             pieces.append(text[last:])
             text = "".join(pieces)
-        if "." in text or "*" in text or "\u2026" in text or "\u2022" in text:
-            text = _ELIDED.sub(self._elided, text)
         return text
 
-    def _elided(self, match: re.Match[str]) -> str:
-        head, tail = match.group(1), match.group(2)
+    def _redact_elided(self, text: str) -> str:
+        """Replace each "head marker tail" whose head starts the key and whose tail ends it."""
         key = self._value
-        if (
-            len(head) + len(tail) >= 4
-            and len(head) < len(key)
-            and key.startswith(head)
-            and key.endswith(tail)
-            and (len(head) >= 3 or len(tail) >= 3)
-        ):
-            return REDACTED
-        return match.group(0)
+        pieces, last = [], 0
+        for match in _ELISION.finditer(text):
+            start, end = match.start(), match.end()
+            while start > last and text[start - 1] in _KEY_CHARS:
+                start -= 1
+            while end < len(text) and text[end] in _KEY_CHARS:
+                end += 1
+            head, tail = text[start : match.start()], text[match.end() : end]
+            if (
+                len(head) + len(tail) >= 4
+                and (len(head) >= 3 or len(tail) >= 3)
+                and len(head) < len(key)
+                and key.startswith(head)
+                and key.endswith(tail)
+            ):
+                pieces += [text[last:start], REDACTED]
+                last = end
+        if not pieces:
+            return text
+        pieces.append(text[last:])
+        return "".join(pieces)
 
     def redact_value(self, value: Any) -> Any:
         """A JSON value with every string (and key) in it redacted; other values unchanged."""
