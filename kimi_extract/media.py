@@ -47,6 +47,7 @@ import contextlib
 import contextvars
 import io
 import math
+import numbers
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -118,7 +119,7 @@ class MediaOptions:
         for name in ("max_image_pixels", "max_decode_pixels"):
             value = getattr(self, name)
             if value is not None and (
-                isinstance(value, bool) or not isinstance(value, int) or value < 784
+                isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 784
             ):
                 raise ConfigurationError(
                     f"{name} must be an int of at least 784 (one 28x28 patch) or None, "
@@ -132,7 +133,7 @@ class MediaOptions:
             value = getattr(self, name)
             if (
                 isinstance(value, bool)
-                or not isinstance(value, int | float)
+                or not isinstance(value, numbers.Real)
                 or not (value > 0 and math.isfinite(value))
             ):
                 raise ConfigurationError(f"{name} must be a positive number, got {value!r}")

@@ -31,7 +31,7 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from kimi_extract import media_fetch
-from kimi_extract.exceptions import EmptyInputError, InputError, MediaError
+from kimi_extract.exceptions import ConfigurationError, EmptyInputError, InputError, MediaError
 from kimi_extract.inputs import TextSpec, make_row, prepare
 from kimi_extract.media import MediaOptions, image_url, process_image
 
@@ -559,3 +559,23 @@ def test_whatever_a_cell_holds_the_worst_case_is_that_rows_error(text, image, dr
             str(row.error).encode("utf-8")  # goes into frames and files as it is
         else:
             json.dumps(row.content, ensure_ascii=False).encode("utf-8")  # a valid request body
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("allow_private_urls", "yes"),
+        ("max_decode_pixels", 10),
+        ("max_decode_pixels", "50M"),
+        ("fetch_urls", 1),
+    ],
+)
+def test_new_media_options_are_checked_when_the_extractor_is_built(make_extractor, option, value):
+    with pytest.raises(ConfigurationError, match=option):
+        make_extractor(**{option: value})
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), "30"])
+def test_fetch_timeout_must_be_a_positive_finite_number(value):
+    with pytest.raises(ConfigurationError, match="fetch_timeout"):
+        MediaOptions(fetch_timeout=value)

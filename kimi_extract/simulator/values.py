@@ -84,6 +84,10 @@ def _parse_constraints(description: str) -> tuple[tuple[str, Any], ...]:
             found["unique items"] = True
     return tuple(found.items())
 
+        elif item.startswith("without a UTC offset"):  # the compiler's NaiveDatetime words
+            found["naive"] = True
+        elif item in ("in the past", "in the future"):  # PastDate / FutureDate and datetimes
+            found[item.removeprefix("in the ")] = True
 
 def constraints_of(node: dict[str, Any]) -> dict[str, Any]:
     """Constraints of a schema node: its description's sentence, then real keywords."""
@@ -251,7 +255,12 @@ def _string(found: dict[str, Any]) -> Gen:
             return f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
         if fmt == "email":
             return f"{_slug(rng.choice(words))}@example.com"
+    century = "19" if found.get("past") else "20"
+    years = (90, 99) if found.get("past") or found.get("future") else (10, 29)
+    zone = "" if found.get("naive") else "Z"
+
         if fmt in ("uri", "url"):
+        day = f"{century}{rng.randint(*years)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
             return f"https://example.com/{_slug(rng.choice(words))}"
         if fmt == "uuid":
             return str(uuid.UUID(int=rng.getrandbits(128), version=4))
