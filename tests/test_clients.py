@@ -29,12 +29,14 @@ REVIEW_TEXT = "Review: the blender is loud but crushes ice well. Four stars from
 
 
 class Review(BaseModel):
-    """A product review, as a plain Pydantic model: titles, defaults, optional fields, bounds."""
+    """A product review, as a plain Pydantic model: titles, defaults, optional fields, bounds, a
+    pattern."""
 
     title: str = Field(title="Headline", description="A short headline for the review")
     rating: int = Field(default=3, ge=1, le=5, description="Stars, 1 to 5")
     pros: list[str] = Field(default_factory=list)
     verdict: str | None = None
+    sku: str = Field(default="AAA-0000", pattern=r"^[A-Z]{3}-\d{4}$")
 
 
 class Person(BaseModel):

@@ -15,17 +15,19 @@ every row of a run shares one schema); each request then only draws. Rules:
   ``exactly N items``. A constraint on an ``anyOf`` parent or a ``$ref`` site applies to the
   branch / target.
 - Arrays of ``{"key": ..., "value": ...}`` objects (how dicts are compiled) get distinct keys.
-- Non-MFJS keywords (tool parameters) are tolerated: ``const``, ``oneOf``/``allOf``, type lists,
-  ``minimum``/``maxLength``/``format``/``uniqueItems``... are read like their constraint-text
-  twins.
+- Schema keywords are read like their constraint-text twins: ``minimum``/``maxLength``/
+  ``format``/``uniqueItems``...; ``const``, ``oneOf``/``allOf`` and type lists are tolerated; a
+  string with a ``pattern`` is written from the regex (``_pattern_string``).
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import random
 import re
+import string
 import uuid
 from collections.abc import Callable
 from functools import lru_cache
@@ -82,12 +84,12 @@ def _parse_constraints(description: str) -> tuple[tuple[str, Any], ...]:
             found["format"] = match.group(1)
         elif item.startswith("unique items"):
             found["unique items"] = True
-    return tuple(found.items())
-
         elif item.startswith("without a UTC offset"):  # the compiler's NaiveDatetime words
             found["naive"] = True
         elif item in ("in the past", "in the future"):  # PastDate / FutureDate and datetimes
             found[item.removeprefix("in the ")] = True
+    return tuple(found.items())
+
 
 def constraints_of(node: dict[str, Any]) -> dict[str, Any]:
     """Constraints of a schema node: its description's sentence, then real keywords."""
@@ -98,6 +100,8 @@ def constraints_of(node: dict[str, Any]) -> dict[str, Any]:
             found.setdefault(name, value)
     if isinstance(node.get("format"), str):
         found.setdefault("format", node["format"])
+    if isinstance(node.get("pattern"), str):
+        found.setdefault("pattern", node["pattern"])
     if node.get("uniqueItems") is True:
         found.setdefault("unique items", True)
     return found
@@ -238,29 +242,37 @@ class _Compiler:
 
 
 def _string(found: dict[str, Any]) -> Gen:
+    plain = _plain_string(found)
+    pattern = found.get("pattern")
+    if isinstance(pattern, str):
+        return _pattern_string(pattern, found, plain) or plain
+    return plain
+
+
+def _plain_string(found: dict[str, Any]) -> Gen:
     fmt = found.get("format")
     low = max(0, min(int(found.get("min length", 0)), MAX_STRING))
     high = found.get("max length")
     high = None if high is None else max(0, int(high))
 
+    century = "19" if found.get("past") else "20"
+    years = (90, 99) if found.get("past") or found.get("future") else (10, 29)
+    zone = "" if found.get("naive") else "Z"
+
     def text_of(rng: random.Random, words: list[str]) -> str:
+        day = f"{century}{rng.randint(*years)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
         if fmt == "date":
-            return f"20{rng.randint(10, 29)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
+            return day
         if fmt == "date-time":
             return (
-                f"20{rng.randint(10, 29)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
-                f"T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}Z"
+                f"{day}T{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:"
+                f"{rng.randint(0, 59):02d}{zone}"
             )
         if fmt == "time":
             return f"{rng.randint(0, 23):02d}:{rng.randint(0, 59):02d}:{rng.randint(0, 59):02d}"
         if fmt == "email":
             return f"{_slug(rng.choice(words))}@example.com"
-    century = "19" if found.get("past") else "20"
-    years = (90, 99) if found.get("past") or found.get("future") else (10, 29)
-    zone = "" if found.get("naive") else "Z"
-
         if fmt in ("uri", "url"):
-        day = f"{century}{rng.randint(*years)}-{rng.randint(1, 12):02d}-{rng.randint(1, 28):02d}"
             return f"https://example.com/{_slug(rng.choice(words))}"
         if fmt == "uuid":
             return str(uuid.UUID(int=rng.getrandbits(128), version=4))
@@ -282,6 +294,123 @@ def _string(found: dict[str, Any]) -> Gen:
         return text
 
     return gen
+
+
+# -- strings for a ``pattern`` -------------------------------------------------------------------
+
+_sre_parse: Any = importlib.import_module("re._parser")  # the parser ``re`` itself uses
+_PATTERN_TRIES = 16
+_CATEGORY_CHARS = {
+    "CATEGORY_DIGIT": string.digits,
+    "CATEGORY_NOT_DIGIT": string.ascii_letters,
+    "CATEGORY_SPACE": " ",
+    "CATEGORY_NOT_SPACE": string.ascii_letters + string.digits,
+    "CATEGORY_WORD": string.ascii_letters + string.digits + "_",
+    "CATEGORY_NOT_WORD": "-. ",
+}
+_ANY_CHARS = string.ascii_letters + string.digits
+
+
+class _Unsupported(Exception):
+    """A regex construct the pattern generator does not write (backreferences, ...)."""
+
+
+def _pattern_string(pattern: str, found: dict[str, Any], plain: Gen) -> Gen | None:
+    """A generator of strings that ``re.search`` finds ``pattern`` in (and that respect the
+    length bounds when the pattern allows), or None for a pattern Python cannot parse.
+
+    Python's regex parser reads the pattern; literals, classes, ``.``, ``\\d\\w\\s``, groups,
+    alternation and repeats (at most 3 past their minimum) are written; anchors and lookarounds
+    are left to the final check, which retries a few draws; then the last match that missed the
+    length bounds is used, else a ``plain`` string.
+    """
+    try:
+        compiled = re.compile(pattern)
+        parsed = list(_sre_parse.parse(pattern))
+    except (re.error, RecursionError, OverflowError, ValueError):
+        return None
+    low = int(found.get("min length", 0))
+    high = found.get("max length")
+    # unbounded repeats may run past their minimum far enough to reach a minLength
+    slack = max(3, min(low, MAX_STRING))
+
+    def gen(rng: random.Random, words: list[str], depth: int) -> str:
+        matched: str | None = None
+        for _ in range(_PATTERN_TRIES):
+            out: list[str] = []
+            try:
+                _write(parsed, rng, out, 0, slack)
+            except (_Unsupported, RecursionError):
+                break
+            text = "".join(out)
+            if compiled.search(text):
+                if len(text) >= low and (high is None or len(text) <= high):
+                    return text
+                matched = text
+        return matched if matched is not None else plain(rng, words, depth)
+
+    return gen
+
+
+def _write(items: list[Any], rng: random.Random, out: list[str], depth: int, slack: int) -> None:
+    if depth > 50 or len(out) > MAX_STRING:
+        raise _Unsupported("too deep or too long")
+    for op, argument in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(argument))
+        elif name == "NOT_LITERAL":
+            out.append(next(c for c in _ANY_CHARS if ord(c) != argument))
+        elif name == "ANY":
+            out.append(rng.choice(_ANY_CHARS))
+        elif name == "IN":
+            out.append(_class_char(argument, rng))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            least, most, inner = argument
+            most = least + slack if most == _sre_parse.MAXREPEAT else min(most, least + slack)
+            for _ in range(rng.randint(least, max(least, most))):
+                _write(list(inner), rng, out, depth + 1, slack)
+        elif name == "SUBPATTERN":
+            _write(list(argument[-1]), rng, out, depth + 1, slack)
+        elif name == "ATOMIC_GROUP":
+            _write(list(argument), rng, out, depth + 1, slack)
+        elif name == "BRANCH":
+            _write(list(rng.choice(argument[1])), rng, out, depth + 1, slack)
+        elif name == "CATEGORY":
+            out.append(rng.choice(_CATEGORY_CHARS.get(str(argument), "a")))
+        elif name not in ("AT", "ASSERT", "ASSERT_NOT"):
+            raise _Unsupported(name)
+
+
+def _class_char(members: list[Any], rng: random.Random) -> str:
+    """A character of a ``[...]`` class (for a negated class, the first candidate outside it)."""
+    negated = bool(members) and str(members[0][0]) == "NEGATE"
+    if negated:
+        for candidate in _ANY_CHARS + "-_ .":
+            if not _in_class(candidate, members[1:]):
+                return candidate
+        raise _Unsupported("negated class")
+    op, argument = rng.choice(members)
+    name = str(op)
+    if name == "LITERAL":
+        return chr(argument)
+    if name == "RANGE":
+        return chr(rng.randint(argument[0], argument[1]))
+    if name == "CATEGORY":
+        return rng.choice(_CATEGORY_CHARS.get(str(argument), "a"))
+    raise _Unsupported(name)
+
+
+def _in_class(char: str, members: list[Any]) -> bool:
+    for op, argument in members:
+        name = str(op)
+        if name == "LITERAL" and ord(char) == argument:
+            return True
+        if name == "RANGE" and argument[0] <= ord(char) <= argument[1]:
+            return True
+        if name == "CATEGORY" and char in _CATEGORY_CHARS.get(str(argument), ""):
+            return True
+    return False
 
 
 def _smallest(node: Any, defs: dict[str, Any], visiting: set[str]) -> Any:
