@@ -20,10 +20,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import (
+    AwareDatetime,
     BaseModel,
     ConfigDict,
     Field,
+    FutureDate,
+    HttpUrl,
     Json,
+    NaiveDatetime,
+    PastDate,
     RootModel,
     WithJsonSchema,
     computed_field,
@@ -1028,6 +1033,19 @@ def test_simulator_answers_for_compiled_schemas_parse() -> None:
         counts: dict[str, int]
         by_level: dict[Level, Item] = {}
         items: Annotated[list[Item], Field(min_length=1, max_length=3)]
+        # the simulator reads the words and keywords the compiler writes for these
+        amount: Decimal
+        aware: AwareDatetime
+        naive: NaiveDatetime
+        past: PastDate
+        future: FutureDate
+        url: HttpUrl
+        code: Annotated[str, Field(pattern=r"^[A-Z]{3}-\d{2}$")]
+        pair: tuple[int, str]
+        point: tuple[float, float]
+        extra: dict[str, Any]
+        anything: Any
+        required: bool
 
     result = compiled(Simulated)
     for seed in range(40):
