@@ -36,7 +36,9 @@ The hierarchy::
 ``except Exception:`` in user code never swallows a Ctrl-C.
 
 No exception ever carries the API key: messages are built from status, Kimi error type, message
-and request id only, and request headers are never included.
+and request id only, request headers are never included, and every text a server sent is redacted
+of the key (whole, any 8 consecutive characters of it, or an elided "sk-abc...xyz" form) where it
+enters the library (``transport.Secret.redact``), since some servers echo the key back.
 """
 
 from __future__ import annotations
