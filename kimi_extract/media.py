@@ -131,10 +131,11 @@ class MediaOptions:
                 raise ConfigurationError(f"{name} must be True or False, got {value!r}")
         for name in ("fetch_timeout", "max_fetch_bytes", "max_video_bytes"):
             value = getattr(self, name)
+            number = value if isinstance(value, numbers.Real) else None
             if (
                 isinstance(value, bool)
-                or not isinstance(value, numbers.Real)
-                or not (value > 0 and math.isfinite(value))
+                or number is None
+                or not (float(number) > 0 and math.isfinite(number))
             ):
                 raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
 
