@@ -276,7 +276,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from .simulator import serve
 
     options: dict[str, Any] = {}
-    names = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s", "schema_level")
+    names: tuple[str, ...] = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s")
+    names += ("schema_level",)
     names += ("rate_shape", "window_s", "spurious_429_rate", "latency")
     for name in names:
         value = getattr(args, name)
