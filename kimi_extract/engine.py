@@ -419,7 +419,10 @@ class Engine:
             result = await self.process(row)
             if self.keep_records:
                 result.record = row.record
-            order.put(result)
+            try:
+                order.put(result)  # may hand results to the sink (run_to writes them)
+            except Exception as exc:  # the output cannot take them: stop with what was written
+                raise RunStop(exc) from exc
             bar.update(result)
             if self.fatal is not None:
                 raise RunStop(self.fatal)
