@@ -48,6 +48,7 @@ import contextvars
 import io
 import math
 import numbers
+import stat
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -292,10 +293,15 @@ def _from_path(path: Path, options: MediaOptions, kind: Kind) -> dict[str, Any]:
     path = path.expanduser()
     ext_video = VIDEO_EXTENSIONS.get(path.suffix.lower())
     try:
+        status = path.stat()
+        if stat.S_ISDIR(status.st_mode):
+            raise IsADirectoryError
+        if not stat.S_ISREG(status.st_mode):
+            # /dev/zero, /dev/stdin, a FIFO or socket: endless or blocking, never an image.
+            raise MediaError(f"{path} is not a regular file (a device, pipe or socket)")
         if kind == "video" or (kind == "auto" and ext_video):
-            size = path.stat().st_size
-            if size > options.max_video_bytes:
-                raise MediaError(_too_big(f"video {path}", size, options.max_video_bytes))
+            if status.st_size > options.max_video_bytes:
+                raise MediaError(_too_big(f"video {path}", status.st_size, options.max_video_bytes))
         data = path.read_bytes()
     except FileNotFoundError:
         raise MediaError(f"media file not found: {path}") from None

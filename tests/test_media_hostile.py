@@ -579,3 +579,15 @@ def test_new_media_options_are_checked_when_the_extractor_is_built(make_extracto
 def test_fetch_timeout_must_be_a_positive_finite_number(value):
     with pytest.raises(ConfigurationError, match="fetch_timeout"):
         MediaOptions(fetch_timeout=value)
+
+
+def test_a_device_or_pipe_path_is_that_rows_error_not_a_hang(tmp_path):
+    import os
+
+    fifo = tmp_path / "photo.png"
+    os.mkfifo(fifo)  # opening it would wait for a writer forever
+    frame = pd.DataFrame({"img": ["/dev/zero", str(fifo), str(tmp_path)]})
+    _, rows = finishes_within(10, lambda: rows_of(frame, images="img"))
+    assert [type(r.error) for r in rows] == [MediaError] * 3
+    assert "not a regular file" in str(rows[0].error) and "not a regular file" in str(rows[1].error)
+    assert "directory" in str(rows[2].error)
