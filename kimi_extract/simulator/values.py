@@ -14,7 +14,8 @@ every row of a run shares one schema); each request then only draws. Rules:
   ``min length: N``, ``max length: N``, ``min items: N``, ``max items: N``, ``unique items``,
   ``exactly N items``. A constraint on an ``anyOf`` parent or a ``$ref`` site applies to the
   branch / target.
-- Arrays of ``{"key": ..., "value": ...}`` objects (how dicts are compiled) get distinct keys.
+- An object with only ``additionalProperties`` (a ``dict[str, X]``) gets 1-3 entries keyed by
+  words of the user text; arrays of ``{"key": ..., "value": ...}`` objects get distinct keys.
 - Schema keywords are read like their constraint-text twins: ``minimum``/``maxLength``/
   ``format``/``uniqueItems``...; ``const``, ``oneOf``/``allOf`` and type lists are tolerated; a
   string with a ``pattern`` is written from the regex (``_pattern_string``).
@@ -49,6 +50,9 @@ _BOUND = re.compile(
 )
 _EXACTLY = re.compile(r"^exactly (\d+) items?")
 _FORMAT = re.compile(r"^format:\s*([\w-]+)")
+#: The compiler's words for dict keys, read into ``keys ...`` constraints.
+_KEY_TYPE = re.compile(r"^keys: (integer|number|boolean) values written as text")
+_KEY_LENGTH = re.compile(r"^(min|max) key length:\s*(\d+)")
 _SCHEMA_KEYWORDS = {
     "minimum": "minimum",
     "maximum": "maximum",
@@ -84,6 +88,16 @@ def _parse_constraints(description: str) -> tuple[tuple[str, Any], ...]:
             found["format"] = match.group(1)
         elif item.startswith("unique items"):
             found["unique items"] = True
+        elif item.startswith("keys: one of "):  # the compiler's words for dict keys
+            found["keys one of"] = tuple(v.strip() for v in item[13:].split(",") if v.strip())
+        elif match := _KEY_TYPE.match(item):
+            found["keys type"] = match.group(1)
+        elif item.startswith("keys: format "):
+            found["keys format"] = item[13:].strip()
+        elif item.startswith("keys match pattern: "):
+            found["keys pattern"] = item[20:].strip()
+        elif match := _KEY_LENGTH.match(item):
+            found[f"keys {match.group(1)} length"] = int(match.group(2))
         elif item.startswith("without a UTC offset"):  # the compiler's NaiveDatetime words
             found["naive"] = True
         elif item in ("in the past", "in the future"):  # PastDate / FutureDate and datetimes
@@ -164,6 +178,9 @@ class _Compiler:
                 (name, self.compile(sub, {}))
                 for name, sub in (node.get("properties") or {}).items()
             ]
+            extra = node.get("additionalProperties")
+            if not props and isinstance(extra, dict):
+                return self.mapping(node, extra, found)
             return lambda rng, words, depth: {name: gen(rng, words, depth) for name, gen in props}
         if kind == "array":
             return self.array(node, found)
@@ -205,6 +222,39 @@ class _Compiler:
             if nullable and (not others or depth >= MAX_DEPTH or rng.random() < 0.125):
                 return None
             return rng.choice(others)(rng, words, depth)
+
+        return gen
+
+    def mapping(self, node: dict[str, Any], values: dict[str, Any], found: dict[str, Any]) -> Gen:
+        """An object with only ``additionalProperties`` (a ``dict[K, V]``): 1-3 entries (within
+        minProperties / maxProperties) with distinct keys that follow the compiler's key words
+        (``keys: one of ...``, ``keys: integer values written as text``, ``keys: format ...``,
+        ``keys match pattern: ...``, ``min/max key length``), else words of the user text."""
+        value_gen = self.compile(values, {})
+        least = node.get("minProperties")
+        most = node.get("maxProperties")
+        low = least if isinstance(least, int) and not isinstance(least, bool) else 0
+        high = most if isinstance(most, int) and not isinstance(most, bool) else max(low, 3)
+        low, high = max(0, min(low, MAX_ITEMS)), max(0, min(high, MAX_ITEMS))
+        smallest, largest = max(low, min(1, high)), max(low, min(3, high))
+        choices: tuple[str, ...] | None = found.get("keys one of")
+        key_gen = _key_generator(found)
+
+        def gen(rng: random.Random, words: list[str], depth: int) -> dict[str, Any]:
+            count = 0 if depth >= MAX_DEPTH and low == 0 else rng.randint(smallest, largest)
+            if choices is not None:
+                keys = rng.sample(choices, min(count, len(choices)))
+                return {key: value_gen(rng, words, depth + 1) for key in keys}
+            out: dict[str, Any] = {}
+            for _ in range(count * 8):
+                if len(out) >= count:
+                    break
+                key = key_gen(rng, words, depth)
+                if key in out and key_gen is _word_key:  # plain keys: make a repeat distinct
+                    key = f"{key} {len(out) + 1}"
+                if key not in out:
+                    out[key] = value_gen(rng, words, depth + 1)
+            return out
 
         return gen
 
@@ -489,6 +539,32 @@ def _definitions(root: Any) -> dict[str, Any]:
 def _ref_name(ref: str) -> str:
     """The name a ``$ref`` points at: ``#`` for the root, else its last path segment."""
     return "#" if ref in ("#", "") else ref.rsplit("/", 1)[-1]
+
+
+def _word_key(rng: random.Random, words: list[str], depth: int) -> str:
+    return rng.choice(words)
+
+
+def _key_generator(found: dict[str, Any]) -> Gen:
+    """Keys for a dict under the compiler's key words (see ``_Compiler.mapping``)."""
+    kind = found.get("keys type")
+    if kind == "integer":
+        return lambda rng, words, depth: str(rng.randint(0, 99))
+    if kind == "number":
+        return lambda rng, words, depth: f"{rng.uniform(0, 100):.2f}"
+    if kind == "boolean":
+        return lambda rng, words, depth: rng.choice(("true", "false"))
+    rules = {
+        name: found[key]
+        for name, key in (
+            ("format", "keys format"),
+            ("pattern", "keys pattern"),
+            ("min length", "keys min length"),
+            ("max length", "keys max length"),
+        )
+        if key in found
+    }
+    return _string(rules) if rules else _word_key
 
 
 def _finite(value: int | float) -> bool:
