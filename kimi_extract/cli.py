@@ -175,6 +175,8 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
         options["max_image_pixels"] = args.max_image_pixels or None
     if args.fetch_urls:
         options["fetch_urls"] = True
+    if args.allow_private_urls:
+        options["allow_private_urls"] = True
     if args.cache is not None:
         off = args.cache.lower() in ("off", "false", "no", "0")
         options["cache"] = False if off else args.cache
@@ -319,6 +321,12 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--fetch-urls", action="store_true", help="download http(s) media and send it inline"
+    )
+    parser.add_argument(
+        "--allow-private-urls",
+        action="store_true",
+        help="let --fetch-urls reach loopback, private and link-local addresses (refused "
+        "by default)",
     )
     parser.add_argument("--prefix", default="", help="prefix for output column names")
     parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")

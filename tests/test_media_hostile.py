@@ -591,3 +591,12 @@ def test_a_device_or_pipe_path_is_that_rows_error_not_a_hang(tmp_path):
     assert [type(r.error) for r in rows] == [MediaError] * 3
     assert "not a regular file" in str(rows[0].error) and "not a regular file" in str(rows[1].error)
     assert "directory" in str(rows[2].error)
+
+
+def test_the_cli_opts_in_to_private_addresses_with_a_flag(monkeypatch):
+    from .test_cli import demo_args, extractor_options
+
+    seen = extractor_options(monkeypatch, demo_args("--fetch-urls"))
+    assert "allow_private_urls" not in seen  # the Extractor's default: refused
+    seen = extractor_options(monkeypatch, demo_args("--fetch-urls", "--allow-private-urls"))
+    assert seen["fetch_urls"] is True and seen["allow_private_urls"] is True
