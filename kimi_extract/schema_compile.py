@@ -60,6 +60,7 @@ _ANY_BRANCHES = (
     {"type": "null"},
 )
 _TUPLE_NOTE = "A tuple, written as an object whose keys are its positions"
+_MAX_ENUM_KEYS = 64  # a dict keyed by a larger Enum/Literal states its keys in words
 _DEF_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 #: What a broken walle limit means for a model, by a word of walle's message.
 _LIMIT_HINTS = {
@@ -400,11 +401,46 @@ class _Compiler:
             value_codec: _Codec = _IDENTITY
         else:
             value_node, value_codec = self.node(values, _join(path, "[key]"))
+            keys = self.enum_keys(src.get(_KEYS) or src.get("propertyNames") or {})
+            if keys and len(keys) <= _MAX_ENUM_KEYS and not self.accepts_null(value_node):
+                return self.closed_map(src, keys, value_node, value_codec)
         text = _describe(src, extra=key_rules)
         compiled = _node(text, {"type": "object", "additionalProperties": value_node})
         if value_codec is _IDENTITY:
             return compiled, _IDENTITY
         return compiled, self.register(_Map(value_codec))
+
+    def closed_map(
+        self, src: dict[str, Any], keys: list[str], value: dict[str, Any], codec: _Codec
+    ) -> tuple[dict[str, Any], _Codec]:
+        """A dict with enum keys: an object of those keys, each nullable (null = absent)."""
+        props = {key: _nullable(copy.deepcopy(value)) for key in keys}
+        compiled = _node(
+            _describe(src),
+            {
+                "type": "object",
+                "properties": props,
+                "required": list(props),
+                "additionalProperties": False,
+            },
+        )
+        fields = dict.fromkeys(props, codec)
+        every = frozenset(props)
+        return compiled, self.register(_Object(fields, every, every))
+
+    def enum_keys(self, keys: dict[str, Any]) -> list[str] | None:
+        """The keys of a dict keyed by an Enum or Literal, as JSON object keys (text)."""
+        if "$ref" in keys:
+            keys = self.source_defs.get(str(keys["$ref"]).removeprefix(_REF_PREFIX), {})
+        values = keys.get("enum")
+        if values is None and "const" in keys:
+            values = [keys["const"]]
+        if not isinstance(values, list) or not values:
+            return None
+        if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
+            return None
+        texts = [str(value) for value in values]
+        return texts if len(set(texts)) == len(texts) else None
 
     def key_rules(self, keys: dict[str, Any], path: str) -> list[str]:
         """Words for what a dict's keys must be (JSON object keys are always text)."""

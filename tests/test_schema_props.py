@@ -100,6 +100,7 @@ def _extend(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
         st.tuples(inner, inner).map(lambda ts: Union[ts[0], ts[1]]),  # noqa: UP007
         inner.map(lambda t: dict[str, t]),
         inner.map(lambda t: dict[int, t]),
+        inner.map(lambda t: dict[Mood, t]),
         inner.map(lambda t: tuple[t, t]),
         st.tuples(inner, inner).map(lambda ts: tuple[ts[0], ts[1]]),
         inner.map(lambda t: Annotated[list[t], Field(min_length=1, max_length=3)]),
