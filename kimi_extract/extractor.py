@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import math
@@ -457,6 +458,7 @@ class Extractor(Generic[T]):
                 writer.write(self._frame_of(buffer))
                 buffer.clear()
 
+        stop_cause: BaseException | None
         try:
             _, stop_cause, report = await self._execute(
                 prepared.rows,
@@ -465,14 +467,16 @@ class Extractor(Generic[T]):
                 sink=sink,
                 keep_records=True,
             )
-            writer.write(self._frame_of(buffer))
         except BaseException:
             # Keep what finished beside the target; the target itself stays as it was.
-            try:
+            with contextlib.suppress(Exception):
                 writer.write(self._frame_of(buffer))
-            finally:
-                writer.abort()
+            writer.abort()
             raise
+        try:
+            writer.write(self._frame_of(buffer))
+        except Exception as exc:  # the output cannot take the last rows: the run did not finish
+            stop_cause = stop_cause or exc
         if stop_cause is None:
             writer.commit()
             return report

@@ -450,6 +450,31 @@ def test_run_to_keeps_the_existing_file_when_the_run_stops(sim, make_extractor, 
     assert len(_read(target)) == 1
 
 
+def test_run_to_stops_cleanly_when_the_output_cannot_be_written(
+    sim, make_extractor, tmp_path, monkeypatch
+):
+    from kimi_extract.export import TableWriter
+
+    monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 5)
+    real_write = TableWriter.write
+    calls: list[int] = []
+
+    def full_disk(self: TableWriter, frame: pd.DataFrame) -> None:
+        calls.append(len(frame))
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        real_write(self, frame)
+
+    monkeypatch.setattr(TableWriter, "write", full_disk)
+    target = tmp_path / "out.csv"
+    good = _good_file(target)
+    with pytest.raises(kx.RunStopped) as info:
+        make_extractor(concurrency=2).run_to(target, (f"row {i}" for i in range(40)))
+    assert isinstance(info.value.cause, OSError) and "out.partial.csv" in str(info.value)
+    assert target.read_bytes() == good
+    assert len(pd.read_csv(tmp_path / "out.partial.csv")) == 5
+
+
 RUN_TO_INTERRUPT = INTERRUPTIBLE + textwrap.dedent(
     """
     import sys
