@@ -149,9 +149,7 @@ def test_an_excluded_field_gets_its_column(sim, make_extractor):
 # -- 3. The store belongs to an endpoint -------------------------------------------------------
 
 
-def test_answers_from_one_endpoint_are_never_served_to_another(
-    sim, make_extractor, tmp_path: Path
-):
+def test_answers_from_one_endpoint_are_never_served_to_another(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "shared.sqlite3"
     rows = [f"row {i}" for i in range(3)]
     make_extractor(cache=store).run(rows)
@@ -418,9 +416,7 @@ def _read(path: Path) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".parquet", ".csv"])
-def test_run_to_keeps_the_existing_file_when_the_run_fails(
-    sim, make_extractor, tmp_path, suffix
-):
+def test_run_to_keeps_the_existing_file_when_the_run_fails(sim, make_extractor, tmp_path, suffix):
     target = tmp_path / f"out{suffix}"
     good = _good_file(target)
 
