@@ -12,7 +12,8 @@ names) and rewrites it into Kimi's schema dialect as MoonshotAI/walle defines it
   floats, multiples, unique items, timezone and past/future rules, URL schemes) move into the
   description as one sentence, ``Constraints: <item>; <item>.`` (the simulator's answer generator
   reads it back); pydantic still enforces every constraint on every answer;
-- ``dict[str, X]`` becomes ``additionalProperties: X`` (``dict[str, Any]``: ``{}``); a fixed
+- ``dict[str, X]`` becomes ``additionalProperties: X`` (``dict[str, Any]``: ``{}``), a dict
+  keyed by an Enum or Literal an object of exactly those keys, each nullable; a fixed
   homogeneous tuple an array with ``minItems = maxItems``; a heterogeneous ``tuple[A, B]`` the
   object ``{"0": A, "1": B}``, mapped back on decode; ``Any`` an ``anyOf`` of every JSON type; a
   RootModel whose root is not an object ``{"root": ...}``; a property named like an MFJS keyword
