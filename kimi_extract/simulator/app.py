@@ -525,7 +525,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, or a 400: not UTF-8, not JSON (``NaN`` / ``Infinity``
     are not JSON), nested too deeply to parse, a lone surrogate escape, or not an object."""
     try:
-        body = json.loads(raw, parse_constant=_reject_constant)
+        body = _DECODER.decode(raw.decode(json.detect_encoding(raw)))
     except RecursionError:
         raise _too_deep() from None
     except ValueError as exc:
@@ -546,6 +546,10 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON value")
+
+
+#: One decoder for every body (``json.loads`` with an option builds a new one per call).
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def _too_deep() -> SimError:
