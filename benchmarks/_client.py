@@ -80,6 +80,7 @@ def _kimi_extract(spec: dict[str, Any], instructions: str) -> list[dict[str, Any
             "retries": report.retries,
             "throttles": report.throttles,
             "from_store": getattr(report, "from_store", 0),
+            "bound_by": getattr(report, "bound_by", None),
         }
         if spec.get("details"):
             run["write_tokens"] = [int(v) for v in out["kx_cache_write_tokens"]]

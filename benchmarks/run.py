@@ -13,8 +13,9 @@ time, and the machine's load average before and after it.
 
 Measurements (see each ``bench_*.py``): 1 CPU per row at zero latency, 2 latency-bound
 throughput, 3 rate-limited server, 4 prompt-cache warm-up, 5 memory of ``run_to``, 6 import
-time. Peers (openai SDK, instructor) that are not installed are skipped and said so; install them
-with ``pip install -e '.[bench]'``.
+time, 7 the limiter matrix (every limiter shape, limits untold and told). Peers (openai SDK,
+instructor) that are not installed are skipped and said so; install them with
+``pip install -e '.[bench]'``.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ import bench_cache  # noqa: E402
 import bench_cpu  # noqa: E402
 import bench_import  # noqa: E402
 import bench_latency  # noqa: E402
+import bench_limiters  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_rate_limit  # noqa: E402
 import report  # noqa: E402
@@ -47,6 +49,7 @@ MEASUREMENTS = {
     "4": bench_cache.measure,
     "5": bench_memory.measure,
     "6": bench_import.measure,
+    "7": bench_limiters.measure,
 }
 
 

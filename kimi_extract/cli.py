@@ -200,6 +200,7 @@ def summary_table(report: Any) -> str:
         ("  reasoning", f"{u.reasoning_tokens:,}"),
         ("cost", cost),
         ("wall time", f"{report.wall_s:,.2f} s"),
+        ("bound by", getattr(report, "bound_by", None) or "no limit held sends back"),
     ]
     width = max(len(name) for name, _ in rows)
     return "\n".join(f"{name.ljust(width)}  {value}" for name, value in rows)
@@ -406,7 +407,7 @@ def build_parser() -> argparse.ArgumentParser:
         dest="rate_shape",
         choices=("sliding", "fixed", "bucket"),
         help="how --rpm/--tpm are enforced: a sliding 60 s window (default), fixed 60 s "
-        "windows, or a token bucket (smooth rate, small burst)",
+        "windows from the first request, or a token bucket (smooth rate, small burst)",
     )
     sim.add_argument(
         "--window-s",

@@ -594,6 +594,9 @@ class Progress:
         rate = self.limiter.send_rate() if self.limiter is not None else None
         if rate is not None:
             text += f" rate={rate * 60:,.0f}/min"
+        binding = self.limiter.binding() if self.limiter is not None else None
+        if binding is not None:
+            text += f" bound={binding}"
         return text
 
     def close(self) -> None:

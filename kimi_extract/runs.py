@@ -39,6 +39,9 @@ class RunReport:
     from_store: int = 0
     saved: Usage = field(default_factory=Usage)
     store: str | None = None
+    #: The limit that held sends back most and the send rate, e.g. "RPM 3,000 (learned from a
+    #: 429): 49.5 requests/s"; None when no limit held the run back.
+    bound_by: str | None = None
 
     def summary(self) -> str:
         """The one-line summary logged at the end of a run."""
@@ -55,6 +58,7 @@ class RunReport:
             f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
             f"{u.reasoning_tokens:,}); {cost}"
             + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
+            + (f"; bound by {self.bound_by}" if self.bound_by else "")
         )
 
 
@@ -210,6 +214,7 @@ async def run_engine(
         from_store=tally.from_store,
         saved=tally.saved,
         store=str(store.path) if store is not None else None,
+        bound_by=limiter.bound_by(),
     )
     logger.info(report.summary())
     return kept, stop_cause, report

@@ -48,10 +48,11 @@ def refusal(lim: Limits) -> SimError:
 
 
 def test_fixed_window_starts_again_at_each_boundary() -> None:
-    clock = Clock(120.0)  # a window boundary
+    clock = Clock(125.0)
     lim = limits(clock, rpm=3, rate_shape="fixed")
-    clock.now = 170.0
-    assert admitted(lim, 5) == 3
+    assert admitted(lim, 1) == 1  # the first window: [125, 185)
+    clock.now = 175.0
+    assert admitted(lim, 5) == 2
     error = refusal(lim)
     assert error.status == 429 and error.error_type == "rate_limit_reached_error"
     assert error.message == (
@@ -59,7 +60,7 @@ def test_fixed_window_starts_again_at_each_boundary() -> None:
         "10 seconds"
     )
     assert not error.headers  # no Retry-After by default
-    clock.now = 180.0  # the next window: full quota at once (a sliding window would refuse)
+    clock.now = 185.0  # the next window: the whole quota at once (a sliding window would refuse)
     assert admitted(lim, 5) == 3
 
 
@@ -89,11 +90,11 @@ def test_token_bucket_is_a_smooth_rate_with_a_small_burst() -> None:
 
 
 def test_a_short_window_holds_its_share_of_the_per_minute_limit() -> None:
-    clock = Clock(6.0)
+    clock = Clock(7.0)
     lim = limits(clock, rpm=3000, rate_shape="fixed", window_s=6.0)
     assert admitted(lim, 400) == 300
     assert "max RPM: 3000, please try again after 6 seconds" in refusal(lim).message
-    clock.now = 12.0
+    clock.now = 13.0
     assert admitted(lim, 400) == 300
 
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from kimi_extract.limits import BETA, Limiter, limits_in_message
+from kimi_extract.limits import BETA, PACING_SHARE, Limiter, limits_in_message
 
 
 class VirtualTime:
@@ -110,11 +110,31 @@ async def test_sends_are_paced_not_bursted():
 
 async def test_slow_start_doubles_each_round_trip_until_the_limit():
     limiter = Limiter(concurrency=200)
-    assert limiter.concurrency == 32
-    for expected in (64, 128, 200, 200):
+    assert limiter.concurrency == 8
+    for expected in (16, 32, 64, 128, 200, 200):
         for _ in range(limiter.concurrency):  # one round trip: every slot answered once
             limiter.succeeded()
         assert limiter.concurrency == expected
+
+
+async def test_slow_start_also_grows_with_time_when_answers_are_slow():
+    # 1 s answers: growth by answers alone would hold the first second to the opening 8 slots.
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=500, clock=vt.clock, sleep=vt.sleep)
+    sent: list[float] = []
+
+    async def one() -> None:
+        permit = await limiter.acquire(10)
+        sent.append(vt.now)
+        await vt.sleep(1.0)
+        limiter.release(permit, 10)
+        limiter.succeeded()
+
+    tasks = [asyncio.create_task(one()) for _ in range(500)]
+    await vt.drive(tasks)
+    assert len(sent) == 500
+    assert max(sent) <= 0.35  # 8 doubling every 50 ms passes 500 at 0.3 s
+    assert sorted(sent)[100] > 0.0  # ...and it did not open with a burst of all 500
 
 
 async def test_adaptive_cut_and_cubic_recovery():
@@ -122,8 +142,9 @@ async def test_adaptive_cut_and_cubic_recovery():
     limiter = Limiter(concurrency=50, rpm=6000, clock=vt.clock, sleep=vt.sleep)
     vt.now = 10.0
     limiter.rate = 40.0
-    limiter.throttled(None, "The engine is currently overloaded, please try again later")
-    assert limiter.rate == pytest.approx(40.0 * BETA)
+    for _ in range(100):  # unnamed 429s that are most of what comes back: an overload
+        limiter.throttled(None, "The engine is currently overloaded, please try again later")
+    assert limiter.rate == pytest.approx(40.0 * BETA)  # one cut for the burst of them
     assert limiter.send_rate() == pytest.approx(28.0)
     rates = []
     for step in range(1, 40):
@@ -132,6 +153,71 @@ async def test_adaptive_cut_and_cubic_recovery():
         rates.append(limiter.rate if limiter.rate is not None else 100.0)
     assert all(b >= a - 1e-9 for a, b in zip(rates, rates[1:], strict=False))  # never drops
     assert rates[-1] > 40.0  # recovered past the old maximum (then stops adapting at the RPM)
+
+
+async def test_random_unnamed_429s_cut_nothing():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=50, clock=vt.clock, sleep=vt.sleep)
+    rng = random.Random(3)
+    for step in range(5000):  # 30 % of answers refused, at random, for 50 s
+        vt.now = step * 0.01
+        if rng.random() < 0.3:
+            limiter.throttled(1.0, "The engine is currently overloaded, please try again later")
+        else:
+            limiter.succeeded()
+    assert limiter.rate is None and limiter.pause_until == 0.0
+
+
+async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=50, rpm=6000, clock=vt.clock, sleep=vt.sleep)
+    for _ in range(40):  # 20 requests/s for 2 s: a third of 6000 RPM
+        permit = await limiter.acquire(10)
+        limiter.release(permit, 10)
+        vt.now += 0.05
+    limiter.throttled(1.0, "reached organization max RPM: 6000, please try again after 1 seconds")
+    assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
+
+
+async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it_cuts():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, clock=vt.clock, sleep=vt.sleep)
+    message = "reached organization max RPM: 3000, please try again after 4 seconds"
+    for _ in range(100):  # a burst far above 50/s
+        limiter.release(await limiter.acquire(10), 10)
+        vt.now += 0.001
+    limiter.throttled(4.0, message)
+    # Our own burst explains it: adopt the limit and pace at it, nobody else waits.
+    assert limiter.rpm == 3000 and limiter.pause_until == 0.0 and limiter.rate is None
+    assert limiter.send_rate() == pytest.approx(3000 * PACING_SHARE / 60)
+    start = vt.now
+    times = []
+
+    async def send() -> None:
+        limiter.release(await limiter.acquire(10), 10)
+        times.append(vt.now)
+
+    await vt.drive([asyncio.create_task(send()) for _ in range(50)])
+    assert max(times) - start >= 49 / (50 * PACING_SHARE) - 1e-6  # 50 sends paced at 49.5/s
+    # Refused again while we keep the limit, within a window of adopting it: the server still
+    # counts our earlier burst. Everyone waits the stated time; nothing is cut.
+    limiter.throttled(4.0, message)
+    assert limiter.pause_until == pytest.approx(vt.now + 4.0) and limiter.rate is None
+    # Refused while keeping it for more than a window: someone else uses the quota. Cut.
+    vt.now += 61.0
+    await vt.drive([asyncio.create_task(send()) for _ in range(100)])
+    limiter.throttled(1.0, message)
+    assert limiter.rate is not None and limiter.rate < 50
+    assert limiter.bound_by() is not None
+
+
+async def test_told_tpm_is_paced_not_front_loaded():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, tpm=60_000, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    sends, _ = await run_workers(limiter, vt, workers=100, requests=100, seed=4)
+    early = sum(tokens for t, tokens in sends if t < 5.0)
+    assert early <= 5 * 1000 + 3500  # 1,000 tokens/s, plus one request's worth of burst
+    assert limiter.bound_by() is not None and limiter.bound_by().startswith("TPM 60,000")
 
 
 async def test_server_wait_pauses_every_sender():
@@ -162,6 +248,7 @@ def test_limits_learned_from_kimi_messages():
     assert limiter.max_concurrency == 50
     limiter.throttled(1.0, "reached organization max RPM: 3000, please try again after 1 seconds")
     assert limiter.rpm == 3000
+    assert limiter.pause_until == 0.0  # adopting a limit pauses no one
 
 
 async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():

@@ -6,8 +6,8 @@ Limits, all off by default:
 - ``rpm``: requests admitted per minute, enforced in one of three shapes (``rate_shape``):
 
   - ``"sliding"`` (default): at most ``rpm`` requests in any 60 s of the injectable clock;
-  - ``"fixed"``: at most ``rpm`` requests per clock-aligned 60 s window (``[0, 60)``, ``[60,
-    120)``, ...), the count starting again at each boundary;
+  - ``"fixed"``: at most ``rpm`` requests per 60 s window, the count starting again at each
+    boundary; the first window starts at the first request (after start or ``reset``);
   - ``"bucket"``: a token bucket refilled at ``rpm / 60`` per second holding at most
     ``burst_s`` seconds' worth (at least one request): a smooth rate with a small burst.
 
@@ -92,6 +92,7 @@ class Meter:
         self._log: deque[tuple[float, int]] = deque()
         self._sum = 0
         self._window_index: int | None = None
+        self._epoch: float | None = None
         self._level = self.capacity
         self._level_time: float | None = None
 
@@ -100,7 +101,9 @@ class Meter:
             while self._log and self._log[0][0] <= now - self.window_s:
                 self._sum -= self._log.popleft()[1]
         elif self.shape == "fixed":
-            index = math.floor(now / self.window_s)
+            if self._epoch is None:
+                self._epoch = now
+            index = math.floor((now - self._epoch) / self.window_s)
             if index != self._window_index:
                 self._window_index = index
                 self._sum = 0
@@ -120,7 +123,8 @@ class Meter:
         if self._sum + amount <= self.capacity:
             return 0.0
         if self.shape == "fixed":
-            return (self._window_index + 1) * self.window_s - now  # type: ignore[operator]
+            start = self._epoch + (self._window_index + 1) * self.window_s  # type: ignore[operator]
+            return start - now
         if amount > self.capacity or not self._log:
             return self.window_s
         freed = self._sum + amount - self.capacity

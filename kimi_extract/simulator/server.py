@@ -47,7 +47,7 @@ class Simulator:
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
       keeps none). Counters and ``Exchange.index`` still count every request.
     - ``rate_shape``: how ``rpm`` and ``tpm`` are enforced: "sliding" (default: any 60 s),
-      "fixed" (clock-aligned 60 s windows) or "bucket" (a token bucket: ``limit / 60`` per
+      "fixed" (60 s windows from the first request) or "bucket" (a token bucket: ``limit / 60`` per
       second, at most ``burst_s`` seconds' worth at once, default 0.1). ``window_s`` shortens
       the sliding and fixed windows (limits stay per minute; a window holds
       ``limit * window_s / 60``). ``spurious_429_rate``: that share of requests refused with
