@@ -28,7 +28,7 @@ from .exceptions import (
 )
 from .export import TableWriter
 from .frame import build_frame, check_clashes, check_output_names
-from .inputs import Content, RowInput, TextSpec, make_row, prepare
+from .inputs import Content, RowInput, TextSpec, amake_row, prepare
 from .limits import Budget, Limiter
 from .media import (
     DEFAULT_MAX_DECODE_PIXELS,
@@ -572,9 +572,8 @@ class Extractor(Generic[T]):
         else:
             record = {"text": content, "images": images}
             images_key = "images" if images is not None else None
-            row = make_row(
-                0, 0, record, TextSpec(columns=("text",)), images_key, media=self._media()
-            )
+            # Media is read (or downloaded) in a worker thread, stopped at once by a cancel.
+            row = await amake_row(record, TextSpec(columns=("text",)), images_key, self._media())
         results, stop_cause, _ = await self._execute(iter([row]), total=1, progress=False)
         if stop_cause is not None:
             raise stop_cause

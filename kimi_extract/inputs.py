@@ -383,6 +383,19 @@ async def next_blocking(rows: Iterator[RowInput]) -> RowInput | None:
         raise
 
 
+async def amake_row(
+    record: Mapping[str, Any], spec: TextSpec, images: str | None, media: MediaOptions
+) -> RowInput:
+    """``make_row`` for one input (label 0), in a worker thread when it has media to read or
+    download, cancellable like a run's rows (``next_blocking``)."""
+    if images is None:
+        return make_row(0, 0, record, spec, None, media=media)
+    rows = BlockingRows(make_row(0, 0, record, spec, images, media=media) for _ in range(1))
+    row = await next_blocking(rows)
+    assert row is not None
+    return row
+
+
 def _lazy(rows: Iterator[RowInput], media_columns: _MediaColumns) -> Iterator[RowInput]:
     return BlockingRows(rows) if media_columns.any else rows
 

@@ -333,6 +333,27 @@ def test_cancelling_a_run_stops_its_download_at_once(hostile, make_extractor):
     assert hostile + "/png" not in _Hostile.seen  # no more rows were produced
 
 
+def test_cancelling_extract_stops_its_download_at_once(hostile, make_extractor):
+    ex = make_extractor(fetch_urls=True, allow_private_urls=True)
+    timings: dict[str, float] = {}
+
+    async def main() -> None:
+        task = asyncio.create_task(ex.aextract("describe", images=hostile + "/trickle"))
+        while not _Hostile.got_request.is_set() and not task.done():
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        timings["cancel"] = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        timings["cancelled"] = time.monotonic()
+
+    # Before: the download ran in the event loop's own thread, so the cancel waited for it.
+    _, outcome = finishes_within(20, lambda: asyncio.run(main()))
+    assert outcome is None, outcome
+    assert timings["cancelled"] - timings["cancel"] < 5  # generous; ~0.05 s
+
+
 CTRL_C_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     """
     import sys, time
