@@ -31,7 +31,9 @@ from .frame import build_frame, check_clashes, check_output_names
 from .inputs import Content, RowInput, TextSpec, amake_row, prepare
 from .limits import Budget, Limiter
 from .media import (
+    DEFAULT_FETCH_TIMEOUT,
     DEFAULT_MAX_DECODE_PIXELS,
+    DEFAULT_MAX_FETCH_BYTES,
     DEFAULT_MAX_IMAGE_PIXELS,
     MediaOptions,
     current_options,
@@ -119,7 +121,9 @@ class Extractor(Generic[T]):
     ``kx_web_searches`` column). ``max_image_pixels``: larger images are downscaled to this many
     pixels (default 1,048,576 = 1024 x 1024, at most ~1,370 image tokens; None: never; see
     ``kimi_extract.media``). ``fetch_urls``: download http(s) image/video URLs and send them inline
-    instead of passing the URLs through (``fetch_timeout`` bounds each whole download).
+    instead of passing the URLs through. ``fetch_timeout``: seconds for each whole download
+    (connect to last byte, redirects included; default 30). ``max_fetch_bytes``: largest image
+    download, after decompression (default 20 MiB).
     ``allow_private_urls``: let ``fetch_urls`` reach loopback, private, link-local and other
     non-public addresses (refused by default, after DNS and on every redirect).
     ``max_decode_pixels``: refuse to decode an image larger than this many pixels (default
@@ -162,6 +166,8 @@ class Extractor(Generic[T]):
         http_backend: str = "aiohttp",
         max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS,
         fetch_urls: bool = False,
+        fetch_timeout: float = DEFAULT_FETCH_TIMEOUT,
+        max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES,
         allow_private_urls: bool = False,
         max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS,
     ) -> None:
@@ -282,6 +288,8 @@ class Extractor(Generic[T]):
         self.media = MediaOptions(
             max_image_pixels=max_image_pixels,
             fetch_urls=fetch_urls,
+            fetch_timeout=fetch_timeout,
+            max_fetch_bytes=max_fetch_bytes,
             allow_private_urls=allow_private_urls,
             max_decode_pixels=max_decode_pixels,
         )

@@ -591,11 +591,18 @@ def test_whatever_a_cell_holds_the_worst_case_is_that_rows_error(text, image, dr
         ("max_decode_pixels", 10),
         ("max_decode_pixels", "50M"),
         ("fetch_urls", 1),
+        ("fetch_timeout", 0),
+        ("max_fetch_bytes", -1),
     ],
 )
 def test_new_media_options_are_checked_when_the_extractor_is_built(make_extractor, option, value):
     with pytest.raises(ConfigurationError, match=option):
         make_extractor(**{option: value})
+
+
+def test_download_limits_are_extractor_options(make_extractor):
+    ex = make_extractor(fetch_urls=True, fetch_timeout=2.5, max_fetch_bytes=1000)
+    assert (ex.media.fetch_timeout, ex.media.max_fetch_bytes) == (2.5, 1000)
 
 
 @pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), "30"])
