@@ -189,7 +189,7 @@ plans = st.builds(
     error_type=st.sampled_from(ERROR_TYPES),
     junk=JSON,
     raw=st.binary(max_size=64)
-    | st.sampled_from([b"", b"[" * 50_000, b"data: {\n\n", KEY.encode()]),
+    | st.sampled_from([b"", b"[" * 50_000, b"data: {\n\n", KEY.encode(), b" " * 300_000]),
     encoding=st.sampled_from(
         ["plain", "plain", "gzip", "fake-gzip", "chunked", "short-length", "long-length"]
     ),
@@ -266,6 +266,7 @@ def test_any_server_answer_ends_in_row_errors_and_never_leaks_the_key(
         adaptive=False,
         http_backend=backend,
         stream=stream,
+        max_response_bytes=200_000,
     )
     texts: list[str] = []
     try:
