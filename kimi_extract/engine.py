@@ -20,6 +20,7 @@ its ``max_completion_tokens``) before it is sent, so billed totals never cross a
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import math
 import time
@@ -30,6 +31,8 @@ from typing import Any, Protocol
 from pydantic import BaseModel
 
 from .exceptions import (
+    APIConnectionError,
+    APIError,
     AuthenticationError,
     BadRequestError,
     BudgetExceeded,
@@ -43,7 +46,7 @@ from .exceptions import (
     ValidationFailedError,
 )
 from .inputs import RowInput, next_blocking
-from .limits import Budget, Limiter
+from .limits import Budget, Limiter, Reservation
 from .models import MAX_COMPLETION_TOKENS
 from .request import (
     Answer,
@@ -161,6 +164,36 @@ class RunStop(Exception):
 
 class _OverBudget(Exception):
     """Internal: the next attempt of a row does not fit the budget; ``message`` is its kx_error."""
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """An attempt that may have been billed without telling us how much: a timeout, a reset or cut
+    stream after sending, or a 200 whose body or usage was unusable. An error status is not."""
+    if isinstance(exc, APIConnectionError):
+        return True
+    return isinstance(exc, APIError) and exc.status in (None, 200)
+
+
+#: The budget reservation of the request the current task is sending (see ``charge_retry``).
+_CURRENT_ATTEMPT: contextvars.ContextVar[tuple[Engine, Reservation] | None] = (
+    contextvars.ContextVar("kimi_extract_attempt", default=None)
+)
+
+
+def charge_retry(exc: BaseException, wait: float) -> None:
+    """``Transport(on_retry=...)``: before a retry, charge a failed attempt whose outcome is unknown
+    at its worst case, and refuse the retry (the row's budget error) when it no longer fits."""
+    current = _CURRENT_ATTEMPT.get()
+    if current is None or not outcome_unknown(exc):
+        return
+    engine, reservation = current
+    budget = engine.budget
+    if budget is None:
+        return
+    budget.charge(reservation)
+    if not budget.still_fits():
+        engine.budget_hit = True
+        raise _OverBudget(BUDGET_ERROR)
 
 
 class Engine:
@@ -296,7 +329,8 @@ class Engine:
         if reservation is None:
             self.budget_hit = True
             raise _OverBudget(BUDGET_ERROR)
-        billed = None
+        billed: Any = None
+        token = _CURRENT_ATTEMPT.set((self, reservation))
         try:
             answer = await self.transport.complete(body, exchange, prompt_estimate)
             settings = self.settings
@@ -306,7 +340,12 @@ class Engine:
                 ttl=settings.cache_ttl,
             )
             return answer
+        except Exception as exc:
+            if outcome_unknown(exc):
+                budget.charge(reservation)  # it may have been billed: count its worst case
+            raise
         finally:
+            _CURRENT_ATTEMPT.reset(token)
             budget.settle(reservation, billed)
 
     def _check_run_stop(self, exc: BaseException) -> None:

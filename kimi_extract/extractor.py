@@ -15,7 +15,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from .backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
-from .engine import RowResult, RowSettings
+from .engine import RowResult, RowSettings, charge_retry
 from .estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .exceptions import (
     BudgetExceeded,
@@ -640,6 +640,7 @@ class Extractor(Generic[T]):
         return Transport(
             base_url=self.base_url,
             api_key=self._api_key,
+            on_retry=charge_retry,  # budgets count retried attempts of unknown cost
             concurrency=self.concurrency,
             timeout=self.timeout,
             max_response_bytes=self.max_response_bytes,

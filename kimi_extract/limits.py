@@ -625,6 +625,22 @@ class Budget:
                 if not waiter.done():
                     waiter.cancel()
 
+    def charge(self, reservation: Reservation) -> None:
+        """Count an attempt whose billing is unknown (timeout, cut stream, unusable answer) as its
+        worst case; the reservation stays held for the next attempt of the same request."""
+        self.spent_tokens += reservation.tokens
+        self.spent_cost += reservation.cost
+
+    def still_fits(self) -> bool:
+        """Whether what is spent and reserved is still within every cap."""
+        tokens = self.spent_tokens + self.reserved_tokens
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            return False
+        return not (
+            self.max_cost is not None
+            and self.spent_cost + self.reserved_cost > self.max_cost + 1e-12
+        )
+
     def settle(self, reservation: Reservation, usage: Any) -> None:
         """Replace a reservation by the attempt's billed usage (a ``Usage``; None: unknown)."""
         self.reserved_tokens -= reservation.tokens

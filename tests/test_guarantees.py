@@ -356,6 +356,19 @@ def test_a_row_that_cannot_fit_alone_is_that_rows_budget_error(sim, make_extract
     assert sim.history == []
 
 
+def test_attempts_of_unknown_cost_count_as_their_worst_case(sim, make_extractor):
+    # A 200 whose usage is unusable may still have been billed: each such attempt (retried by
+    # the transport) is charged its worst case, so retries stop once that would cross the cap.
+    sim.responder = lambda r: Reply(usage={"prompt_tokens": -5, "completion_tokens": 3})
+    with pytest.raises(kx.BudgetExceeded) as info:
+        make_extractor(
+            max_tokens=5_000, max_completion_tokens=1_000, max_retries=8, concurrency=2
+        ).run(["a", "b", "c"])
+    # Every attempt may bill up to 1,000 completion tokens (+ its prompt): at most 5 fit.
+    assert 1 <= len(chat_requests(sim)) <= 5
+    assert len(info.value.partial) == 3
+
+
 @settings(
     max_examples=15,
     deadline=None,
