@@ -544,8 +544,10 @@ class Budget:
     ``spent + reserved by attempts in flight + its worst case`` stays within every cap; otherwise
     it waits for attempts in flight to settle, and when nothing is in flight and it still does not
     fit, the budget is exhausted (``reserve`` returns None). When the answer arrives the reservation
-    is replaced by the billed usage, which can only be lower. So the billed total never exceeds
-    ``max_tokens`` / ``max_cost`` (as long as the server bills no more than the request allows).
+    is replaced by the billed usage, which can only be lower; an attempt whose billing is unknown
+    (timeout, cut stream, unusable answer) is counted as its worst case (``charge``). So the billed
+    total never exceeds ``max_tokens`` / ``max_cost`` (as long as the server bills no more than
+    the request allows).
     """
 
     def __init__(
