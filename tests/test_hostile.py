@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -239,7 +240,7 @@ DOCUMENTED = (kx.RunStopped,)  # BudgetExceeded is one; RunInterrupted needs a C
 
 
 @settings(
-    max_examples=40,
+    max_examples=int(os.environ.get("KX_HOSTILE_EXAMPLES", "40")),  # raise it for a soak run
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
