@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import zlib
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -149,6 +150,43 @@ def _check_declared_length(status: int, headers: Mapping[str, str], limit: int) 
         return
     if declared > limit:
         raise _too_large(status, limit)
+
+
+#: Inflate at most this much per step, so one compressed network chunk cannot balloon in memory.
+_INFLATE_STEP = 1 << 16
+
+
+async def _inflate(raw: AsyncIterator[bytes], encoding: str) -> AsyncIterator[bytes]:
+    """gzip / deflate bodies decoded in bounded steps (httpx's own decoder inflates a whole
+    network chunk at once: ~1,000x its size for a gzip bomb). A bad stream raises zlib.error."""
+    zlib_or_raw_deflate = encoding == "deflate"
+    decoder = zlib.decompressobj(zlib.MAX_WBITS | (0 if zlib_or_raw_deflate else 16))
+    first = True
+    async for chunk in raw:
+        data = chunk
+        if first and zlib_or_raw_deflate and data:
+            first = False
+            try:  # "deflate" is zlib-wrapped by the RFC, raw in practice now and then
+                decoder.copy().decompress(data[:64])
+            except zlib.error:
+                decoder = zlib.decompressobj(-zlib.MAX_WBITS)
+        while data:
+            out = decoder.decompress(data, _INFLATE_STEP)
+            if out:
+                yield out
+            data = decoder.unconsumed_tail
+    tail = decoder.flush()
+    if tail:
+        yield tail
+
+
+def _decoded_chunks(response: Any) -> AsyncIterator[bytes]:
+    """An httpx response's body, decoded in bounded steps where we can (gzip, deflate)."""
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    if encoding in ("gzip", "x-gzip", "deflate"):
+        return _inflate(response.aiter_raw(), "deflate" if encoding == "deflate" else "gzip")
+    result: AsyncIterator[bytes] = response.aiter_bytes()
+    return result
 
 
 async def _read_capped(chunks: AsyncIterator[bytes], status: int, limit: int) -> bytes:
@@ -303,7 +341,11 @@ class HttpxBackend:
             max_connections=self.concurrency, max_keepalive_connections=self.concurrency
         )
         transport = None
-        errors: tuple[type[BaseException], ...] = (httpx.TransportError, httpx.DecodingError)
+        errors: tuple[type[BaseException], ...] = (
+            httpx.TransportError,
+            httpx.DecodingError,
+            zlib.error,  # from _inflate
+        )
         if self.aiohttp:
             import aiohttp
             from httpx_aiohttp import AiohttpTransport
@@ -342,7 +384,7 @@ class HttpxBackend:
 
                 async def lines() -> AsyncIterator[str]:
                     try:
-                        async for line in _capped_lines(response.aiter_bytes(), status, limit):
+                        async for line in _capped_lines(_decoded_chunks(response), status, limit):
                             yield line
                     except self._timeouts as exc:
                         raise APITimeoutError(f"stream timed out ({type(exc).__name__})") from None
@@ -352,7 +394,7 @@ class HttpxBackend:
                         ) from None
 
                 async def read() -> bytes:
-                    return await _read_capped(response.aiter_bytes(), status, limit)
+                    return await _read_capped(_decoded_chunks(response), status, limit)
 
                 yield StreamReply(status, response.headers, lines(), read)
         except self._timeouts as exc:

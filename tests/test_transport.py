@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import gzip
+import json
 import logging
 import time
 import zlib
@@ -428,3 +430,24 @@ def test_ctrl_c_ends_a_run_against_a_trickling_server_within_2_s(backend, stream
     out, err = proc.communicate(timeout=60)
     assert line == "interrupted", err
     assert elapsed < 5, elapsed  # promised: 2 s (typically ~0.1 s); generous against load
+
+
+@pytest.mark.parametrize("backend", ["aiohttp", "httpx", "httpx-aiohttp"])
+@pytest.mark.parametrize("encoding", ["gzip", "deflate-zlib", "deflate-raw", "bad-gzip"])
+def test_compressed_answers_are_read_in_bounded_steps(server, backend, encoding):
+    body = json.dumps(completion('{"value": "' + "z" * 200_000 + '"}')).encode()
+    if encoding == "gzip":
+        data, name = gzip.compress(body), "gzip"
+    elif encoding == "deflate-zlib":
+        data, name = zlib.compress(body), "deflate"
+    elif encoding == "deflate-raw":
+        raw = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+        data, name = raw.compress(body) + raw.flush(), "deflate"
+    else:
+        data, name = b"\x1f\x8b not gzip at all", "gzip"
+    server.respond = lambda r: http(200, data, headers={"Content-Encoding": name})
+    out = make(server, http_backend=backend, max_retries=0).run(["a"])
+    if encoding == "bad-gzip":
+        assert out.loc[0, "kx_error"].startswith("APIConnectionError")
+    else:
+        assert out.loc[0, "kx_error"] is None and len(out.loc[0, "value"]) == 200_000
