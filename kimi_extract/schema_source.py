@@ -54,8 +54,8 @@ _FORMATS = {
     "time": "time (HH:MM:SS)",
 }
 _SILENT_FORMATS = frozenset({"binary"})  # bytes travel as plain UTF-8 text
-#: a Decimal written as a string: plain decimal notation (pydantic also reads exponents)
-_DECIMAL_PATTERN = r"^-?\d+(\.\d+)?$"
+#: a Decimal written as a string: ASCII digits, optionally an exponent (as pydantic writes one)
+_DECIMAL_PATTERN = r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
 _BOUNDS = (
     ("minimum", "minimum"),
     ("maximum", "maximum"),

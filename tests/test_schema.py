@@ -399,7 +399,10 @@ def test_decimal_is_number_or_numeric_string() -> None:
     result = compiled(Everything)
     amount = props(result, "amount")
     assert amount == {
-        "anyOf": [{"type": "number"}, {"type": "string", "pattern": r"^-?\d+(\.\d+)?$"}]
+        "anyOf": [
+            {"type": "number"},
+            {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"},
+        ]
     }
 
     class Money(BaseModel):

@@ -7,8 +7,8 @@ recursion, constrained types, datetimes, decimals and tuples:
 - any instance drawn from the compiled schema alone is accepted by ``CompiledSchema.parse``
   (decode, then the model's own validation).
 
-The instance generator honours the schema's keywords and, of the words the compiler writes, only
-what the simulator's generator also reads (formats, timezone rules, key types). Rules the
+The instance generator honours the schema's keywords and, of the words the compiler writes, the
+formats, timezone rules and key types. Rules the
 compiler states in words only and this generator ignores are kept out of the models: past/future
 dates, exclusive bounds and multiples of floats, unique items.
 """
@@ -152,6 +152,9 @@ def instances(
         keys = _TEXT
         if "keys: integer values written as text" in words:
             keys = st.integers(-9, 9).map(str)
+        for word in words:  # a dict keyed by an Enum whose values may be null
+            if word.startswith("keys: one of "):
+                keys = st.sampled_from(word.removeprefix("keys: one of ").split(", "))
         values = node["additionalProperties"]
         value = instances(values, defs, depth + 1) if values else _ANY
         return st.dictionaries(keys, value, max_size=0 if depth > 3 else 2)
@@ -215,4 +218,7 @@ def test_compiled_schemas_pass_ultra_and_their_instances_validate(
     # and the model's own values go back to the compiled shape, which the schema accepts
     sent = compiled.encode(parsed.model_dump(mode="json", by_alias=True))
     jsonschema.validate(sent, schema)
-    assert compiled.parse(json.dumps(sent)) == parsed
+    # as pydantic's own JSON round trip (a union such as AwareDatetime | Decimal may move a value
+    # to another branch there too)
+    expected = model.model_validate_json(parsed.model_dump_json(by_alias=True))
+    assert compiled.parse(json.dumps(sent)) == expected
