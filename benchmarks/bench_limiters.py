@@ -25,17 +25,21 @@ request, so RPM binds at 50 rows/s):
   ``adaptive=True`` (the default) and ``adaptive=False``;
 - random 429s: concurrency 50, 1 s per request, RPM 6000 (twice what the run needs), and 30 % of
   requests refused with "max RPM: 6000, please try again after 1 seconds" whatever the load;
-  compared with the same server without them.
+  compared with the same server without them. 2,000 rows: a refused row must wait the second it
+  is told and may be refused again, so the last rows of any run straggle for ~3 s (50 rows in the
+  last round, each refused k times in a row with probability 0.3^k), a fixed cost that a longer
+  run dilutes.
 
 The windows are 6 s, not Kimi's 60 s, so a run of ~20 s sees several windows: the simulator's
 ``window_s=6`` keeps the limits per minute (the 429 message says "max RPM: 3000") and lets each
 6 s window hold a tenth of them. That is harder on a client that bursts (a 1 s burst is a sixth of
 a window rather than a sixtieth) and the same for one that paces smoothly; the client is not told
 the window. "limit rows/s" is the rate the binding limit sustains (RPM / 60; TPM / 60 / tokens per
-row; concurrency / mean latency); for the concurrency-bound shapes it is the best schedule of this
-run's rows (``ceil(rows / concurrency)`` rounds for a fixed latency; greedy list scheduling of the
-server's seeded latency draws for the lognormal one), so a finite run's tail is not counted
-against the client. A run that bursts into an empty first window can exceed 100 %.
+row, as billed), over a run whose last request is sent at that pace and then answered; for the
+concurrency-bound shapes it is the best schedule of this run's rows (``ceil(rows /
+concurrency)`` rounds for a fixed latency; greedy list scheduling of the server's seeded latency
+draws for the lognormal one), so a finite run's tail is not counted against the client. A run
+that bursts into an empty first window can exceed 100 %.
 """
 
 from __future__ import annotations
@@ -119,10 +123,13 @@ def best_makespan(durations: list[float], slots: int) -> float:
 
 def _limit_rate(shape: dict[str, Any], rows: int, tokens_per_row: float) -> float:
     server = shape["server"]
+    rate = None
     if "rpm" in server and server["rpm"] / 60 < server["max_concurrency"] / server["ttft_s"]:
-        return float(server["rpm"] / 60)
+        rate = server["rpm"] / 60
     if "tpm" in server:
-        return float(server["tpm"] / 60 / tokens_per_row)
+        rate = server["tpm"] / 60 / tokens_per_row
+    if rate is not None:  # the last request sent at the limit's pace, then answered
+        return rows / ((rows - 1) / rate + server["ttft_s"])
     slots = server["max_concurrency"]
     if server.get("latency") == "lognormal":
         from kimi_extract.simulator.limits import Latency
@@ -233,8 +240,9 @@ def measure(quick: bool) -> Section:
                     share >= TARGET_LATENCY,
                 )
             )
-    # Random 429s that are not a rate signal.
-    rows = 300 if quick else 1000
+    # Random 429s that are not a rate signal. Twice the rows: a refused row waits 1 s and may be
+    # refused again, so a run ends with a ~3 s tail of retries whatever the client does.
+    rows = 400 if quick else 2000
     base = {"max_concurrency": CONCURRENCY, "ttft_s": 1.0, "rpm": 2 * RPM, "window_s": WINDOW_S}
     limit = rows / (math.ceil(rows / CONCURRENCY) * 1.0)
     clean = _run(base, rows, {})

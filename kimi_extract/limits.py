@@ -14,11 +14,12 @@
   running mean of observed completions) and corrected to the real usage when the answer arrives.
 - **Learned limits**: Kimi's 429 messages name the limit that was hit ("max organization
   concurrency: 50", "max RPM: 3000", "max TPM: ..."). A named limit below the one in force is
-  adopted at once (and the slow start ends): the excess that caused the 429 was ours, and the
-  adopted limit removes it, so nothing else slows down. A 429 naming a limit we are clearly below
-  (under ``BELOW_LIMIT`` of it, measured over the last moments) is not a rate signal: only the
-  refused request waits. A 429 naming a limit we already keep, within a window of adopting it, is
-  the rest of our earlier burst: every sender waits the time the server states, nothing is cut.
+  adopted at once (a learned concurrency also ends the slow start): the excess that caused the
+  429 was ours, and the adopted limit removes it, so nothing else slows down. A 429 naming a limit
+  we adopted while bursting above it, within a window of adopting it, is the rest of that burst
+  still in the server's window: every sender waits the time the server states, nothing is cut.
+  Otherwise a 429 naming a limit we are clearly below (under ``BELOW_LIMIT`` of it, measured over
+  the last moments) is not a rate signal: only the refused request waits.
 - **Adaptive rate** (CUBIC, as in botocore's adaptive retry mode): a 429 naming a limit we have
   kept for a whole window (someone else shares the quota), or unnamed 429s
   (``engine_overloaded_error``, a bare message) that are the majority of recent answers, cut the
@@ -159,7 +160,7 @@ class Limiter:
         self.outer = OUTER_GATE.get()
         now = clock()
         self.window_allowed = min(concurrency, SLOW_START) if adaptive else concurrency
-        #: Slow start by time: from the first send, until a 429 signals a limit.
+        #: Slow start by time: from when the window first fills, until a 429 signals a limit.
         self._growing = adaptive and self.window_allowed < concurrency
         self._growth_start: float | None = None
         self._growth_sleepers = 0
@@ -182,6 +183,9 @@ class Limiter:
         #: Where each limit came from ("set" or "learned") and since when it has been kept.
         self._source = {name: "set" for name in ("concurrency", "rpm", "tpm")}
         self._kept_since = {"rpm": now, "tpm": now}
+        #: Whether we were sending above a limit when we learned it (so the server's window may
+        #: still hold that burst for up to a window).
+        self._burst_before = {"rpm": False, "tpm": False}
         self._request_pacer = self._new_pacer(rpm, now, full=True)
         self._token_pacer = self._new_pacer(tpm, now, full=True)
         self._rate_pacer: _Pacer | None = None
@@ -235,11 +239,9 @@ class Limiter:
                     self._growth_sleepers -= 1
             else:
                 await self.sleep(wait)
-        if held is not None:
+        if held is not None and held != "growth":
             self._held[held] += 1
         now = self.clock()
-        if self._growth_start is None:
-            self._growth_start = now
         if self._first_send is None:
             self._first_send = now
         self._last_send = now
@@ -337,23 +339,27 @@ class Limiter:
     def bound_by(self) -> str | None:
         """Which limit held sends back most often, and the send rate over the run, e.g.
         ``"RPM 3,000 (learned from a 429): 49.5 requests/s"``; None when nothing held them."""
-        if not self._held:
+        cause = self._main_cause()
+        if cause is None:
             return None
-        cause, _ = self._held.most_common(1)[0]
         return f"{self._describe(cause)}: {self._run_rate():,.1f} requests/s"
 
     def binding(self) -> str | None:
         """A short form of ``bound_by`` for the progress bar, e.g. ``"RPM 3,000 (learned)"``."""
-        if not self._held:
-            return None
-        cause, _ = self._held.most_common(1)[0]
-        return self._describe(cause, short=True)
+        cause = self._main_cause()
+        return None if cause is None else self._describe(cause, short=True)
 
     # -- internals -------------------------------------------------------------------------
 
+    def _main_cause(self) -> str | None:
+        if self._held:
+            return self._held.most_common(1)[0][0]
+        # Nothing waited, but the requests filled every slot: the concurrency bound the run.
+        return "concurrency" if self.peak_in_flight >= self.max_concurrency else None
+
     def _describe(self, cause: str, short: bool = False) -> str:
-        if cause in ("concurrency", "growth"):
-            if cause == "growth" or self.window_allowed < self.max_concurrency:
+        if cause == "concurrency":
+            if self.window_allowed < self.max_concurrency:
                 return "concurrency window (adaptive)"
             value, name = self.max_concurrency, "concurrency"
         elif cause in ("rpm", "tpm"):
@@ -389,17 +395,17 @@ class Limiter:
         return self.window_allowed
 
     def _recent_rate(self, now: float, requests_per_s: float | None, tokens: bool) -> float:
-        """Our send rate (requests or tokens per second) over the last moments: the time the
-        limit takes to allow 20 requests (2 s for tokens), within 2 s .. one window."""
+        """Our rate of admitted sends (requests or tokens per second; sends refused with a 429
+        carry 0 tokens and do not count) over the last moments: the time the limit takes to
+        allow 20 requests (2 s for tokens), within 2 s .. one window."""
         span = 2.0 if requests_per_s is None else 20 / max(requests_per_s, 1e-9)
         span = min(WINDOW_S, max(2.0, span))
-        if self._first_send is not None:
-            span = min(span, max(now - self._first_send, 0.5))
         total = 0.0
         for entry in reversed(self._log):
             if entry[0] <= now - span:
                 break
-            total += entry[1] if tokens else 1.0
+            if entry[1] > 0:
+                total += entry[1] if tokens else 1.0
         return total / span
 
     def _read_named(self, learned: dict[str, int], now: float) -> str:
@@ -424,16 +430,16 @@ class Limiter:
                 continue
             limit = learned[name]
             current = self.rpm if name == "rpm" else self.tpm
-            if current is None or limit < current:
-                self._adopt(name, limit, now)
-                verdicts.append("adopted")
-                continue
             per_s = limit / WINDOW_S
             recent = self._recent_rate(now, per_s if name == "rpm" else None, name == "tpm")
-            if recent < BELOW_LIMIT * per_s:
-                verdicts.append("noise")
-            elif now - self._kept_since[name] < WINDOW_S:
+            if current is None or limit < current:
+                self._adopt(name, limit, now)
+                self._burst_before[name] = recent >= BELOW_LIMIT * per_s
+                verdicts.append("adopted")
+            elif self._burst_before[name] and now - self._kept_since[name] < WINDOW_S:
                 verdicts.append("leftover")  # the server still counts our burst from before
+            elif recent < BELOW_LIMIT * per_s:
+                verdicts.append("noise")
             else:
                 verdicts.append("congestion")
         for verdict in ("congestion", "leftover", "adopted"):
@@ -494,8 +500,10 @@ class Limiter:
         waits = [(self.pause_until - now, "pause")]
         window = self._window(now)
         if self.in_flight >= min(self.max_concurrency, window):
-            if not self._growing or self._growth_start is None or window >= self.max_concurrency:
+            if not self._growing or window >= self.max_concurrency:
                 return math.inf, "concurrency"
+            if self._growth_start is None:  # time growth starts once the window is full
+                self._growth_start = now - GROWTH_DOUBLING_S * math.log2(window / SLOW_START)
             # Sleep until the growing window has a slot for this waiter (and those ahead of it).
             wanted = self.in_flight + 1 + self._growth_sleepers
             when = self._growth_start + GROWTH_DOUBLING_S * math.log2(wanted / SLOW_START)
