@@ -7,9 +7,11 @@ import asyncio
 import heapq
 import itertools
 import random
+import re
 
 import pytest
 
+import kimi_extract as kx
 from kimi_extract.limits import BETA, PACING_SHARE, Limiter, limits_in_message
 
 
@@ -267,3 +269,33 @@ async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
     assert limiter.pause_until == vt.now + 1.0 and limiter.rate is not None
     for permit in permits[20:]:
         limiter.release(permit, 10)
+
+
+def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
+    from kimi_extract.cli import summary_table
+    from kimi_extract.simulator import Simulator
+
+    from .conftest import Review
+
+    with Simulator(max_concurrency=3, ttft_s=0.05) as sim:
+        ex = kx.Extractor(
+            Review, base_url=sim.base_url, api_key=sim.api_key, concurrency=10, progress=False
+        )
+        out = ex.run([f"review {i}: fine" for i in range(40)])
+    assert out["kx_error"].isna().all()
+    report = ex.last_run
+    assert report is not None and report.bound_by is not None
+    assert report.bound_by.startswith("concurrency 3 (learned from a 429): ")
+    assert "; bound by concurrency 3 (learned from a 429): " in report.summary()
+    assert re.search(r"^bound by +concurrency 3 \(learned", summary_table(report), re.M)
+
+
+async def test_the_progress_bar_says_which_limit_binds():
+    from kimi_extract.engine import Progress
+
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    await run_workers(limiter, vt, workers=100, requests=50, seed=0)
+    postfix = Progress(None, enabled=False, limiter=limiter).postfix()
+    assert "bound=RPM 600" in postfix
+    assert limiter.bound_by() is not None and limiter.bound_by().startswith("RPM 600: ")
