@@ -185,3 +185,14 @@ def test_simulator_options_reach_the_server() -> None:
             assert [post().status_code for _ in range(3)] == [200, 200, 429]
             clock.now = 660.0
             assert post().status_code == 200
+
+
+def test_simulate_command_passes_the_shapes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kimi_extract import cli, simulator
+
+    seen: dict[str, object] = {}
+    monkeypatch.setattr(simulator, "serve", lambda **options: seen.update(options))
+    argv = "simulate --port 0 --rpm 3000 --rate-shape bucket --window-s 6 --latency lognormal"
+    assert cli.main([*argv.split(), "--spurious-429-rate", "0.3"]) == 0
+    assert seen["rpm"] == 3000 and seen["rate_shape"] == "bucket" and seen["window_s"] == 6.0
+    assert seen["latency"] == "lognormal" and seen["spurious_429_rate"] == 0.3
