@@ -210,7 +210,8 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
     """Shared body of ``run`` and ``run-docs``: build, run (or estimate), write, summarize."""
     import pandas as pd
 
-    from .exceptions import KimiExtractError, RunStopped
+    from .exceptions import KimiExtractError, RunInterrupted, RunStopped
+    from .export import partial_path
     from .extractor import Extractor
 
     output = load_model(args.schema)
@@ -224,7 +225,7 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
                 return EXIT_OK
             frame = run(extractor)
             code = EXIT_OK
-        except RunStopped as stopped:
+        except (RunStopped, RunInterrupted) as stopped:
             print(f"error: {stopped}", file=sys.stderr)
             frame, code = stopped.partial, EXIT_STOPPED
         except (KimiExtractError, TypeError, ValueError) as exc:
@@ -232,7 +233,16 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
             return EXIT_STOPPED
     if frame is None:
         return code
-    if args.out:
+    if args.out and code == EXIT_STOPPED:
+        # An unfinished run never replaces --out: the rows so far go beside it.
+        kept = partial_path(Path(args.out))
+        write_table(frame, kept)
+        print(
+            f"the run did not finish: {args.out} was not changed; wrote the {len(frame):,} rows "
+            f"so far to {kept}",
+            file=sys.stderr,
+        )
+    elif args.out:
         write_table(frame, Path(args.out))
         print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
     with pd.option_context(
@@ -308,7 +318,11 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
     parser.add_argument("--rpm", type=int, help="client-side requests-per-minute limit")
     parser.add_argument("--tpm", type=int, help="client-side tokens-per-minute limit")
-    parser.add_argument("--max-cost", type=float, help="stop before spending more USD")
+    parser.add_argument(
+        "--max-cost",
+        type=float,
+        help="hard budget in USD: a request is sent only when its worst case still fits",
+    )
     parser.add_argument(
         "--cache", help="result store: a path, or 'off' (default: the user cache directory)"
     )

@@ -171,6 +171,7 @@ async def arun_documents(
     frame = pd.DataFrame({text_name: texts, images_name: images})
     use_images = any(cell for cell in images)
     stopped: RunStopped | None = None
+    cancelled = False
     if len(frame):
         with media_options(max_image_pixels=pixels):
             try:
@@ -183,6 +184,10 @@ async def arun_documents(
                 if exc.partial is None:
                     raise
                 stopped, results = exc, exc.partial
+            except asyncio.CancelledError:  # Ctrl-C: build the documents' partial, then go on
+                if extractor.last_partial is None:
+                    raise
+                cancelled, results = True, extractor.last_partial
     else:
         results = frame
     source_dtypes = (
@@ -198,6 +203,9 @@ async def arun_documents(
         out.insert(2, text_column, texts_kept)
     if explode is not None:
         out = explode_frame(out, model, explode, prefix=prefix, item_prefix=item_prefix)
+    if cancelled:
+        extractor.last_partial = out  # RunInterrupted.partial: the document rows
+        raise asyncio.CancelledError
     if stopped is not None:
         # The same class (RunStopped, BudgetExceeded...), now carrying the document rows.
         raise type(stopped)(str(stopped), partial=out, cause=stopped.cause) from stopped.cause

@@ -634,6 +634,7 @@ def test_a_raising_validator_is_that_rows_error(sim, make_extractor):
         ({"model": "my-own-model", "max_cost": 1.0}, "max_cost"),
     ],
 )
+@pytest.mark.filterwarnings("ignore:kimi_extract does not know the model")
 def test_bad_settings_raise_one_configuration_error(sim, make_extractor, options, setting):
     with pytest.raises(kx.ConfigurationError, match=setting):
         make_extractor(**options)
