@@ -17,7 +17,8 @@
   adopted at once (a learned concurrency also ends the slow start): the excess that caused the
   429 was ours, and the adopted limit removes it, so nothing else slows down. A 429 naming a limit
   we adopted while bursting above it, within a window of adopting it, is the rest of that burst
-  still in the server's window: every sender waits the time the server states, nothing is cut.
+  still in the server's window: every sender waits the time the server states (``LEFTOVER_WAIT_S``
+  when that is "1 seconds", Kimi's rounding of any shorter wait), nothing is cut.
   Otherwise a 429 naming a limit we are clearly below (under ``BELOW_LIMIT`` of it, measured over
   the last moments) is not a rate signal: only the refused request waits.
 - **Adaptive rate** (CUBIC, as in botocore's adaptive retry mode): a 429 naming a limit we have
@@ -72,6 +73,9 @@ DEFAULT_COMPLETION_GUESS = 512
 PACING_SHARE = 0.99
 #: ...and bursts of at most this many seconds' worth (at least one request).
 PACING_BURST_S = 0.05
+#: After a 429 that is the rest of our own burst and asks for at most a second (Kimi rounds up
+#: to whole seconds), every sender waits this long, not the whole second.
+LEFTOVER_WAIT_S = 0.25
 #: A 429 naming a limit while our recent rate is below this share of it is not a rate signal.
 BELOW_LIMIT = 0.8
 #: Unnamed 429s cut the rate only when their share of recent answers (decaying mean, weight
@@ -129,7 +133,8 @@ class _Pacer:
         self.time = now
 
     def wait(self, now: float, amount: float) -> float:
-        self.level = min(self.capacity, self.level + (now - self.time) * self.rate)
+        if self.level < self.capacity:  # a credit above it (an over-estimate returned) stays
+            self.level = min(self.capacity, self.level + (now - self.time) * self.rate)
         self.time = now
         need = min(amount, self.capacity)
         return 0.0 if self.level >= need - 1e-9 else (need - self.level) / self.rate
@@ -328,7 +333,10 @@ class Limiter:
             self._refusals += REFUSAL_WEIGHT * (1 - self._refusals)
             verdict = "congestion" if self._refusals > REFUSAL_SHARE else "noise"
         if verdict == "leftover" and retry_after is not None:
-            self.pause_until = max(self.pause_until, now + retry_after)
+            # Kimi rounds its wait up to whole seconds, so "1 seconds" means "within a second":
+            # everyone else waits only a moment before trying again.
+            wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
+            self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "congestion":
             self._growing = False
             if retry_after is not None:

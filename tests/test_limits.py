@@ -12,7 +12,13 @@ import re
 import pytest
 
 import kimi_extract as kx
-from kimi_extract.limits import BETA, PACING_SHARE, Limiter, limits_in_message
+from kimi_extract.limits import (
+    BETA,
+    LEFTOVER_WAIT_S,
+    PACING_SHARE,
+    Limiter,
+    limits_in_message,
+)
 
 
 class VirtualTime:
@@ -205,6 +211,9 @@ async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it
     # counts our earlier burst. Everyone waits the stated time; nothing is cut.
     limiter.throttled(4.0, message)
     assert limiter.pause_until == pytest.approx(vt.now + 4.0) and limiter.rate is None
+    vt.now += 4.0
+    limiter.throttled(1.0, message)  # "1 seconds": Kimi's rounding of any shorter wait
+    assert limiter.pause_until == pytest.approx(vt.now + LEFTOVER_WAIT_S)
     # Refused while keeping it for more than a window: someone else uses the quota. Cut.
     vt.now += 61.0
     await vt.drive([asyncio.create_task(send()) for _ in range(100)])
