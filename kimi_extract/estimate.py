@@ -151,8 +151,19 @@ def row_prompt_tokens(
         if store is None:
             stored.append(False)
             continue
-        stored.append(store.get(settings.store_key(user)) is not None)
+        stored.append(_usable(store.get(settings.store_key(user)), settings))
     return prompts, stored
+
+
+def _usable(hit: Any, settings: RowSettings) -> bool:
+    """A stored answer the run would serve: present and still valid for the output model."""
+    if hit is None:
+        return False
+    try:
+        settings.compiled.parse(hit.output)
+    except Exception:
+        return False  # the run will ask again
+    return True
 
 
 def auto_cache_ttl(

@@ -146,6 +146,32 @@ def test_an_excluded_field_gets_its_column(sim, make_extractor):
     assert out["internal"].tolist() == ["x", "x"] and out["kx_error"].isna().all()
 
 
+def _item_model(reject: str | None) -> type[BaseModel]:
+    class Item(BaseModel):  # the same name and fields: the same schema, so the same store key
+        name: str
+
+        @field_validator("name")
+        @classmethod
+        def check(cls, v: str) -> str:
+            if v == reject:
+                raise ValueError("rejected by the new rule")
+            return v
+
+    return Item
+
+
+def test_a_stored_answer_the_model_now_rejects_is_asked_again(sim, make_extractor, tmp_path):
+    sim.responder = lambda r: Reply(content={"name": "bob" if "old" in r.user_text else "ann"})
+    store = tmp_path / "s.sqlite3"
+    make_extractor(_item_model(None), cache=store).run(["old row", "new row"])
+    stricter = make_extractor(_item_model("bob"), cache=store, validation_retries=0)
+    assert stricter.estimate(["old row", "new row"]).stored_rows == 1  # only "ann" still passes
+    sent = len(chat_requests(sim))
+    out = stricter.run(["old row", "new row"])
+    assert out["kx_from_cache"].tolist() == [False, True]
+    assert len(chat_requests(sim)) == sent + 1
+
+
 # -- 3. The store belongs to an endpoint -------------------------------------------------------
 
 
