@@ -140,6 +140,88 @@ def test_a_resumed_run_equals_the_first_and_sends_nothing(
     ]
 
 
+FIELD_TYPES: list[Any] = [
+    int,
+    float,
+    str,
+    bool,
+    list[str],
+    int | None,
+    dict[str, int],
+    list[Inner],
+    Inner,
+    SecretStr,
+]
+TWISTS = ["plain", "scale", "append", "alias", "serializer", "exclude"]
+
+
+def _twisted_model(fields: list[tuple[Any, str]], computed: bool) -> type[BaseModel]:
+    """A model whose fields carry validators that change values, aliases, serializers or
+    exclusions: any of them breaks a store that keeps a re-serialized value."""
+    definitions: dict[str, Any] = {}
+    validators: dict[str, Any] = {}
+    for i, (annotation, twist) in enumerate(fields):
+        name = f"f{i}"
+        if twist == "alias":
+            definitions[name] = (
+                annotation,
+                Field(validation_alias=f"in{i}", serialization_alias=f"out{i}"),
+            )
+        elif twist == "exclude":
+            definitions[name] = (annotation, Field(exclude=True))
+        else:
+            definitions[name] = (annotation, ...)
+        if twist == "scale" and annotation in (int, float):
+            validators[f"v{i}"] = field_validator(name)(classmethod(lambda cls, v: v * 3 + 1))
+        elif twist == "append" and annotation is str:
+            validators[f"v{i}"] = field_validator(name)(classmethod(lambda cls, v: v + "!"))
+        elif twist == "serializer":
+            validators[f"s{i}"] = field_serializer(name)(lambda self, v: repr(v))
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "Twisted",
+        __base__=_ForbidWithTotal if computed else _Forbid,
+        __validators__=validators,
+        **definitions,
+    )
+
+
+class _Forbid(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _ForbidWithTotal(_Forbid):
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def total(self) -> int:
+        return len(type(self).model_fields)
+
+
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    fields=st.lists(
+        st.tuples(st.sampled_from(FIELD_TYPES), st.sampled_from(TWISTS)), min_size=1, max_size=5
+    ),
+    computed=st.booleans(),
+)
+def test_resume_equals_the_first_run_for_any_model_shape(
+    sim, make_extractor, tmp_path_factory, fields, computed
+):
+    model = _twisted_model(fields, computed)
+    store = tmp_path_factory.mktemp("store") / "s.sqlite3"
+    rows = [f"row {i}" for i in range(3)]
+    first = make_extractor(model, cache=store).run(rows)
+    assert first["kx_error"].isna().all(), first["kx_error"].tolist()
+    sent = len(chat_requests(sim))
+    rerun = make_extractor(model, cache=store).run(rows)
+    assert len(chat_requests(sim)) == sent
+    columns = list(model.model_fields)
+    assert rerun[columns].equals(first[columns])
+
+
 def test_an_excluded_field_gets_its_column(sim, make_extractor):
     sim.responder = lambda r: Reply(content={"name": "a", "internal": "x"})
     out = make_extractor(Excluded).run(["one", "two"])
