@@ -447,21 +447,38 @@ def test_budgets_hold_against_long_answers(sim, make_extractor):
     assert 0 < _billed(sim, ex.pricing)[0] <= 20_000
     sim.reset()
     # One 16,384-token completion may cost $0.16 at $10/M: $0.05 cannot pay for any request.
-    with pytest.raises(kx.BudgetExceeded) as info:
-        make_extractor(max_cost=0.05, concurrency=16).run(rows)
-    assert sim.history == []
-    assert info.value.partial["kx_error"].str.contains("more than max_cost=\\$0.05").all()
+    with pytest.raises(kx.ConfigurationError, match="max_cost=\\$0.05 .*max_completion_tokens"):
+        make_extractor(max_cost=0.05, concurrency=16)
     with pytest.raises(kx.BudgetExceeded) as info:
         make_extractor(max_cost=0.5, concurrency=16).run(rows)
     assert 0.3 < _billed(sim, ex.pricing)[1] <= 0.5  # what fits is spent, no more
 
 
 def test_a_row_that_cannot_fit_alone_is_that_rows_budget_error(sim, make_extractor):
+    long_row = " ".join(["word"] * 6_000)  # its prompt alone passes the cap
     with pytest.raises(kx.BudgetExceeded) as info:
-        make_extractor(max_tokens=1_000, max_completion_tokens=4_000).run(["a", "b"])
+        make_extractor(max_tokens=5_000, max_completion_tokens=1_000, concurrency=1).run(
+            ["short", long_row, "short too"]
+        )
     errors = info.value.partial["kx_error"].tolist()
-    assert all(e.startswith("budget: ") and "max_tokens=1,000" in e for e in errors), errors
-    assert sim.history == []
+    assert errors[0] is None and errors[2] is None  # the others were sent
+    assert errors[1].startswith("budget: ") and "max_tokens=5,000" in errors[1], errors
+    assert len(chat_requests(sim)) == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_tokens": 16_384}, "max_tokens=16,384 cannot pay for one request"),
+        ({"max_tokens": 900, "max_completion_tokens": 1_000}, "max_tokens=900"),
+        ({"max_cost": 0.001, "max_completion_tokens": 200}, "max_cost=\\$0.001"),
+    ],
+)
+def test_a_budget_that_cannot_pay_for_one_request_is_a_configuration_error(
+    sim, make_extractor, options, message
+):
+    with pytest.raises(kx.ConfigurationError, match=message):
+        make_extractor(**options)
 
 
 def test_attempts_of_unknown_cost_count_as_their_worst_case(sim, make_extractor):
@@ -495,13 +512,18 @@ def test_billed_totals_never_cross_a_budget(
 ):
     sim.reset()
     sim.responder = _long_answers(answer)
-    ex = make_extractor(
-        max_tokens=max_tokens,
-        max_cost=max_cost,
-        max_completion_tokens=cap,
-        concurrency=concurrency,
-        cache=False,
-    )
+    try:
+        ex = make_extractor(
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_completion_tokens=cap,
+            concurrency=concurrency,
+            cache=False,
+        )
+    except kx.ConfigurationError:  # a cap below one request's completion budget
+        output_price = make_extractor(cache=False).pricing.output  # USD per 1M tokens
+        assert max_tokens <= cap or (max_cost is not None and cap * output_price / 1e6 >= max_cost)
+        return
     try:
         out = ex.run([f"row {i}" for i in range(rows)])
     except kx.BudgetExceeded as stopped:

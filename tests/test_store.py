@@ -286,7 +286,8 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp
 
 def test_max_cost_budget(sim, make_extractor):
     with pytest.raises(kx.BudgetExceeded):
-        make_extractor(max_cost=0.0001, concurrency=2).run(ROWS)
+        # Every row's worst case (its prompt + 5 completion tokens) costs more than $0.0001.
+        make_extractor(max_cost=0.0001, max_completion_tokens=5, concurrency=2).run(ROWS)
     with pytest.raises(kx.ConfigurationError):
         make_extractor(max_cost=-1)
 
