@@ -74,7 +74,7 @@ from pydantic import BaseModel
 
 from .accessor import build_extractor
 from .exceptions import ConfigurationError
-from .extractor import Extractor
+from .extractor import Extractor, check_budget_fits
 from .frame import build_frame, check_clashes
 from .inputs import prepare
 from .limits import OUTER_GATE, Limiter
@@ -124,6 +124,14 @@ def extract(
             "a Dask run commits every row to a result store so a failed partition resumes: pass "
             "store='/path/results.sqlite3' (or Extractor(cache=...))"
         )
+    # Each partition's share must still pay for one request, or no partition could send any.
+    check_budget_fits(
+        None if extractor.max_tokens is None else extractor.max_tokens // ddf.npartitions,
+        None if extractor.max_cost is None else extractor.max_cost / ddf.npartitions,
+        extractor.max_completion_tokens,
+        extractor.pricing,
+        per=f" per partition ({ddf.npartitions} partitions share the budget)",
+    )
     meta = output_meta(ddf, extractor, run_options)
     limits = cluster_limits(extractor, slots)
     worker_copy = copy.copy(extractor)

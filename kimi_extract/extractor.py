@@ -272,7 +272,7 @@ class Extractor(Generic[T]):
                 f"max_cost needs prices for {model}: pass pricing=kx.Pricing(...) "
                 "(or use max_tokens)"
             )
-        _check_budget_fits(max_tokens, max_cost, max_completion_tokens, self.pricing)
+        check_budget_fits(max_tokens, max_cost, max_completion_tokens, self.pricing)
         self.base_url = base_url or os.environ.get(BASE_URL_ENV_VAR) or DEFAULT_BASE_URL
         self.router = Router(base_url or os.environ.get(BASE_URL_ENV_VAR))
         #: Whose answers the store keeps: part of every store key (``store.endpoint_identity``).
@@ -707,17 +707,18 @@ class Extractor(Generic[T]):
         return kept, stop_cause, report
 
 
-def _check_budget_fits(
+def check_budget_fits(
     max_tokens: int | None,
     max_cost: float | None,
     max_completion_tokens: int,
     pricing: Pricing | None,
+    per: str = "",
 ) -> None:
     """A budget must pay for one request's worst case, or no request could ever be sent."""
     fix = "raise it or lower max_completion_tokens (each request reserves all of it)"
     if max_tokens is not None and max_tokens <= max_completion_tokens:
         raise ConfigurationError(
-            f"budget max_tokens={max_tokens:,} cannot pay for one request: its worst case is "
+            f"budget max_tokens={max_tokens:,}{per} cannot pay for one request: its worst case is "
             f"max_completion_tokens={max_completion_tokens:,} plus the prompt; {fix}"
         )
     if max_cost is not None and pricing is not None and pricing.output > 0:
@@ -725,7 +726,7 @@ def _check_budget_fits(
         if completion_cost >= max_cost:
             fitting = int(max_cost * 1_000_000 / pricing.output)
             raise ConfigurationError(
-                f"budget max_cost=${max_cost:g} cannot pay for one request: "
+                f"budget max_cost=${max_cost:g}{per} cannot pay for one request: "
                 f"max_completion_tokens={max_completion_tokens:,} may cost "
                 f"${completion_cost:.4f} at ${pricing.output:g}/M output tokens (fewer than "
                 f"{fitting:,} would fit); {fix}"

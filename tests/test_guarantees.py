@@ -852,3 +852,15 @@ def test_ctrl_c_in_run_documents_gives_the_documents_partial(tmp_path: Path):
     _interrupt_when_stored(proc, store, 1)
     out, err = proc.communicate(timeout=30)
     assert out.split() == ["RunInterrupted", "12", "True", "False", "1"], err
+
+
+def test_a_dask_budget_share_that_cannot_pay_for_one_request_is_refused_up_front(
+    make_extractor, tmp_path: Path
+):
+    dd = pytest.importorskip("dask.dataframe")
+    from kimi_extract.dask import extract
+
+    ddf = dd.from_pandas(pd.DataFrame({"review": [f"r{i}" for i in range(8)]}), npartitions=4)
+    ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, cache=tmp_path / "s.db")
+    with pytest.raises(kx.ConfigurationError, match="per partition"):
+        extract(ddf, ex, text="review", slots=2, client=object())  # type: ignore[arg-type]
