@@ -172,11 +172,17 @@ class Extractor(Generic[T]):
         max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS,
     ) -> None:
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
-            raise TypeError(f"output must be a pydantic BaseModel subclass, got {output!r}")
-        if instructions is not None and not isinstance(instructions, str):
-            raise ConfigurationError(
-                f"instructions must be a string or None, got {type(instructions).__name__}"
-            )
+            # SchemaError is a ConfigurationError and a TypeError (what this raised before).
+            raise SchemaError(f"output must be a pydantic BaseModel subclass, got {output!r}")
+        for name, text_setting in (
+            ("base_url", base_url),
+            ("api_key", api_key),
+            ("instructions", instructions),
+        ):
+            if text_setting is not None and not isinstance(text_setting, str):
+                raise ConfigurationError(
+                    f"{name} must be a string or None, got {type(text_setting).__name__}"
+                )
         if not isinstance(prefix, str):
             raise ConfigurationError(f"prefix must be a string, got {type(prefix).__name__}")
         if not isinstance(model, str) or not model:

@@ -750,6 +750,8 @@ def test_a_raising_validator_is_that_rows_error(sim, make_extractor):
     ("options", "setting"),
     [
         ({"instructions": 123}, "instructions"),
+        ({"base_url": 8000}, "base_url"),
+        ({"api_key": b"sk-bytes"}, "api_key"),
         ({"timeout": -1}, "timeout"),
         ({"timeout": 0}, "timeout"),
         ({"timeout": math.nan}, "timeout"),
