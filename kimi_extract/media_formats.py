@@ -110,30 +110,12 @@ def structure_problem(data: bytes, mime: str) -> str | None:
     return None
 
 
-def _jpeg_scan_start(data: bytes) -> int | None:
-    """The offset of the jpeg's first start-of-scan marker, or None when the headers end first."""
-    offset = 2
-    while offset + 4 <= len(data):
-        if data[offset] != 0xFF:
-            return None
-        marker = data[offset + 1]
-        if marker == 0xFF:
-            offset += 1
-            continue
-        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7:
-            offset += 2
-            continue
-        if marker == 0xDA:
-            return offset
-        if marker == 0xD9:
-            return None
-        (length,) = struct.unpack(">H", data[offset + 2 : offset + 4])
-        offset += 2 + length
-    return None
+def _jpeg_markers(data: bytes) -> Iterator[tuple[int, int, int]]:
+    """(offset, marker, segment length) of the JPEG's markers, up to and including SOS or EOI.
 
-
-def _jpeg_segments(data: bytes) -> Iterator[tuple[int, bytes]]:
-    """(marker, payload) of the JPEG header segments, up to the start of scan."""
+    Stops early (without SOS/EOI) where the header bytes end or stop looking like markers.
+    SOS and EOI are yielded with length 0: what follows them is not a header segment.
+    """
     offset = 2
     while offset + 4 <= len(data):
         if data[offset] != 0xFF:
@@ -146,10 +128,26 @@ def _jpeg_segments(data: bytes) -> Iterator[tuple[int, bytes]]:
             offset += 2
             continue
         if marker in (0xDA, 0xD9):
+            yield offset, marker, 0
             return
         (length,) = struct.unpack(">H", data[offset + 2 : offset + 4])
-        yield marker, data[offset + 4 : offset + 2 + length]
+        yield offset, marker, length
         offset += 2 + length
+
+
+def _jpeg_scan_start(data: bytes) -> int | None:
+    """The offset of the jpeg's first start-of-scan marker, or None when the headers end first."""
+    for offset, marker, _ in _jpeg_markers(data):
+        if marker == 0xDA:
+            return offset
+    return None
+
+
+def _jpeg_segments(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(marker, payload) of the JPEG header segments, up to the start of scan."""
+    for offset, marker, length in _jpeg_markers(data):
+        if marker not in (0xDA, 0xD9):
+            yield marker, data[offset + 4 : offset + 2 + length]
 
 
 def exif_orientation(data: bytes) -> int:
