@@ -394,7 +394,8 @@ class Limiter:
     def _window(self, now: float) -> int:
         """The in-flight window now: slow start's time growth included."""
         if self._growing and self._growth_start is not None:
-            grown = SLOW_START * 2 ** ((now - self._growth_start) / GROWTH_DOUBLING_S)
+            doublings = min(40.0, (now - self._growth_start) / GROWTH_DOUBLING_S)
+            grown = SLOW_START * 2**doublings
             if grown >= self.max_concurrency:
                 self._growing = False
                 self.window_allowed = self.max_concurrency
