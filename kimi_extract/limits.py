@@ -129,7 +129,9 @@ class _Pacer:
     def __init__(self, rate: float, now: float, *, full: bool) -> None:
         self.rate = rate
         self.capacity = max(1.0, rate * PACING_BURST_S)
-        self.level = self.capacity if full else 0.0
+        # Not full: a limit just learned from a burst that emptied the server's own bucket; the
+        # first sends wait a burst's worth, so the server's bucket is not left at the edge.
+        self.level = self.capacity if full else -self.capacity
         self.time = now
 
     def wait(self, now: float, amount: float) -> float:

@@ -196,3 +196,23 @@ def test_simulate_command_passes_the_shapes(monkeypatch: pytest.MonkeyPatch) -> 
     assert cli.main([*argv.split(), "--spurious-429-rate", "0.3"]) == 0
     assert seen["rpm"] == 3000 and seen["rate_shape"] == "bucket" and seen["window_s"] == 6.0
     assert seen["latency"] == "lognormal" and seen["spurious_429_rate"] == 0.3
+
+
+def test_an_untold_client_learns_a_token_bucket_with_few_refusals() -> None:
+    import kimi_extract as kx
+
+    from .conftest import Review
+
+    with Simulator(api_key=KEY, rpm=600, rate_shape="bucket", burst_s=0.5, ttft_s=0.1) as sim:
+        ex = kx.Extractor(
+            Review, base_url=sim.base_url, api_key=KEY, concurrency=20, progress=False
+        )
+        out = ex.run([f"review {i}: the battery is fine" for i in range(30)])
+        refused = sim.stats()["by_status"].get("429", 0)
+    assert out["kx_error"].isna().all()
+    # Slow start opens at 8 against a 5-request burst: a few refusals, then the named limit is
+    # adopted and the sends are paced under it (opening at 20 at once, then pausing everyone on
+    # every refusal, was refused 15 times and more).
+    assert refused <= 6
+    assert ex.last_run is not None and ex.last_run.bound_by is not None
+    assert ex.last_run.bound_by.startswith("RPM 600 (learned from a 429)")
