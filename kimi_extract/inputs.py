@@ -248,14 +248,7 @@ def _prepare_frame(
     frame = data
     if not all(isinstance(c, str) for c in data.columns):
         frame = data.rename(columns=str)
-    for kind, column in (("images", columns_args.images), ("videos", columns_args.videos)):
-        if column is not None and column not in columns:
-            raise InputError(f"{kind} column {column!r} not found; available columns: {columns}")
-    available = [c for c in columns if c not in columns_args.names]
-    if text is None and template is None and columns_args.any:
-        spec = TextSpec(columns=())
-    else:
-        spec = TextSpec.build(text=text, template=template, available=available)
+    spec = columns_args.text_spec(columns, text, template, where="available columns:")
     return _from_frame(frame, spec, columns_args, sources)
 
 
@@ -274,6 +267,26 @@ class _MediaColumns:
     @property
     def any(self) -> bool:
         return bool(self.names)
+
+    def text_spec(
+        self,
+        columns: list[str],
+        text: str | Sequence[str] | None,
+        template: str | None,
+        *,
+        where: str,
+    ) -> TextSpec:
+        """Check the media columns exist in ``columns``; the text spec over the other columns.
+
+        With media columns and neither ``text`` nor ``template``, rows carry no text.
+        """
+        for kind, column in (("images", self.images), ("videos", self.videos)):
+            if column is not None and column not in columns:
+                raise InputError(f"{kind} column {column!r} not found; {where} {columns}")
+        if text is None and template is None and self.any:
+            return TextSpec(columns=())
+        available = [c for c in columns if c not in self.names]
+        return TextSpec.build(text=text, template=template, available=available)
 
     def row(
         self, label: Hashable, position: int, record: Mapping[str, Any], spec: TextSpec
@@ -305,16 +318,8 @@ def _from_iterator(
         spec, columns = TextSpec(columns=("input",)), ["input"]
         media_columns = _MediaColumns(None, None, media_columns.options)
     elif isinstance(first, Mapping):
-        keys = [str(k) for k in first]
-        for kind, column in (("images", media_columns.images), ("videos", media_columns.videos)):
-            if column is not None and column not in keys:
-                raise InputError(f"{kind} column {column!r} not found; first row has {keys}")
-        available = [k for k in keys if k not in media_columns.names]
-        if text is None and template is None and media_columns.any:
-            spec = TextSpec(columns=())
-        else:
-            spec = TextSpec.build(text=text, template=template, available=available)
-        columns = keys
+        columns = [str(k) for k in first]
+        spec = media_columns.text_spec(columns, text, template, where="first row has")
     else:
         raise InputError(f"rows must be strings or dicts; got {type(first).__name__}")
 
