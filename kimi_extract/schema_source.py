@@ -54,8 +54,9 @@ _FORMATS = {
     "time": "time (HH:MM:SS)",
 }
 _SILENT_FORMATS = frozenset({"binary"})  # bytes travel as plain UTF-8 text
-#: a Decimal written as a string: ASCII digits, optionally an exponent (as pydantic writes one)
-_DECIMAL_PATTERN = r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"
+#: a Decimal written as a string: ASCII digits, optionally an exponent (as pydantic writes one;
+#: pydantic refuses exponents of 19+ digits, so the pattern allows at most six)
+_DECIMAL_PATTERN = r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]{1,6})?$"
 _BOUNDS = (
     ("minimum", "minimum"),
     ("maximum", "maximum"),

@@ -401,7 +401,7 @@ def test_decimal_is_number_or_numeric_string() -> None:
     assert amount == {
         "anyOf": [
             {"type": "number"},
-            {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]+)?$"},
+            {"type": "string", "pattern": r"^-?[0-9]+(\.[0-9]+)?([eE][+-]?[0-9]{1,6})?$"},
         ]
     }
 
