@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import typing
 
-from . import accessor  # noqa: F401  (registers df.kimi and series.kimi)
-from .estimate import Estimate
+from . import accessor
 from .exceptions import (
     APIConnectionError,
     APIError,
@@ -39,13 +38,14 @@ from .exceptions import (
     ValidationFailedError,
 )
 from .extractor import Extractor, RunReport
-from .models import MODELS, ModelInfo
-from .schema import CompiledSchema, compile_schema, response_format
-from .usage import Pricing, Usage
+from .kimi import MODELS, ModelInfo
+from .records import Pricing, Usage
+from .run.estimate import Estimate
+from .schema.compiled import CompiledSchema, compile_schema, response_format
 
 if typing.TYPE_CHECKING:
-    from .plot import plot_usage
     from .simulator import Simulator
+    from .table.plot import plot_usage
 
 __version__ = "0.1.0"
 
@@ -94,7 +94,7 @@ __all__ = [
 #: Public names whose modules load on first use, so ``import kimi_extract`` stays fast: the
 #: simulator pulls in its HTTP server stack, which most runs against the real API never need;
 #: ``plot_usage`` is only for notebooks (it imports matplotlib when called).
-_LAZY = {"Simulator": ".simulator", "plot_usage": ".plot"}
+_LAZY = {"Simulator": ".simulator", "plot_usage": ".table.plot"}
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -1,5 +1,5 @@
 """``python -m kimi_extract`` runs the command line."""
 
-from kimi_extract.cli import main
+from .cli import main
 
 raise SystemExit(main())

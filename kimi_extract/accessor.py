@@ -23,9 +23,9 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from .estimate import Estimate
 from .exceptions import InputError
 from .extractor import Extractor
+from .run.estimate import Estimate
 
 #: Run-option names that only make sense for a DataFrame (a Series is its own text column).
 _COLUMN_OPTIONS = ("text", "template", "images", "videos")

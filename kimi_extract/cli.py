@@ -211,8 +211,8 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
     import pandas as pd
 
     from .exceptions import KimiExtractError, RunInterrupted, RunStopped
-    from .export import partial_path
     from .extractor import Extractor
+    from .table.export import partial_path
 
     output = load_model(args.schema)
     dry_run = getattr(args, "dry_run", False)

@@ -75,9 +75,9 @@ from pydantic import BaseModel
 from .accessor import build_extractor
 from .exceptions import ConfigurationError
 from .extractor import Extractor, check_budget_fits
-from .frame import build_frame, check_clashes
-from .inputs import prepare
-from .limits import OUTER_GATE, Limiter
+from .http.limits import OUTER_GATE, Limiter
+from .run.inputs import prepare
+from .table.frame import build_frame, check_clashes
 
 __all__ = ["KimiDaskAccessor", "extract", "output_meta"]
 

@@ -14,9 +14,6 @@ from typing import Any, Generic, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
-from .backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
-from .engine import RowResult, RowSettings, charge_retry
-from .estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -26,19 +23,11 @@ from .exceptions import (
     RunStopped,
     SchemaError,
 )
-from .export import TableWriter
-from .frame import build_frame, check_clashes, check_output_names
-from .inputs import Content, RowInput, TextSpec, amake_row, prepare
-from .limits import Budget, Limiter
-from .media import (
-    DEFAULT_FETCH_TIMEOUT,
-    DEFAULT_MAX_DECODE_PIXELS,
-    DEFAULT_MAX_FETCH_BYTES,
-    DEFAULT_MAX_IMAGE_PIXELS,
-    MediaOptions,
-    current_options,
-)
-from .models import (
+from .http.backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
+from .http.limits import Budget, Limiter
+from .http.routing import Router
+from .http.transport import RetryPolicy, Secret, Transport
+from .kimi import (
     DEFAULT_BASE_URL,
     DEFAULT_MAX_COMPLETION_TOKENS,
     DEFAULT_MODEL,
@@ -47,7 +36,19 @@ from .models import (
     normalize_effort,
     resolve_pricing,
 )
-from .request import (
+from .media.parts import (
+    DEFAULT_FETCH_TIMEOUT,
+    DEFAULT_MAX_DECODE_PIXELS,
+    DEFAULT_MAX_FETCH_BYTES,
+    DEFAULT_MAX_IMAGE_PIXELS,
+    MediaOptions,
+    current_options,
+)
+from .records import Pricing, Usage
+from .run.engine import RowResult, RowSettings, charge_retry
+from .run.estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
+from .run.inputs import Content, RowInput, TextSpec, amake_row, prepare
+from .run.request import (
     BodyEncoder,
     Mode,
     estimate_prompt_tokens,
@@ -55,19 +56,18 @@ from .request import (
     response_format_for,
     system_prompt,
 )
-from .routing import Router
-from .runs import RunReport, fill_missing, run_engine, run_sync
-from .schema import compile_schema
-from .store import (
+from .run.runs import RunReport, fill_missing, run_engine, run_sync
+from .run.store import (
     ResultStore,
     check_location,
     endpoint_identity,
     is_local_endpoint,
     open_store,
 )
-from .store import resolve as store_path
-from .transport import RetryPolicy, Secret, Transport
-from .usage import Pricing, Usage
+from .run.store import resolve as store_path
+from .schema.compiled import compile_schema
+from .table.export import TableWriter
+from .table.frame import build_frame, check_clashes, check_output_names
 
 logger = logging.getLogger("kimi_extract")
 
@@ -90,7 +90,7 @@ class Extractor(Generic[T]):
     must be usable). ``cache``: the result store (a path; None/True: the default location; False:
     none); runs against a loopback endpoint (the simulator) get no default store. ``max_cost`` /
     ``max_tokens``: hard budgets, checked before every attempt against its worst case
-    (``kimi_extract.limits.Budget``).
+    (``kimi_extract.http.limits.Budget``).
 
     ``output``: the Pydantic model each row becomes. ``instructions``: the system prompt (static,
     so it forms a cacheable prefix). ``examples``: optional few-shot ``(input, output)`` pairs.
@@ -98,7 +98,7 @@ class Extractor(Generic[T]):
     default is max). ``api_key``: default env ``KIMI_API_KEY`` then ``EVOLINK_API_KEY``.
     ``base_url``: default env ``KIMI_BASE_URL``, else routed per request: image/video requests to
     ``https://api.evolink.ai``, text to ``https://direct.evolink.ai``, failing over between them
-    (``kimi_extract.routing``).
+    (``kimi_extract.http.routing``).
     ``concurrency``: rows in flight at once (default 16). ``validation_retries``: reasks after an
     invalid answer (default 2). ``max_completion_tokens``: output budget incl. reasoning (default
     16,384; a truncated answer is retried once with double). ``pricing``: a ``kx.Pricing`` or a
@@ -120,7 +120,7 @@ class Extractor(Generic[T]):
     ``$web_search`` tool and run the tool loop (at most ``max_tool_rounds`` rounds per row; adds a
     ``kx_web_searches`` column). ``max_image_pixels``: larger images are downscaled to this many
     pixels (default 1,048,576 = 1024 x 1024, at most ~1,370 image tokens; None: never; see
-    ``kimi_extract.media``). ``fetch_urls``: download http(s) image/video URLs and send them inline
+    ``kimi_extract.media.parts``). ``fetch_urls``: download http(s) image/video URLs and send them inline
     instead of passing the URLs through. ``fetch_timeout``: seconds for each whole download
     (connect to last byte, redirects included; default 30). ``max_fetch_bytes``: largest image
     download, after decompression (default 20 MiB).
@@ -538,7 +538,7 @@ class Extractor(Generic[T]):
         """Predict requests, prompt/cached/completion tokens and cost without calling the API.
 
         The shared prefix is counted once as a cache write and then as cache reads; rows already
-        in the result store cost nothing. See ``kimi_extract.estimate`` for the assumptions.
+        in the result store cost nothing. See ``kimi_extract.run.estimate`` for the assumptions.
         """
         prepared = prepare(data, text=text, template=template, images=images, media=self._media())
         settings = self._settings(prepared.length)
@@ -561,7 +561,7 @@ class Extractor(Generic[T]):
         )
 
     def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
-        """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.documents``.
+        """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.run.documents``.
 
         Ctrl-C raises ``RunInterrupted`` whose ``partial`` holds the document rows so far."""
         self.last_partial = None
@@ -572,7 +572,7 @@ class Extractor(Generic[T]):
 
     async def arun_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Async ``run_documents``."""
-        from .documents import arun_documents
+        from .run.documents import arun_documents
 
         return await arun_documents(self, sources, **options)
 

@@ -195,7 +195,7 @@ def enrichment() -> list[Any]:
             ## Estimate first
 
             `estimate` predicts requests, tokens and cost without calling the API (see
-            `kimi_extract.estimate` for its assumptions).
+            `kimi_extract.run.estimate` for its assumptions).
             """
         ),
         code(

@@ -1,4 +1,4 @@
-"""Kimi's schema dialect (kimi_extract.mfjs) against MoonshotAI/walle's documented rules.
+"""Kimi's schema dialect (kimi_extract.schema.dialect) against MoonshotAI/walle's documented rules.
 
 Each case cites the rule of walle's ``docs/walle.md`` rule table (section "Error categories") it
 encodes, or the README's level definitions; messages are walle's. Cases written here from the
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from kimi_extract import mfjs
+from kimi_extract.schema import dialect as mfjs
 
 OBJ = {"type": "object"}
 

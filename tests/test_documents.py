@@ -16,7 +16,9 @@ from PIL import Image
 from pydantic import BaseModel
 
 from kimi_extract.cli import main as cli_main
-from kimi_extract.documents import (
+from kimi_extract.exceptions import InputError
+from kimi_extract.media.parts import DEFAULT_MAX_IMAGE_PIXELS
+from kimi_extract.run.documents import (
     Page,
     html_to_text,
     load_pages,
@@ -24,8 +26,6 @@ from kimi_extract.documents import (
     plan_chunks,
     split_text,
 )
-from kimi_extract.exceptions import InputError
-from kimi_extract.media import DEFAULT_MAX_IMAGE_PIXELS
 
 from .conftest import chat_requests, usage_sum
 

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from pydantic import BaseModel
 
-from kimi_extract.documents import merge_values
 from kimi_extract.exceptions import InputError
-from kimi_extract.explode import ADDITIVE_COLUMNS, explode
+from kimi_extract.run.documents import merge_values
+from kimi_extract.table.explode import ADDITIVE_COLUMNS, explode
 
 from .conftest import chat_requests, usage_sum
 

@@ -261,7 +261,7 @@ def test_unknown_price_gives_nan_cost_and_says_so(sim, make_extractor, caplog):
 
 
 def test_k3_rules_effort_max_and_no_cache_options(sim, make_extractor, monkeypatch):
-    monkeypatch.setattr("kimi_extract.models._warned", set())
+    monkeypatch.setattr("kimi_extract.kimi._warned", set())
     with pytest.warns(UserWarning, match="max"):
         ex = make_extractor(model="kimi-k3", reasoning_effort="low")
     ex.run(["a"])

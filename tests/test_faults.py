@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 import kimi_extract as kx
+from kimi_extract.http.transport import Exchange, Secret, Transport
 from kimi_extract.simulator import Reply, Simulator
-from kimi_extract.transport import Exchange, Secret, Transport
 
 from .conftest import Review, chat_requests
 

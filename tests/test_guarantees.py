@@ -31,9 +31,9 @@ from pydantic import (
 )
 
 import kimi_extract as kx
-import kimi_extract.store as store_module
+import kimi_extract.run.store as store_module
+from kimi_extract.run.store import ResultStore
 from kimi_extract.simulator import Reply, Simulator
-from kimi_extract.store import ResultStore
 
 from .conftest import INTERRUPTIBLE, Review, chat_requests, ok_exchanges
 
@@ -592,7 +592,7 @@ def test_run_to_keeps_the_existing_file_when_the_run_stops(sim, make_extractor, 
 def test_run_to_stops_cleanly_when_the_output_cannot_be_written(
     sim, make_extractor, tmp_path, monkeypatch
 ):
-    from kimi_extract.export import TableWriter
+    from kimi_extract.table.export import TableWriter
 
     monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 5)
     real_write = TableWriter.write

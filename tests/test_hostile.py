@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel
 
 import kimi_extract as kx
-from kimi_extract.backends import BACKENDS
+from kimi_extract.http.backends import BACKENDS
 
 from .hostile import HostileServer, Pieces, Request, completion, http, sse, stream_completion
 

@@ -9,7 +9,13 @@ import pandas as pd
 import pytest
 
 from kimi_extract.exceptions import EmptyInputError, InputError, MediaError
-from kimi_extract.inputs import image_url, image_urls_of, prepare, sniff_image_mime, template_fields
+from kimi_extract.run.inputs import (
+    image_url,
+    image_urls_of,
+    prepare,
+    sniff_image_mime,
+    template_fields,
+)
 
 PNG_1x1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

@@ -20,8 +20,8 @@ from PIL import Image
 
 from kimi_extract import tokens
 from kimi_extract.exceptions import ConfigurationError, InputError, MediaError
-from kimi_extract.inputs import prepare
-from kimi_extract.media import (
+from kimi_extract.media.formats import exif_orientation, image_size, sniff_video_mime
+from kimi_extract.media.parts import (
     DEFAULT_MAX_IMAGE_PIXELS,
     MediaOptions,
     image_url,
@@ -29,7 +29,7 @@ from kimi_extract.media import (
     media_parts,
     video_url,
 )
-from kimi_extract.media_formats import exif_orientation, image_size, sniff_video_mime
+from kimi_extract.run.inputs import prepare
 from kimi_extract.simulator.validation import component_schema
 
 from .conftest import chat_requests
@@ -469,7 +469,7 @@ def text_of(exchange: Any) -> str:
 async def test_media_encoding_does_not_block_the_event_loop(sim, make_extractor, monkeypatch):
     import asyncio
 
-    import kimi_extract.inputs as inputs_module
+    import kimi_extract.run.inputs as inputs_module
 
     real_parts = inputs_module.media_parts
     window: list[float] = []

@@ -30,10 +30,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PIL import Image
 
-from kimi_extract import media_fetch
 from kimi_extract.exceptions import ConfigurationError, EmptyInputError, InputError, MediaError
-from kimi_extract.inputs import TextSpec, make_row, prepare
-from kimi_extract.media import MediaOptions, image_url, process_image
+from kimi_extract.media import fetch as media_fetch
+from kimi_extract.media.parts import MediaOptions, image_url, process_image
+from kimi_extract.run.inputs import TextSpec, make_row, prepare
 
 from .conftest import INTERRUPTIBLE, chat_requests
 

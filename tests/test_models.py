@@ -6,7 +6,7 @@ import warnings
 
 import pytest
 
-from kimi_extract.models import MODELS, model_info, normalize_effort
+from kimi_extract.kimi import MODELS, model_info, normalize_effort
 
 
 @pytest.mark.parametrize(

@@ -15,9 +15,9 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from kimi_extract import plot  # noqa: E402
 from kimi_extract.exceptions import InputError  # noqa: E402
-from kimi_extract.plot import cache_hit_share, plot_usage, usage_buckets  # noqa: E402
+from kimi_extract.table import plot  # noqa: E402
+from kimi_extract.table.plot import cache_hit_share, plot_usage, usage_buckets  # noqa: E402
 
 from .conftest import LONG_INSTRUCTIONS  # noqa: E402
 

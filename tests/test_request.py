@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.request import (
+from kimi_extract.records import Usage
+from kimi_extract.run.request import (
     Answer,
     BodyEncoder,
     ErrorObject,
@@ -20,7 +21,6 @@ from kimi_extract.request import (
     reask_message,
     tool_result_messages,
 )
-from kimi_extract.usage import Usage
 
 STATIC = ({"role": "system", "content": "Classify. ü"}, {"role": "user", "content": "ex"})
 FORMAT = {"type": "json_schema", "json_schema": {"name": "R", "strict": True, "schema": {}}}

@@ -13,9 +13,9 @@ from PIL import Image
 from pydantic import BaseModel
 
 import kimi_extract as kx
-from kimi_extract import routing
 from kimi_extract.exceptions import APIConnectionError, BadRequestError, ServerError
-from kimi_extract.routing import Router, has_media, is_host_failure
+from kimi_extract.http import routing
+from kimi_extract.http.routing import Router, has_media, is_host_failure
 from kimi_extract.simulator import Simulator
 
 from .conftest import chat_requests

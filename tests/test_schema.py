@@ -35,9 +35,14 @@ from pydantic import (
     create_model,
 )
 
-from kimi_extract import mfjs
 from kimi_extract.exceptions import SchemaError
-from kimi_extract.schema import AnswerInvalid, CompiledSchema, compile_schema, response_format
+from kimi_extract.schema import dialect as mfjs
+from kimi_extract.schema.compiled import (
+    AnswerInvalid,
+    CompiledSchema,
+    compile_schema,
+    response_format,
+)
 
 # The simulator's answer generator reads the constraint sentence back (a cross-module contract).
 values = pytest.importorskip("kimi_extract.simulator.values")
@@ -807,7 +812,7 @@ def test_reserved_property_names_travel_renamed() -> None:
 
 def test_defs_names_are_sanitized() -> None:
     # walle.md: "$defs names must not contain /"
-    from kimi_extract.schema_compile import _Compiler
+    from kimi_extract.schema.compile import _Compiler
 
     model = {"type": "object", "properties": {"v": {"type": "integer"}}, "required": ["v"]}
     source = {

@@ -30,8 +30,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import AwareDatetime, BaseModel, Field, HttpUrl, NaiveDatetime, create_model
 
-from kimi_extract import mfjs
-from kimi_extract.schema import compile_schema
+from kimi_extract.schema import dialect as mfjs
+from kimi_extract.schema.compiled import compile_schema
 
 
 class Mood(StrEnum):

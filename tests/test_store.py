@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 import kimi_extract as kx
-from kimi_extract.request import request_key
+from kimi_extract.run.request import request_key
+from kimi_extract.run.store import ResultStore, resolve
 from kimi_extract.simulator import Reply
-from kimi_extract.store import ResultStore, resolve
 
 from .conftest import INTERRUPTIBLE, LONG_INSTRUCTIONS, Review, chat_requests, ok_exchanges
 
@@ -75,7 +75,7 @@ def test_key_is_stable_across_processes_and_hash_seeds():
         """
         import json, sys
         import kimi_extract as kx
-        from kimi_extract.request import request_key
+        from kimi_extract.run.request import request_key
         from tests.conftest import Review
         args = json.loads(sys.argv[1])
         args["response_format"] = kx.response_format(Review)

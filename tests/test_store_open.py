@@ -12,8 +12,8 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from kimi_extract.store import ResultStore
-from kimi_extract.usage import Usage
+from kimi_extract.records import Usage
+from kimi_extract.run.store import ResultStore
 
 TRIALS = 50
 THREADS = 8

@@ -24,7 +24,7 @@ from kimi_extract.exceptions import (
     RateLimitError,
     ServerError,
 )
-from kimi_extract.transport import (
+from kimi_extract.http.transport import (
     Exchange,
     RetryPolicy,
     Secret,

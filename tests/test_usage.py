@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from kimi_extract.models import MODELS
-from kimi_extract.usage import Pricing, Usage
+from kimi_extract.kimi import MODELS
+from kimi_extract.records import Pricing, Usage
 
 SEED_USAGE = {
     "prompt_tokens": 1000,

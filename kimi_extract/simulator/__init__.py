@@ -4,7 +4,7 @@
 request validation against the seed's OpenAPI schema, Kimi's schema dialect and per-model rules,
 deterministic schema-valid answers with reasoning, usage from ``kimi_extract.tokens``, an implicit
 prefix cache, rate limits, seeded faults, SSE streaming, function tools and web search. It imports
-only ``kimi_extract.tokens``, ``kimi_extract.mfjs`` and ``kimi_extract.models`` of the library.
+only ``kimi_extract.tokens``, ``kimi_extract.schema.dialect`` and ``kimi_extract.kimi`` of the library.
 
 What the model does follows two deterministic policies (details in ``completion``), so clients
 such as the openai SDK, instructor and pydantic-ai work unmodified:

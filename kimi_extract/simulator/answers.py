@@ -16,7 +16,7 @@ from functools import lru_cache
 from typing import Any
 
 from .. import tokens
-from ..models import EFFORT_ALIASES
+from ..kimi import EFFORT_ALIASES
 from .prompt import count_tokens
 from .protocol import message_text
 

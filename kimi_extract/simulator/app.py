@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from ..models import CONTEXT_WINDOW, MODELS
+from ..kimi import CONTEXT_WINDOW, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
 from .limits import FaultRates, Latency, Limits, cost_usd, draw_faults

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens
-from ..models import CONTEXT_WINDOW
+from ..kimi import CONTEXT_WINDOW
 from . import answers, values
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text

@@ -13,8 +13,8 @@ import json
 import re
 from typing import Any
 
-from .. import mfjs
-from ..models import EFFORT_ALIASES, MODELS
+from ..kimi import EFFORT_ALIASES, MODELS
+from ..schema import dialect as mfjs
 from .protocol import SimError, invalid_request
 
 #: KIMI-NOTES "Structured output": tool names must match this; at most 128 tools.

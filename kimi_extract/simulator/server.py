@@ -56,7 +56,7 @@ class Simulator:
       with median ``latency_median_s``, default 1, and 99th percentile ``latency_p99_s``,
       default 10).
     - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
-      (``kimi_extract.mfjs``, MoonshotAI/walle's levels): "strict" (default; what Moonshot's
+      (``kimi_extract.schema.dialect``, MoonshotAI/walle's levels): "strict" (default; what Moonshot's
       server enforces) or "ultra" (walle's most thorough check).
     """
 

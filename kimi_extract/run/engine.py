@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
-from .exceptions import (
+from ..exceptions import (
     APIConnectionError,
     APIError,
     AuthenticationError,
@@ -45,9 +45,12 @@ from .exceptions import (
     TruncatedError,
     ValidationFailedError,
 )
+from ..http.limits import Budget, Limiter, Reservation
+from ..http.transport import Exchange, Transport
+from ..kimi import MAX_COMPLETION_TOKENS
+from ..records import Pricing, Usage
+from ..schema.compiled import AnswerInvalid, CompiledSchema
 from .inputs import RowInput, next_blocking
-from .limits import Budget, Limiter, Reservation
-from .models import MAX_COMPLETION_TOKENS
 from .request import (
     Answer,
     RequestKeys,
@@ -57,10 +60,7 @@ from .request import (
     reask_message,
     tool_result_messages,
 )
-from .schema import AnswerInvalid, CompiledSchema
 from .store import store_key
-from .transport import Exchange, Transport
-from .usage import Pricing, Usage
 
 #: Errors that would fail every row the same way: stop the run at once.
 FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, NotFoundError)

@@ -12,12 +12,12 @@ from typing import Any, TypeVar
 
 import pandas as pd
 
+from ..exceptions import BudgetExceeded
+from ..http.limits import Budget, Limiter
+from ..http.transport import Transport
+from ..records import Usage
 from .engine import BUDGET_ERROR, Engine, RowResult, RowSettings
-from .exceptions import BudgetExceeded
-from .limits import Budget, Limiter
 from .store import ResultStore
-from .transport import Transport
-from .usage import Usage
 
 logger = logging.getLogger("kimi_extract")
 

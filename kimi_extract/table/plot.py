@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from .exceptions import InputError
+from ..exceptions import InputError
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

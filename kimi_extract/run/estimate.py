@@ -19,8 +19,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..records import Pricing, Usage
 from .request import estimate_prompt_tokens
-from .usage import Pricing, Usage
 
 if TYPE_CHECKING:
     from .engine import RowSettings

@@ -21,9 +21,9 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from . import mfjs
-from .exceptions import SchemaError
-from .schema_codec import (
+from ..exceptions import SchemaError
+from . import dialect as mfjs
+from .codec import (
     _IDENTITY,
     _REF_PREFIX,
     _Array,
@@ -37,7 +37,7 @@ from .schema_codec import (
     _TupleObject,
     _Union,
 )
-from .schema_source import (
+from .source import (
     _INVALID,
     _KEYS,
     _KEYS_PROBLEM,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from .exceptions import ConfigurationError
+from ..exceptions import ConfigurationError
 
 SUFFIXES = (".jsonl", ".ndjson", ".parquet", ".csv")
 

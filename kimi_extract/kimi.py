@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass
 
 from .exceptions import ConfigurationError
-from .usage import Pricing
+from .records import Pricing
 
 #: seed, ``info.description``: all three models have a 1,048,576-token context window.
 CONTEXT_WINDOW = 1_048_576

@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel
 
-from .engine import RowResult
-from .exceptions import ConfigurationError, InputError
+from ..exceptions import ConfigurationError, InputError
+from ..run.engine import RowResult
 
 #: Per-row usage columns: each sums to the run's total.
 ADDITIVE_COLUMNS = (

@@ -48,8 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .exceptions import StoreError
-from .usage import Usage
+from ..exceptions import StoreError
+from ..records import Usage
 
 logger = logging.getLogger("kimi_extract")
 

@@ -31,7 +31,7 @@ import zlib
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
-from .exceptions import MediaError
+from ..exceptions import MediaError
 
 MAX_REDIRECTS = 5
 #: How often the watchdog looks at the deadline and the cancel event (seconds).

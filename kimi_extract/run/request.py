@@ -15,10 +15,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel
 
-from . import tokens
+from .. import tokens
+from ..records import Usage
+from ..schema.compiled import CompiledSchema
 from .inputs import Content
-from .schema import CompiledSchema
-from .usage import Usage
 
 Mode = Literal["json_schema", "json_object"]
 

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from .exceptions import InputError
+from ..exceptions import InputError
 from .frame import ACCOUNTING_COLUMNS, _dtype_for
 from .frame import ADDITIVE_COLUMNS as USAGE_COLUMNS
 

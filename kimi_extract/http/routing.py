@@ -32,8 +32,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .exceptions import APIConnectionError, APIError
-from .models import DEFAULT_BASE_URL, MULTIMODAL_BASE_URL
+from ..exceptions import APIConnectionError, APIError
+from ..kimi import DEFAULT_BASE_URL, MULTIMODAL_BASE_URL
 
 logger = logging.getLogger("kimi_extract")
 

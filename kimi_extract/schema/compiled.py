@@ -48,10 +48,10 @@ from pydantic import BaseModel, RootModel, ValidationError
 from pydantic.errors import PydanticInvalidForJsonSchema, PydanticUserError
 from pydantic_core import from_json
 
-from .exceptions import SchemaError
-from .schema_codec import _REF_PREFIX, _Codec, _Object, _path_text
-from .schema_compile import _Compiler
-from .schema_source import _Generator
+from ..exceptions import SchemaError
+from .codec import _REF_PREFIX, _Codec, _Object, _path_text
+from .compile import _Compiler
+from .source import _Generator
 
 __all__ = ["AnswerInvalid", "CompiledSchema", "compile_schema", "response_format"]
 

@@ -23,7 +23,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .exceptions import APIConnectionError, APITimeoutError, ResponseTooLargeError
+from ..exceptions import APIConnectionError, APITimeoutError, ResponseTooLargeError
 
 BACKENDS = ("aiohttp", "httpx-aiohttp", "httpx")
 #: Default cap on one response body, counted after decompression (``max_response_bytes``).

@@ -7,7 +7,7 @@ text, as in the seed's multimodal example).
 
 Media (``images=`` column, and ``videos=`` for a column of videos only): a cell is a local path,
 bytes, a PIL image, a numpy array, a ``data:`` URL, an http(s) URL, or a list of these; see
-``kimi_extract.media`` for formats, downscaling (``max_image_pixels``) and URL fetching. The
+``kimi_extract.media.parts`` for formats, downscaling (``max_image_pixels``) and URL fetching. The
 options come from ``prepare(media=...)``, else from ``media.media_options(...)``.
 
 Whatever a cell holds, the worst case is that row's error (``row.error``, the run's
@@ -33,11 +33,11 @@ from typing import Any
 
 import pandas as pd
 
-from .exceptions import EmptyInputError, InputError, MediaError
-from .media import MediaOptions, cancellable, current_options, media_parts, printable
-from .media import image_url as _media_image_url
-from .media_formats import data_url as data_url  # re-exported (their earlier home)
-from .media_formats import sniff_image_mime as sniff_image_mime
+from ..exceptions import EmptyInputError, InputError, MediaError
+from ..media.formats import data_url as data_url  # re-exported (their earlier home)
+from ..media.formats import sniff_image_mime as sniff_image_mime
+from ..media.parts import MediaOptions, cancellable, current_options, media_parts, printable
+from ..media.parts import image_url as _media_image_url
 
 Content = str | list[dict[str, Any]]
 
@@ -493,7 +493,7 @@ def content_parts(text: str | None, media: Sequence[str | dict[str, Any]]) -> Co
 
 
 def image_urls_of(cell: Any, media: MediaOptions | None = None) -> list[str]:
-    """Image URLs for one cell (see ``kimi_extract.media``); raises ``MediaError``."""
+    """Image URLs for one cell (see ``kimi_extract.media.parts``); raises ``MediaError``."""
     return [part["image_url"]["url"] for part in media_parts(cell, media, kind="image")]
 
 

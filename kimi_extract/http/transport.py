@@ -35,8 +35,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
-from .exceptions import (
+from ..exceptions import (
     APIConnectionError,
     APIError,
     APITimeoutError,
@@ -49,7 +48,8 @@ from .exceptions import (
     RateLimitError,
     ServerError,
 )
-from .request import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
+from ..run.request import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
+from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
 from .routing import Router
 
 logger = logging.getLogger("kimi_extract")

@@ -18,7 +18,7 @@ patches (``tokens.image_tokens``: ``ceil(w/28) * ceil(h/28) + 4``), so this caps
 page rendered at that size is about 105 dpi, which keeps ordinary print legible; raise the limit
 for dense scans. http(s) URLs pass through unchanged (the server fetches them; their size is not
 known here) unless ``fetch_urls=True``, which downloads them and treats the bytes like a local
-file (``kimi_extract.media_fetch``): ``fetch_timeout`` seconds for the whole download, at most
+file (``kimi_extract.media.fetch``): ``fetch_timeout`` seconds for the whole download, at most
 ``max_fetch_bytes``, cancelled by Ctrl-C, and no loopback, private, link-local, multicast or
 reserved address (checked after DNS and on every redirect) unless ``allow_private_urls=True``.
 
@@ -55,9 +55,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .exceptions import ConfigurationError, MediaError
-from .media_fetch import fetch
-from .media_formats import (
+from ..exceptions import ConfigurationError, MediaError
+from .fetch import fetch
+from .formats import (
     data_url,
     exif_orientation,
     image_size,

@@ -21,7 +21,7 @@ chunks share the concurrency and the cached prompt prefix), and merges the chunk
   models merge by the same rule; any other value is the first non-null one. Token and cost columns
   are summed over the chunks, ``kx_chunks`` says how many there were, and ``kx_error`` names the
   chunks that failed (the others still contribute their values).
-- ``explode="field"``: one row per item of that list field (see ``kimi_extract.explode``).
+- ``explode="field"``: one row per item of that list field (see ``kimi_extract.table.explode``).
 
 A document that cannot be read becomes a row whose ``kx_error`` says why; no request is sent for it.
 """
@@ -39,16 +39,16 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import pandas as pd
 
+from ..exceptions import ConfigurationError, EmptyInputError, InputError, MediaError, RunStopped
+from ..media.formats import png_bytes
+from ..media.parts import current_options, media_options
+from ..table.explode import ADDITIVE_COLUMNS, check_explode
+from ..table.explode import explode as explode_frame
+from ..table.frame import build_frame, output_columns
 from .engine import one_line
-from .exceptions import ConfigurationError, EmptyInputError, InputError, MediaError, RunStopped
-from .explode import ADDITIVE_COLUMNS, check_explode
-from .explode import explode as explode_frame
-from .frame import build_frame, output_columns
-from .media import current_options, media_options
-from .media_formats import png_bytes
 
 if TYPE_CHECKING:
-    from .extractor import Extractor
+    from ..extractor import Extractor
 
 PdfMode = Literal["auto", "text", "images"]
 PageSpec = str | int | range | Sequence[int] | None
