@@ -12,7 +12,8 @@ from pydantic import BaseModel
 
 from kimi_extract.exceptions import InputError
 from kimi_extract.run.documents import merge_values
-from kimi_extract.table.explode import ADDITIVE_COLUMNS, explode
+from kimi_extract.table.columns import ADDITIVE_COLUMNS
+from kimi_extract.table.explode import explode
 
 from .conftest import chat_requests, usage_sum
 

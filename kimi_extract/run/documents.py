@@ -42,7 +42,8 @@ import pandas as pd
 from ..exceptions import ConfigurationError, EmptyInputError, InputError, MediaError, RunStopped
 from ..media.formats import png_bytes
 from ..media.parts import current_options, media_options
-from ..table.explode import ADDITIVE_COLUMNS, check_explode
+from ..table.columns import ADDITIVE_COLUMNS
+from ..table.explode import check_explode
 from ..table.explode import explode as explode_frame
 from ..table.frame import build_frame, output_columns
 from .engine import one_line

@@ -28,12 +28,9 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..exceptions import InputError
-from .frame import ACCOUNTING_COLUMNS, _dtype_for
-from .frame import ADDITIVE_COLUMNS as USAGE_COLUMNS
-
-#: Per-row usage columns that must sum to the run's totals.
-ADDITIVE_COLUMNS = (*USAGE_COLUMNS, "kx_web_searches")
-ITEM_COLUMN = "kx_item"
+from .columns import ACCOUNTING_COLUMNS, ADDITIVE_COLUMNS
+from .columns import ITEM as ITEM_COLUMN
+from .frame import _dtype_for
 
 
 def _unwrap(annotation: Any) -> Any:

@@ -18,21 +18,8 @@ from pydantic import BaseModel
 
 from ..exceptions import ConfigurationError, InputError
 from ..run.engine import RowResult
-
-#: Per-row usage columns: each sums to the run's total.
-ADDITIVE_COLUMNS = (
-    "kx_prompt_tokens",
-    "kx_cached_tokens",
-    "kx_cache_write_tokens",
-    "kx_completion_tokens",
-    "kx_reasoning_tokens",
-    "kx_cost",
-    "kx_attempts",
-    "kx_latency_s",
-)
-ACCOUNTING_COLUMNS = (*ADDITIVE_COLUMNS, "kx_error", "kx_from_cache")
-#: Every column name starting with this is kimi_extract's (accounting, documents, web search).
-RESERVED_PREFIX = "kx_"
+from . import columns as kx
+from .columns import ACCOUNTING_COLUMNS, RESERVED_PREFIX
 
 
 def output_columns(model: type[BaseModel], prefix: str) -> dict[str, str]:
@@ -115,7 +102,7 @@ def build_frame(
             data[col] = pd.Series(values[col], index=index, dtype="object")
     data.update(accounting_columns(results, index))
     if web_search:
-        data["kx_web_searches"] = pd.Series(
+        data[kx.WEB_SEARCHES] = pd.Series(
             [r.web_searches for r in results], index=index, dtype="int64"
         )
     out = pd.DataFrame(data, index=index)
@@ -144,25 +131,19 @@ _NESTED = (BaseModel, list, tuple, dict)
 def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:
     """The ``kx_`` columns, per row, summed over every attempt."""
     usages = [r.usage for r in results]
+    cells: dict[str, list[Any]] = {
+        kx.PROMPT_TOKENS: [u.prompt_tokens for u in usages],
+        kx.CACHED_TOKENS: [u.cached_tokens for u in usages],
+        kx.CACHE_WRITE_TOKENS: [u.cache_write_tokens for u in usages],
+        kx.COMPLETION_TOKENS: [u.completion_tokens for u in usages],
+        kx.REASONING_TOKENS: [u.reasoning_tokens for u in usages],
+        kx.COST: [u.cost for u in usages],
+        kx.ATTEMPTS: [r.attempts for r in results],
+        kx.LATENCY_S: [r.latency_s for r in results],
+        kx.ERROR: [r.error for r in results],
+        kx.FROM_STORE: [r.from_cache for r in results],
+    }
     return {
-        "kx_prompt_tokens": pd.Series(
-            [u.prompt_tokens for u in usages], index=index, dtype="int64"
-        ),
-        "kx_cached_tokens": pd.Series(
-            [u.cached_tokens for u in usages], index=index, dtype="int64"
-        ),
-        "kx_cache_write_tokens": pd.Series(
-            [u.cache_write_tokens for u in usages], index=index, dtype="int64"
-        ),
-        "kx_completion_tokens": pd.Series(
-            [u.completion_tokens for u in usages], index=index, dtype="int64"
-        ),
-        "kx_reasoning_tokens": pd.Series(
-            [u.reasoning_tokens for u in usages], index=index, dtype="int64"
-        ),
-        "kx_cost": pd.Series([u.cost for u in usages], index=index, dtype="float64"),
-        "kx_attempts": pd.Series([r.attempts for r in results], index=index, dtype="int64"),
-        "kx_latency_s": pd.Series([r.latency_s for r in results], index=index, dtype="float64"),
-        "kx_error": pd.Series([r.error for r in results], index=index, dtype="object"),
-        "kx_from_cache": pd.Series([r.from_cache for r in results], index=index, dtype="bool"),
+        name: pd.Series(cells[name], index=index, dtype=dtype)
+        for name, dtype in kx.ACCOUNTING_DTYPES.items()
     }

@@ -27,20 +27,12 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from ..exceptions import InputError
+from . import columns as kx
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 INSTALL_PLOT = "pip install 'kimi-extract[plot]'"
-
-#: Columns plot_usage reads.
-USAGE_COLUMNS = (
-    "kx_prompt_tokens",
-    "kx_cached_tokens",
-    "kx_cache_write_tokens",
-    "kx_completion_tokens",
-    "kx_reasoning_tokens",
-)
 
 #: (label, color): blues for input, oranges for output.
 BUCKETS = (
@@ -64,21 +56,21 @@ def _matplotlib_figure() -> Any:
 
 def usage_buckets(df: pd.DataFrame) -> dict[str, int]:
     """Total tokens of ``df`` per non-overlapping bucket (the labels of ``BUCKETS``)."""
-    totals = {col: int(_column(df, col).sum()) for col in USAGE_COLUMNS}
+    totals = {col: int(_column(df, col).sum()) for col in kx.TOKEN_COLUMNS}
     values = (
-        totals["kx_prompt_tokens"] - totals["kx_cached_tokens"] - totals["kx_cache_write_tokens"],
-        totals["kx_cached_tokens"],
-        totals["kx_cache_write_tokens"],
-        totals["kx_completion_tokens"] - totals["kx_reasoning_tokens"],
-        totals["kx_reasoning_tokens"],
+        totals[kx.PROMPT_TOKENS] - totals[kx.CACHED_TOKENS] - totals[kx.CACHE_WRITE_TOKENS],
+        totals[kx.CACHED_TOKENS],
+        totals[kx.CACHE_WRITE_TOKENS],
+        totals[kx.COMPLETION_TOKENS] - totals[kx.REASONING_TOKENS],
+        totals[kx.REASONING_TOKENS],
     )
     return {label: value for (label, _), value in zip(BUCKETS, values, strict=True)}
 
 
 def cache_hit_share(df: pd.DataFrame) -> pd.Series:
     """Cumulative cached / prompt tokens after each row, in frame order (NaN before any prompt)."""
-    cached = _column(df, "kx_cached_tokens").cumsum()
-    prompt = _column(df, "kx_prompt_tokens").cumsum()
+    cached = _column(df, kx.CACHED_TOKENS).cumsum()
+    prompt = _column(df, kx.PROMPT_TOKENS).cumsum()
     share = cached / prompt.where(prompt > 0)
     return pd.Series(share.to_numpy(dtype="float64"), index=df.index, name="cache_hit_share")
 
@@ -163,7 +155,7 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
             f"plot_usage needs the DataFrame Extractor.run returned, got {type(df).__name__}"
         )
     if name not in df.columns:
-        missing = [c for c in USAGE_COLUMNS if c not in df.columns]
+        missing = [c for c in kx.TOKEN_COLUMNS if c not in df.columns]
         raise InputError(
             f"plot_usage needs the accounting columns {missing} (the output of Extractor.run or "
             "run_documents; a prefix= does not rename them)"
