@@ -25,7 +25,7 @@ import jsonschema
 import pytest
 
 from kimi_extract import tokens
-from kimi_extract.simulator import Exchange, Reply, SimRequest, Simulator
+from kimi_extract.simulator import Reply, SimExchange, SimRequest, Simulator
 from kimi_extract.simulator.prompt import count_tokens, image_size
 from kimi_extract.simulator.validation import component_schema, fast_path_agrees
 
@@ -686,7 +686,7 @@ def test_history_records_each_exchange(sim: Simulator) -> None:
     post(sim, body_for())
     post(sim, body_for(model="nope"))
     ok, missing = sim.history
-    assert isinstance(ok, Exchange)
+    assert isinstance(ok, SimExchange)
     assert (ok.index, missing.index) == (0, 1)
     assert before <= ok.t_start <= ok.t_end <= missing.t_start  # type: ignore[operator]
     assert ok.method == "POST" and ok.path == "/v1/chat/completions"
@@ -799,3 +799,13 @@ def test_responder_user_text_joins_text_parts_and_reply_delay_and_reset(sim: Sim
         post(sim, body_for("please reset"))
     assert sim.history[-1].fault == "reset" and sim.history[-1].status is None
     assert sim.stats()["tokens"]["prompt"] == sim.history[0].usage["prompt_tokens"]  # type: ignore[index]
+
+
+def test_exchange_is_sim_exchange_under_its_old_name_with_a_warning():
+    """The simulator's record is ``SimExchange`` (the client has its own ``Exchange``)."""
+    import kimi_extract.simulator as simulator
+
+    with pytest.warns(DeprecationWarning, match="SimExchange"):
+        assert simulator.Exchange is SimExchange
+    with pytest.raises(AttributeError):
+        simulator.Nothing  # noqa: B018

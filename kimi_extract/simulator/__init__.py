@@ -3,8 +3,9 @@
 ``Simulator`` serves the seed reference's ``POST /v1/chat/completions`` on a real HTTP port:
 request validation against the seed's OpenAPI schema, Kimi's schema dialect and per-model rules,
 deterministic schema-valid answers with reasoning, usage from ``kimi_extract.tokens``, an implicit
-prefix cache, rate limits, seeded faults, SSE streaming, function tools and web search. It imports
-only ``kimi_extract.tokens``, ``kimi_extract.schema.dialect`` and ``kimi_extract.kimi`` of the library.
+prefix cache, rate limits, seeded faults, SSE streaming, function tools and web search. Of the
+library it imports only layer 0 (``kimi_extract.tokens``, ``kimi_extract.kimi``...) and
+``kimi_extract.schema.dialect`` (tests/test_layers.py checks it).
 
 What the model does follows two deterministic policies (details in ``completion``), so clients
 such as the openai SDK, instructor and pydantic-ai work unmodified:
@@ -24,7 +25,8 @@ Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline
 (the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
 ``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
 ``completion`` / ``answers`` / ``values`` (what the model answers), ``streaming`` (JSON and SSE
-sending), ``protocol`` (Reply, SimRequest, Exchange, error bodies).
+sending), ``protocol`` (Reply, SimRequest, SimExchange, error bodies), ``config`` (Config,
+SimAnswer: the records ``app`` and ``streaming`` share).
 
 Quick start::
 
@@ -38,7 +40,23 @@ Quick start::
 
 from __future__ import annotations
 
-from .protocol import DEFAULT_API_KEY, Exchange, Reply, SimRequest
+from .protocol import DEFAULT_API_KEY, Reply, SimExchange, SimRequest
 from .server import Simulator, serve
 
-__all__ = ["DEFAULT_API_KEY", "Exchange", "Reply", "SimRequest", "Simulator", "serve"]
+__all__ = ["DEFAULT_API_KEY", "Reply", "SimExchange", "SimRequest", "Simulator", "serve"]
+
+
+def __getattr__(name: str) -> object:
+    # ``Exchange`` was renamed ``SimExchange`` (the client has its own ``Exchange``): the old
+    # name still works for one release.
+    if name == "Exchange":
+        import warnings
+
+        warnings.warn(
+            "kimi_extract.simulator.Exchange is now SimExchange; the old name goes in the next "
+            "release",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return SimExchange
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -18,21 +18,20 @@ import random
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from aiohttp import web
 
 from ..kimi import CONTEXT_WINDOW, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
-from .limits import FaultRates, Latency, Limits, cost_usd, draw_faults
+from .config import Config, Responder, SimAnswer
+from .limits import Latency, Limits, cost_usd, draw_faults
 from .prompt import Prompt, build_prompt, schema_text
 from .protocol import (
-    Exchange,
     Reply,
     SimError,
+    SimExchange,
     SimRequest,
     default_error_type,
     error_body,
@@ -41,58 +40,8 @@ from .protocol import (
 )
 from .streaming import send_json, send_stream
 
-Responder = Callable[[SimRequest], Any]
 #: Larger request bodies get a 413 in the API's error shape.
 _MAX_BODY_BYTES = 256 * 1024 * 1024
-
-
-@dataclass
-class Config:
-    """Every ``Simulator`` option except host/port; see ``Simulator`` for their meaning."""
-
-    api_key: str
-    clock: Callable[[], float]
-    seed: int = 0
-    max_concurrency: int | None = None
-    rpm: int | None = None
-    tpm: int | None = None
-    retry_after_header: bool = False
-    overload_rate: float = 0.0
-    quota_usd: float | None = None
-    pricing: dict[str, float] | None = None
-    faults: FaultRates = field(default_factory=FaultRates)
-    slow_first_byte_s: float = 2.0
-    ttft_s: float = 0.0
-    tokens_per_s: float | None = None
-    stream_usage: str = "choices"
-    cache_block_tokens: int = 64
-    cache_min_tokens: int = 256
-    cache_refresh_on_read: bool = False
-    history_limit: int | None = None
-    schema_level: Literal["strict", "ultra"] = "strict"
-    #: Limiter shapes and latency model (``limits``): see ``Simulator``.
-    rate_shape: str = "sliding"
-    window_s: float = 60.0
-    burst_s: float = 0.1
-    spurious_429_rate: float = 0.0
-    latency: str = "fixed"
-    latency_median_s: float = 1.0
-    latency_p99_s: float = 10.0
-
-
-@dataclass
-class Answer:
-    """A chat answer ready to send."""
-
-    body: dict[str, Any]
-    outcome: completion.Outcome
-    usage: dict[str, Any]
-    lookup: Lookup
-    headers: dict[str, str]
-    faults: list[str]
-    delay_s: float
-    ttl: str
-    request_body: dict[str, Any]
 
 
 def _bucket_add(tokens: Counter[str], usage: dict[str, Any]) -> None:
@@ -162,7 +111,7 @@ class Service:
         Requests still in flight keep counting as in flight (and finish into the new counters).
         """
         with self.lock:
-            self.history: deque[Exchange] = deque(maxlen=self.config.history_limit)
+            self.history: deque[SimExchange] = deque(maxlen=self.config.history_limit)
             self.request_count = 0
             self.by_status: Counter[str] = Counter()
             self.by_error_type: Counter[str] = Counter()
@@ -208,13 +157,13 @@ class Service:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _arrive(self, request: web.Request) -> Exchange:
+    def _arrive(self, request: web.Request) -> SimExchange:
         headers = dict(request.headers)
         if headers.pop("Authorization", None) is None and "Authorization" in request.headers:
             # another spelling of the name (header lookups ignore case)
             headers = {k: v for k, v in headers.items() if k.lower() != "authorization"}
         with self.lock:
-            exchange = Exchange(
+            exchange = SimExchange(
                 index=self.request_count,
                 t_start=time.monotonic(),
                 method=request.method,
@@ -229,7 +178,7 @@ class Service:
 
     def _finish(
         self,
-        exchange: Exchange,
+        exchange: SimExchange,
         status: int | None,
         error_type: str | None = None,
         response: dict[str, Any] | None = None,
@@ -250,7 +199,7 @@ class Service:
     def _authorized(self, request: web.Request) -> bool:
         return request.headers.get("Authorization", "") == self._bearer
 
-    def _error_response(self, exchange: Exchange, error: SimError) -> web.Response:
+    def _error_response(self, exchange: SimExchange, error: SimError) -> web.Response:
         body = error.body()
         self._finish(exchange, error.status, error.error_type, body)
         # Errors carry a request id too, so a client can quote it (as Kimi's gateway does).
@@ -316,7 +265,7 @@ class Service:
             if exchange.t_end is None:  # cancelled, or ended by an unexpected BaseException
                 self._finish(exchange, None)
 
-    async def _chat(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
+    async def _chat(self, request: web.Request, exchange: SimExchange) -> web.StreamResponse:
         if not self._authorized(request):
             raise _unauthorized()
         try:
@@ -357,7 +306,7 @@ class Service:
             with self.lock:
                 self.limits.release()
 
-    def _call_responder(self, exchange: Exchange, body: dict[str, Any]) -> Reply | None:
+    def _call_responder(self, exchange: SimExchange, body: dict[str, Any]) -> Reply | None:
         responder = self.responder
         if responder is None:
             return None
@@ -390,7 +339,7 @@ class Service:
         )
 
     async def _answer(
-        self, request: web.Request, exchange: Exchange, body: dict[str, Any], prompt: Prompt
+        self, request: web.Request, exchange: SimExchange, body: dict[str, Any], prompt: Prompt
     ) -> web.StreamResponse:
         reply = self._call_responder(exchange, body)
         if reply is not None and reply.status != 200:
@@ -425,7 +374,7 @@ class Service:
             self._finish(exchange, response.status if response.prepared else None)
         return response
 
-    def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> Answer:
+    def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> SimAnswer:
         model = body["model"]
         seed = answers.request_seed(body, prompt.schema_text)
         outcome = completion.compose(body, seed, reply, prompt.schema_text)
@@ -474,9 +423,9 @@ class Service:
         response_id = f"chatcmpl-{self._id_prefix}{seed & 0xFFFFFFFF:08x}{self.request_count:06x}"
         response = completion.completion_body(response_id, created, model, outcome, usage)
         headers = {"x-request-id": response_id, **((reply.headers if reply else None) or {})}
-        return Answer(response, outcome, usage, lookup, headers, faults, delay, ttl, body)
+        return SimAnswer(response, outcome, usage, lookup, headers, faults, delay, ttl, body)
 
-    def _complete(self, exchange: Exchange, answer: Answer, body: dict[str, Any]) -> None:
+    def _complete(self, exchange: SimExchange, answer: SimAnswer, body: dict[str, Any]) -> None:
         """A 200 fully sent: commit cache writes, bill, count."""
         model = body["model"]
         info = MODELS[model]
@@ -501,7 +450,7 @@ class Service:
         self._finish(exchange, 200, None, answer.body)
 
     async def _scripted_error(
-        self, request: web.Request, exchange: Exchange, reply: Reply
+        self, request: web.Request, exchange: SimExchange, reply: Reply
     ) -> web.StreamResponse:
         if reply.delay > 0:
             await asyncio.sleep(reply.delay)

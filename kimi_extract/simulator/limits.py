@@ -54,7 +54,6 @@ from .protocol import ORG, SimError
 WINDOW_S = 60.0
 RATE_SHAPES = ("sliding", "fixed", "bucket")
 LATENCY_SHAPES = ("fixed", "lognormal")
-FAULT_KINDS = ("500", "reset", "cut", "slow_first_byte", "invalid_json", "truncate")
 #: z of the 99th percentile of the standard normal distribution.
 _Z99 = 2.3263478740408408
 

@@ -1,4 +1,4 @@
-"""The simulator's public records (``Reply``, ``SimRequest``, ``Exchange``) and its error bodies.
+"""The simulator's public records (``Reply``, ``SimRequest``, ``SimExchange``) and its error bodies.
 
 Error bodies follow the seed's ``ErrorResponse``: ``{"error": {"message", "type", "code"}}`` with
 ``code`` null, and the error types of KIMI-NOTES.md ("Errors and limits").
@@ -98,8 +98,8 @@ class Reply:
 class SimRequest:
     """What a responder sees of one valid chat-completions request.
 
-    ``index`` is the 0-based number of the HTTP request (its ``Exchange.index``); ``user_text`` the
-    text of the last user message (text parts joined by newlines); ``schema`` the
+    ``index`` is the 0-based number of the HTTP request (its ``SimExchange.index``); ``user_text``
+    the text of the last user message (text parts joined by newlines); ``schema`` the
     ``response_format.json_schema.schema`` or None; ``headers`` exclude Authorization.
     """
 
@@ -113,7 +113,7 @@ class SimRequest:
 
 
 @dataclass
-class Exchange:
+class SimExchange:
     """One HTTP request the simulator received, and what it answered.
 
     Appended to ``Simulator.history`` on arrival and completed when the response ends: until then

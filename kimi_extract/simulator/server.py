@@ -14,9 +14,10 @@ from typing import Any
 
 from aiohttp import web
 
-from .app import Config, Responder, Service
+from .app import Service
+from .config import Config, Responder
 from .limits import FaultRates
-from .protocol import DEFAULT_API_KEY, Exchange
+from .protocol import DEFAULT_API_KEY, SimExchange
 
 _STREAM_USAGE = ("choices", "separate")
 
@@ -45,7 +46,7 @@ class Simulator:
     - ``stream_usage``: "choices" or "separate" (see ``streaming``).
     - ``cache_block_tokens``, ``cache_min_tokens``, ``cache_refresh_on_read``: see ``cache``.
     - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
-      keeps none). Counters and ``Exchange.index`` still count every request.
+      keeps none). Counters and ``SimExchange.index`` still count every request.
     - ``rate_shape``: how ``rpm`` and ``tpm`` are enforced: "sliding" (default: any 60 s),
       "fixed" (60 s windows from the first request) or "bucket" (a token bucket: ``limit / 60`` per
       second, at most ``burst_s`` seconds' worth at once, default 0.1). ``window_s`` shortens
@@ -56,8 +57,8 @@ class Simulator:
       with median ``latency_median_s``, default 1, and 99th percentile ``latency_p99_s``,
       default 10).
     - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
-      (``kimi_extract.schema.dialect``, MoonshotAI/walle's levels): "strict" (default; what Moonshot's
-      server enforces) or "ultra" (walle's most thorough check).
+      (``kimi_extract.schema.dialect``, MoonshotAI/walle's levels): "strict" (default; what
+      Moonshot's server enforces) or "ultra" (walle's most thorough check).
     """
 
     def __init__(
@@ -182,7 +183,7 @@ class Simulator:
         return self.base_url + "/v1"
 
     @property
-    def history(self) -> list[Exchange]:
+    def history(self) -> list[SimExchange]:
         """A snapshot list of every HTTP request received (the last ``history_limit``), in
         arrival order."""
         with self._service.lock:
