@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typing
 
-from . import accessor
+from . import accessor  # noqa: F401  (registers the DataFrame .kimi accessor)
 from .exceptions import (
     APIConnectionError,
     APIError,
@@ -34,6 +34,7 @@ from .exceptions import (
     SchemaError,
     ServerError,
     StoreError,
+    ToolLoopError,
     TruncatedError,
     ValidationFailedError,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "ServerError",
     "Simulator",
     "StoreError",
+    "ToolLoopError",
     "TruncatedError",
     "Usage",
     "ValidationFailedError",

@@ -1,16 +1,98 @@
 """The public namespace stays explicit and sorted (after httpx's tests/test_exported_members.py)."""
 
 from __future__ import annotations
+import __future__
+
+import inspect
+
+import pytest
 
 import kimi_extract as kx
+from kimi_extract import exceptions
+
+#: Every public name of ``kimi_extract``, sorted. A name added to or dropped from the package
+#: fails here until this list says so: the public API changes only on purpose.
+EXPECTED = [
+    "APIConnectionError",
+    "APIError",
+    "APITimeoutError",
+    "AuthenticationError",
+    "BadRequestError",
+    "BudgetExceeded",
+    "CompiledSchema",
+    "ConfigurationError",
+    "ContextOverflowError",
+    "EmptyInputError",
+    "Estimate",
+    "Extractor",
+    "ExtractorConfig",
+    "InputError",
+    "KimiExtractError",
+    "MODELS",
+    "MediaError",
+    "MissingAPIKeyError",
+    "ModelInfo",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "Pricing",
+    "QuotaExceededError",
+    "RateLimitError",
+    "ResponseTooLargeError",
+    "RowError",
+    "RunInterrupted",
+    "RunReport",
+    "RunStopped",
+    "SchemaError",
+    "ServerError",
+    "Simulator",
+    "StoreError",
+    "ToolLoopError",
+    "TruncatedError",
+    "Usage",
+    "ValidationFailedError",
+    "__version__",
+    "compile_schema",
+    "plot_usage",
+    "response_format",
+]
 
 
-def test_all_is_sorted_and_complete():
-    assert kx.__all__ == sorted(kx.__all__)
-    for name in kx.__all__:
-        assert hasattr(kx, name), name
-    public = {n for n in vars(kx) if not n.startswith("_") and n[0].isupper()}
-    assert public <= set(kx.__all__)
+def test_all_is_exactly_the_public_api():
+    assert EXPECTED == sorted(EXPECTED)
+    assert kx.__all__ == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_every_exported_name_is_importable(name):
+    namespace: dict[str, object] = {}
+    exec(f"from kimi_extract import {name}", namespace)  # the statement a user writes
+    value = namespace[name]
+    assert value is getattr(kx, name)
+    if inspect.isclass(value) or inspect.isfunction(value):
+        assert value.__module__.startswith("kimi_extract."), value.__module__
+
+
+def test_every_public_name_in_the_namespace_is_in_all():
+    public = {
+        name
+        for name in dir(kx)
+        if not name.startswith("_")
+        and not inspect.ismodule(getattr(kx, name))
+        and not isinstance(getattr(kx, name), __future__._Feature)  # from __future__ import ...
+    }
+    assert sorted(public - set(kx.__all__)) == []
+
+
+def test_every_exception_class_is_exported():
+    """A user can catch every error the package defines by its public name."""
+    defined = {
+        name
+        for name, value in vars(exceptions).items()
+        if inspect.isclass(value)
+        and issubclass(value, BaseException)
+        and value.__module__ == exceptions.__name__
+    }
+    assert sorted(defined - set(kx.__all__)) == []
 
 
 def test_response_format_shape():
