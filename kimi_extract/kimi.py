@@ -129,7 +129,7 @@ def normalize_effort(info: ModelInfo, effort: str | None) -> str | None:
         return None
     normalized = EFFORT_ALIASES.get(effort)
     if normalized is None:
-        raise ValueError(
+        raise ConfigurationError(
             f"reasoning_effort={effort!r} is not valid; use one of {sorted(EFFORT_ALIASES)}"
         )
     if normalized not in info.efforts:

@@ -152,7 +152,7 @@ def compile_schema(model: type) -> CompiledSchema:
     the field and the reason) for types Kimi's strict JSON schema mode cannot express.
     """
     if not isinstance(model, type) or not issubclass(model, BaseModel):
-        raise TypeError(f"compile_schema expects a pydantic BaseModel subclass, got {model!r}")
+        raise SchemaError(f"compile_schema expects a pydantic BaseModel subclass, got {model!r}")
     return _compile_cached(model)
 
 

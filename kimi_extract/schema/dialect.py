@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal
 
+from ..exceptions import ConfigurationError
+
 __all__ = [
     "DEFAULT_LIMITS",
     "JSON_TYPES",
@@ -143,7 +145,7 @@ def check_schema(schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_L
     walle's form ``At path '<path>': <message>``.
     """
     if level not in LEVELS:
-        raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        raise ConfigurationError(f"level must be one of {LEVELS}, got {level!r}")
     try:
         _Walle(schema, level, limits).run()
     except _Problem as problem:

@@ -31,6 +31,8 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..exceptions import ConfigurationError
+
 TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 
 
@@ -55,7 +57,7 @@ class PrefixCache:
         refresh_on_read: bool = False,
     ) -> None:
         if block_tokens < 1:
-            raise ValueError("cache_block_tokens must be at least 1")
+            raise ConfigurationError("cache_block_tokens must be at least 1")
         self.clock = clock
         self.refresh_on_read = refresh_on_read
         self.block_tokens = block_tokens

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..exceptions import ConfigurationError
 from .protocol import ORG, SimError
 
 WINDOW_S = 60.0
@@ -74,7 +75,7 @@ class Meter:
 
     def __init__(self, per_minute: int, shape: str, window_s: float, burst_s: float) -> None:
         if shape not in RATE_SHAPES:
-            raise ValueError(f"rate_shape must be one of {RATE_SHAPES}, got {shape!r}")
+            raise ConfigurationError(f"rate_shape must be one of {RATE_SHAPES}, got {shape!r}")
         self.per_minute = per_minute
         self.shape = shape
         self.window_s = window_s
@@ -172,9 +173,9 @@ class Limits:
         seed: int = 0,
     ) -> None:
         if rate_shape not in RATE_SHAPES:
-            raise ValueError(f"rate_shape must be one of {RATE_SHAPES}, got {rate_shape!r}")
+            raise ConfigurationError(f"rate_shape must be one of {RATE_SHAPES}, got {rate_shape!r}")
         if not (window_s > 0 and burst_s > 0):
-            raise ValueError("window_s and burst_s must be > 0")
+            raise ConfigurationError("window_s and burst_s must be > 0")
         self.clock = clock
         self.rng = rng
         self.spurious_rng = random.Random(f"spurious-{seed}")
@@ -281,9 +282,9 @@ class Latency:
         seed: int = 0,
     ) -> None:
         if shape not in LATENCY_SHAPES:
-            raise ValueError(f"latency must be one of {LATENCY_SHAPES}, got {shape!r}")
+            raise ConfigurationError(f"latency must be one of {LATENCY_SHAPES}, got {shape!r}")
         if shape == "lognormal" and not 0 < median_s <= p99_s:
-            raise ValueError("latency_median_s must be > 0 and <= latency_p99_s")
+            raise ConfigurationError("latency_median_s must be > 0 and <= latency_p99_s")
         self.ttft_s = ttft_s
         self.shape = shape
         self.mu = math.log(median_s) if median_s > 0 else 0.0

@@ -14,6 +14,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ..exceptions import ConfigurationError
 from .app import Service
 from .config import Config, Responder
 from .limits import FaultRates
@@ -101,9 +102,13 @@ class Simulator:
         latency_p99_s: float = 10.0,
     ) -> None:
         if schema_level not in ("strict", "ultra"):
-            raise ValueError(f"schema_level must be 'strict' or 'ultra', got {schema_level!r}")
+            raise ConfigurationError(
+                f"schema_level must be 'strict' or 'ultra', got {schema_level!r}"
+            )
         if stream_usage not in _STREAM_USAGE:
-            raise ValueError(f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}")
+            raise ConfigurationError(
+                f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}"
+            )
         rates = {
             "fault_500": fault_500,
             "fault_reset": fault_reset,
@@ -116,7 +121,7 @@ class Simulator:
         }
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
-                raise ValueError(f"{name} must be between 0 and 1, got {rate}")
+                raise ConfigurationError(f"{name} must be between 0 and 1, got {rate}")
         self.api_key = api_key
         self.host = host
         self.port = port
