@@ -36,16 +36,21 @@ never ran.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import ipaddress
 import json
 import logging
+import math
 import os
 import sqlite3
 import sys
 import time
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from ..exceptions import StoreError
@@ -236,27 +241,39 @@ class ResultStore:
             self._db = _connect(self.path)
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"result store {self.path} cannot be opened ({exc}); {FIX}") from None
+        #: Rows looking themselves up this event-loop turn (``lookup``), and their waiters.
+        self._lookups: dict[str, list[asyncio.Future[Stored | None]]] | None = None
+        #: Rows waiting for the next group commit (``commit``), and their waiters.
+        self._queued: list[tuple[_Row, asyncio.Future[None]]] | None = None
+        #: Transactions committed and rows in them (rows / commits = the mean group size).
+        self.commits = 0
+        self.committed_rows = 0
 
     def __repr__(self) -> str:
         return f"ResultStore({str(self.path)!r})"
 
     def get(self, key: str) -> Stored | None:
         """The stored result for ``key``, or None; ``StoreError`` when the file fails."""
+        return self.get_many((key,)).get(key)
+
+    def get_many(self, keys: Collection[str]) -> dict[str, Stored]:
+        """The stored results among ``keys`` (a few ``SELECT ... IN`` queries for any number).
+
+        Unreadable entries are left out (a miss: the row is asked again). ``StoreError`` when the
+        file fails."""
+        found: dict[str, Stored] = {}
         try:
-            row = self._db.execute(
-                "SELECT output, usage, attempts, web_searches FROM results WHERE key = ?", (key,)
-            ).fetchone()
+            for chunk in _chunks(list(keys)):
+                sql = _SELECT_IN.get(len(chunk)) or _SELECT_IN.setdefault(
+                    len(chunk), _select_in(len(chunk))
+                )
+                for key, output, usage, attempts, web_searches in self._db.execute(sql, chunk):
+                    stored = _decode(output, usage, attempts, web_searches)
+                    if stored is not None:
+                        found[key] = stored
         except sqlite3.Error as exc:
             raise self._failed("read", exc) from None
-        if row is None:
-            return None
-        try:
-            usage = json.loads(row[1])
-            if usage.get("cost") is None:
-                usage["cost"] = float("nan")
-            return Stored(str(row[0]), Usage(**usage), int(row[2]), int(row[3]))
-        except (TypeError, ValueError):
-            return None  # an unreadable entry is a miss: the row is asked again
+        return found
 
     def _failed(self, action: str, exc: sqlite3.Error) -> StoreError:
         return StoreError(f"result store {self.path} failed to {action} a row ({exc}); {FIX}")
@@ -275,24 +292,105 @@ class ResultStore:
 
         ``output`` is the model's raw answer text. Raises ``StoreError`` when the file fails
         (disk full, read-only, corrupt)."""
-        usage_json = json.dumps(
-            {
-                "prompt_tokens": usage.prompt_tokens,
-                "cached_tokens": usage.cached_tokens,
-                "cache_write_tokens": usage.cache_write_tokens,
-                "completion_tokens": usage.completion_tokens,
-                "reasoning_tokens": usage.reasoning_tokens,
-                "requests": usage.requests,
-                "cost": usage.cost if usage.cost == usage.cost else None,
-            }
-        )
+        self._write([(key, model, output, encode_usage(usage), attempts, web_searches)])
+
+    def _write(self, rows: list[_Row]) -> None:
+        """Commit ``rows`` (key, model, output, usage JSON, attempts, web searches) in one
+        transaction: all of them or, when the file fails (``StoreError``), none."""
+        created = time.time()
         try:
-            self._db.execute(
-                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (key, model, output, usage_json, attempts, web_searches, time.time()),
-            )
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                for chunk in _chunks(rows):
+                    sql = _INSERT.get(len(chunk)) or _INSERT.setdefault(
+                        len(chunk), _insert(len(chunk))
+                    )
+                    values: list[object] = []
+                    for row in chunk:
+                        values.extend(row)
+                        values.append(created)
+                    self._db.execute(sql, values)
+                self._db.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
+                    self._db.execute("ROLLBACK")
+                raise
         except sqlite3.Error as exc:
             raise self._failed("write", exc) from None
+        self.committed_rows += len(rows)
+        self.commits += 1
+
+    # -- Grouped access for a run on an event loop --------------------------------------------
+
+    async def lookup(self, key: str) -> Stored | None:
+        """``get``, grouped: every row looking itself up in one event-loop turn shares one query.
+
+        Rows queued for a commit are committed first, so a row finishing just now is found."""
+        if self._lookups is None:
+            self._lookups = {}
+            asyncio.get_running_loop().call_soon(self._flush_lookups)
+        waiter: asyncio.Future[Stored | None] = asyncio.get_running_loop().create_future()
+        self._lookups.setdefault(key, []).append(waiter)
+        return await waiter
+
+    async def commit(
+        self,
+        key: str,
+        *,
+        model: str,
+        output: str,
+        usage: Usage,
+        attempts: int,
+        web_searches: int = 0,
+    ) -> None:
+        """``put``, grouped: rows finishing in the same event-loop turn (at most ``GROUP_ROWS``)
+        share one transaction. Returns once this row's transaction is committed (or raises its
+        ``StoreError``): a caller that reports the row only after this never reports a row that
+        a ``kill -9`` could lose."""
+        loop = asyncio.get_running_loop()
+        if self._queued is None:
+            self._queued = []
+            loop.call_soon(self.flush)
+        waiter: asyncio.Future[None] = loop.create_future()
+        self._queued.append(
+            ((key, model, output, encode_usage(usage), attempts, web_searches), waiter)
+        )
+        if len(self._queued) >= GROUP_ROWS:
+            self.flush()
+        await waiter
+
+    def flush(self) -> None:
+        """Commit the rows queued by ``commit`` now (one transaction); wakes their callers."""
+        queued, self._queued = self._queued, None
+        if not queued:
+            return
+        try:
+            self._write([row for row, _ in queued])
+        except StoreError as exc:
+            for _, waiter in queued:
+                if not waiter.done():
+                    waiter.set_exception(exc)
+            return
+        for _, waiter in queued:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _flush_lookups(self) -> None:
+        lookups, self._lookups = self._lookups or {}, None
+        try:
+            self.flush()  # rows finished this turn are found by rows starting this turn
+            found = self.get_many(lookups)
+        except StoreError as exc:
+            for waiters in lookups.values():
+                for waiter in waiters:
+                    if not waiter.done():
+                        waiter.set_exception(exc)
+            return
+        for key, waiters in lookups.items():
+            stored = found.get(key)
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(stored)
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
@@ -302,8 +400,69 @@ class ResultStore:
         return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
 
     def close(self) -> None:
-        """Close the connection."""
-        self._db.close()
+        """Commit the rows still queued by ``commit``, then close the connection."""
+        try:
+            self.flush()
+        finally:
+            self._db.close()
+
+
+#: The most rows one group commit holds: a larger group is committed at once, not next turn.
+GROUP_ROWS = 512
+#: Rows per SQL statement: a power of two at most this, so a few statements serve every size
+#: (7 parameters a row stays under SQLite's oldest limit of 999 parameters).
+_CHUNK = 128
+#: A row as written: key, model, output, usage JSON, attempts, web searches.
+_Row = tuple[str, str, str, str, int, int]
+_T = TypeVar("_T")
+_COLUMNS_READ = "key, output, usage, attempts, web_searches"
+_SELECT_IN: dict[int, str] = {}
+_INSERT: dict[int, str] = {}
+
+
+def _chunks(items: Sequence[_T]) -> list[Sequence[_T]]:
+    """``items`` cut into power-of-two runs of at most ``_CHUNK`` (100 -> 64, 32, 4)."""
+    chunks = []
+    start = 0
+    while start < len(items):
+        size = min(_CHUNK, 1 << ((len(items) - start).bit_length() - 1))
+        chunks.append(items[start : start + size])
+        start += size
+    return chunks
+
+
+def _select_in(n: int) -> str:
+    return f"SELECT {_COLUMNS_READ} FROM results WHERE key IN ({','.join('?' * n)})"
+
+
+def _insert(n: int) -> str:
+    return "INSERT OR REPLACE INTO results VALUES " + ",".join(["(?,?,?,?,?,?,?)"] * n)
+
+
+def encode_usage(usage: Usage) -> str:
+    """``usage`` as the store's JSON text (an unknown cost, NaN, is null)."""
+    cost = usage.cost
+    cost_text = (
+        repr(float(cost)) if math.isfinite(cost) else json.dumps(cost if cost == cost else None)
+    )
+    return (
+        f'{{"prompt_tokens":{int(usage.prompt_tokens)},"cached_tokens":{int(usage.cached_tokens)},'
+        f'"cache_write_tokens":{int(usage.cache_write_tokens)},'
+        f'"completion_tokens":{int(usage.completion_tokens)},'
+        f'"reasoning_tokens":{int(usage.reasoning_tokens)},"requests":{int(usage.requests)},'
+        f'"cost":{cost_text}}}'
+    )
+
+
+def _decode(output: Any, usage_json: Any, attempts: Any, web_searches: Any) -> Stored | None:
+    """A stored row, or None when the entry cannot be read (a miss: the row is asked again)."""
+    try:
+        usage = json.loads(str(usage_json))
+        if usage.get("cost") is None:
+            usage["cost"] = float("nan")
+        return Stored(str(output), Usage(**usage), int(attempts), int(web_searches))
+    except (TypeError, ValueError, AttributeError):
+        return None
 
 
 #: How long opening a store waits for other processes/threads that hold its lock (seconds).
