@@ -23,7 +23,12 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from ..exceptions import APIConnectionError, APITimeoutError, ResponseTooLargeError
+from ..exceptions import (
+    APIConnectionError,
+    APITimeoutError,
+    ConfigurationError,
+    ResponseTooLargeError,
+)
 
 BACKENDS = ("aiohttp", "httpx-aiohttp", "httpx")
 #: Default cap on one response body, counted after decompression (``max_response_bytes``).
@@ -127,7 +132,7 @@ def make_backend(
             aiohttp=name != "httpx",
         )
     else:
-        raise ValueError(f"unknown http backend {name!r}; use one of {BACKENDS}")
+        raise ConfigurationError(f"unknown http backend {name!r}; use one of {BACKENDS}")
     backend.log_filter = RedactingFilter(redact) if redact is not None else None
     return backend
 

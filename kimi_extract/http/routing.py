@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..exceptions import APIConnectionError, APIError
+from ..exceptions import APIConnectionError, APIError, ConfigurationError
 from ..kimi import DEFAULT_BASE_URL, MULTIMODAL_BASE_URL
 
 logger = logging.getLogger("kimi_extract")
@@ -85,7 +85,7 @@ class Router:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if failover_after < 1:
-            raise ValueError(f"failover_after must be >= 1, got {failover_after!r}")
+            raise ConfigurationError(f"failover_after must be >= 1, got {failover_after!r}")
         self.explicit = base_url or None
         self.text_url = text_url or TEXT_BASE_URL
         self.media_url = media_url or MEDIA_BASE_URL
