@@ -84,6 +84,16 @@ def test_configuration_errors_raised_by_lower_layers():
         normalize_effort(model_info("kimi-k3"), "enormous")
 
 
+def test_configuration_errors_raised_by_the_http_layer():
+    from kimi_extract.http.backends import make_backend
+    from kimi_extract.http.routing import Router
+
+    with pytest.raises(ConfigurationError, match="failover_after"):
+        Router(failover_after=0)
+    with pytest.raises(ConfigurationError, match="unknown http backend"):
+        make_backend("carrier-pigeon", headers={}, concurrency=1, timeout=1.0, connect_timeout=1.0)
+
+
 @pytest.mark.parametrize(
     "options",
     [
