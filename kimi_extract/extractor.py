@@ -44,10 +44,11 @@ from .media.parts import (
     MediaOptions,
     current_options,
 )
-from .records import Pricing, Usage
-from .run.engine import RowResult, RowSettings, charge_retry
+from .records import Content, Pricing, RowInput, RowResult, Usage
+from .run.conversation import RowSettings, charge_retry
 from .run.estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
-from .run.inputs import Content, RowInput, TextSpec, amake_row, prepare
+from .run.inputs import TextSpec, amake_row, prepare
+from .run.report import RunReport, fill_missing
 from .run.request import (
     BodyEncoder,
     Mode,
@@ -56,7 +57,7 @@ from .run.request import (
     response_format_for,
     system_prompt,
 )
-from .run.runs import RunReport, fill_missing, run_engine, run_sync
+from .run.scheduler import run_engine
 from .run.store import (
     ResultStore,
     check_location,
@@ -65,6 +66,7 @@ from .run.store import (
     open_store,
 )
 from .run.store import resolve as store_path
+from .run.sync import run_sync
 from .schema.compiled import compile_schema
 from .table.export import TableWriter
 from .table.frame import build_frame, check_clashes, check_output_names

@@ -10,13 +10,21 @@
     └── reasoning_tokens     of which reasoning
 
 ``Usage`` values add with ``+``; ``cost`` is in USD and NaN when the price is unknown.
+
+The rows that travel between the stages live here too: ``RowInput`` (made by ``run.inputs`` or
+``run.documents``, sent by ``run.conversation``) and ``RowResult`` (made by
+``run.conversation``, ordered by ``run.scheduler``, turned into columns by ``table.frame``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 #: More tokens than any request can use (10x the largest context window): a usage above it is a
 #: malformed response, not a bill.
@@ -189,3 +197,44 @@ class Usage:
             f"cache write {self.cache_write_tokens:,}); completion {self.completion_tokens:,} "
             f"(reasoning {self.reasoning_tokens:,}); {cost}"
         )
+
+
+#: A row's content: a text, or a list of chat content parts (images and videos first, then text).
+Content = str | list[dict[str, Any]]
+
+
+@dataclass
+class RowInput:
+    """One row ready to send: its index label, position, and content or the reason it has none."""
+
+    label: Hashable
+    position: int
+    content: Content | None = None
+    error: Exception | None = None
+    #: The input values of the row, kept for streaming outputs (``run_to``, generator input).
+    record: Mapping[str, Any] | None = None
+
+
+@dataclass
+class RowResult:
+    """The outcome of one row: the value or the error, and what it cost."""
+
+    label: Hashable
+    position: int
+    value: BaseModel | None = None
+    usage: Usage = field(default_factory=Usage)
+    attempts: int = 0
+    latency_s: float = 0.0
+    error: str | None = None
+    exception: BaseException | None = field(default=None, repr=False)
+    web_searches: int = 0
+    #: Served from the result store without a request; ``saved`` is its original usage.
+    from_cache: bool = False
+    saved: Usage | None = None
+    #: The row's input values, kept only for streaming outputs.
+    record: Mapping[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        """True when the row holds a validated value."""
+        return self.value is not None and self.error is None

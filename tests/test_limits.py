@@ -300,7 +300,7 @@ def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
 
 
 async def test_the_progress_bar_says_which_limit_binds():
-    from kimi_extract.run.engine import Progress
+    from kimi_extract.run.scheduler import Progress
 
     vt = VirtualTime()
     limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt.clock, sleep=vt.sleep)

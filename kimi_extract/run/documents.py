@@ -46,7 +46,7 @@ from ..table.columns import ADDITIVE_COLUMNS
 from ..table.explode import check_explode
 from ..table.explode import explode as explode_frame
 from ..table.frame import build_frame, output_columns
-from .engine import one_line
+from .conversation import one_line
 
 if TYPE_CHECKING:
     from ..extractor import Extractor

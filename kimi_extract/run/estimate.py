@@ -23,7 +23,7 @@ from ..records import Pricing, Usage
 from .request import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    from .engine import RowSettings
+    from .conversation import RowSettings
     from .store import ResultStore
 
 REASONING_GUESS = {"low": 400, "high": 2000, "max": 6000, None: 6000}

@@ -38,8 +38,7 @@ from ..media.formats import data_url as data_url  # re-exported (their earlier h
 from ..media.formats import sniff_image_mime as sniff_image_mime
 from ..media.parts import MediaOptions, cancellable, current_options, media_parts, printable
 from ..media.parts import image_url as _media_image_url
-
-Content = str | list[dict[str, Any]]
+from ..records import Content, RowInput
 
 
 def is_missing(value: Any) -> bool:
@@ -47,18 +46,6 @@ def is_missing(value: Any) -> bool:
     if value is None or value is pd.NA or value is pd.NaT:
         return True
     return isinstance(value, float) and math.isnan(value)
-
-
-@dataclass
-class RowInput:
-    """One row ready to send: its index label, position, and content or the reason it has none."""
-
-    label: Hashable
-    position: int
-    content: Content | None = None
-    error: Exception | None = None
-    #: The input values of the row, kept for streaming outputs (``run_to``, generator input).
-    record: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..exceptions import ConfigurationError, InputError
-from ..run.engine import RowResult
+from ..records import RowResult
 from . import columns as kx
 from .columns import ACCOUNTING_COLUMNS, RESERVED_PREFIX
 

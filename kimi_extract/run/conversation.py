@@ -1,0 +1,392 @@
+"""One row's conversation: store lookup, budget reservation, reask, truncation retry, tool loop.
+
+Each row is one conversation: the shared prefix (system + examples), then the row's content. The
+answer is parsed and validated by the output model; an invalid answer is appended to the
+conversation (with its ``reasoning_content`` unchanged, as the seed requires) followed by a user
+message listing the errors, and the model is asked again, up to ``validation_retries`` times. An
+answer cut at ``max_completion_tokens`` (``finish_reason == "length"``) is retried once with double
+the budget. Every answer's tokens count toward the row.
+
+Whatever a row's content or a server's answer, the worst outcome for that row is its
+``kx_error``. ``RowRunner`` also keeps the run-level state the scheduler (``run.scheduler``) reads
+between rows: a fatal API error (authentication, permission, quota, unknown model, or the same
+400 for the first rows of a run), a halt (the result store failed), a budget hit.
+
+Budgets (``Budget``) are checked per attempt: each one reserves its worst case (prompt + its
+``max_completion_tokens``) before it is sent, so billed totals never cross a cap.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import math
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel
+
+from ..exceptions import (
+    APIConnectionError,
+    APIError,
+    AuthenticationError,
+    BadRequestError,
+    ContextOverflowError,
+    NotFoundError,
+    PermissionDeniedError,
+    QuotaExceededError,
+    StoreError,
+    ToolLoopError,
+    TruncatedError,
+    ValidationFailedError,
+)
+from ..http.transport import Exchange, Transport
+from ..kimi import MAX_COMPLETION_TOKENS
+from ..records import Pricing, RowInput, RowResult, Usage
+from ..schema.compiled import AnswerInvalid, CompiledSchema
+from .budget import Budget, Reservation
+from .request import (
+    Answer,
+    RequestKeys,
+    assistant_message,
+    build_body,
+    estimate_prompt_tokens,
+    reask_message,
+    tool_result_messages,
+)
+from .store import store_key
+
+#: Errors that would fail every row the same way: stop the run at once.
+FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, NotFoundError)
+#: The run stops when its first rows all fail with this many identical 400s and nothing succeeded.
+SAME_400_LIMIT = 3
+#: ``kx_error`` of a row not sent because it would have crossed the run's budget.
+BUDGET_ERROR = "budget"
+
+
+@dataclass(frozen=True)
+class RowSettings:
+    """Everything about a request that is the same for every row of a run."""
+
+    model: str
+    compiled: CompiledSchema
+    static_messages: tuple[dict[str, Any], ...]
+    response_format: dict[str, Any]
+    reasoning_effort: str | None
+    max_completion_tokens: int
+    validation_retries: int
+    context_window: int
+    prompt_cache_options: dict[str, Any] | None = None
+    pricing: Pricing | None = None
+    separate_cache_writes: bool = True
+    cache_ttl: str = "5m"
+    #: Tokens of the static prefix and schema, counted once (used for the context check).
+    prefix_tokens: int = 0
+    stream: bool = False
+    #: ``[{"type": "web_search"}]`` when web search is on.
+    tools: tuple[dict[str, Any], ...] = ()
+    #: Tool-call rounds allowed per row before giving up.
+    max_tool_rounds: int = 3
+    mode: str = "json_schema"
+    #: The endpoint's identity (``store.endpoint_identity``): part of every store key.
+    endpoint: str = ""
+
+    @functools.cached_property
+    def _keys(self) -> RequestKeys:
+        return RequestKeys(
+            model=self.model,
+            static_messages=self.static_messages,
+            response_format=self.response_format,
+            reasoning_effort=self.reasoning_effort,
+            tools=self.tools,
+            mode=self.mode,
+        )
+
+    def store_key(self, user: dict[str, Any]) -> str:
+        """The result-store key of this row's request at this endpoint (``store.store_key``)."""
+        return store_key(self.endpoint, self._keys.key(user))
+
+
+def one_line(exc: BaseException) -> str:
+    """A row's error as one line: the type name and the message."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class ResultCache(Protocol):
+    """Where validated rows are kept between runs (``store.ResultStore``)."""
+
+    def get(self, key: str) -> Any: ...
+
+    def put(
+        self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
+    ) -> None: ...
+
+
+
+class _OverBudget(Exception):
+    """Internal: the next attempt of a row does not fit the budget; ``message`` is its kx_error."""
+
+
+def outcome_unknown(exc: BaseException) -> bool:
+    """An attempt that may have been billed without telling us how much: a timeout, a reset or cut
+    stream after sending, or a 200 whose body or usage was unusable. An error status is not."""
+    if isinstance(exc, APIConnectionError):
+        return True
+    return isinstance(exc, APIError) and exc.status in (None, 200)
+
+
+#: The budget reservation of the request the current task is sending (see ``charge_retry``).
+_CURRENT_ATTEMPT: contextvars.ContextVar[tuple[RowRunner, Reservation] | None] = (
+    contextvars.ContextVar("kimi_extract_attempt", default=None)
+)
+
+
+def charge_retry(exc: BaseException, wait: float) -> None:
+    """``Transport(on_retry=...)``: before a retry, charge a failed attempt whose outcome is unknown
+    at its worst case, and refuse the retry (the row's budget error) when it no longer fits."""
+    current = _CURRENT_ATTEMPT.get()
+    if current is None or not outcome_unknown(exc):
+        return
+    runner, reservation = current
+    budget = runner.budget
+    if budget is None:
+        return
+    budget.charge(reservation)
+    if not budget.still_fits():
+        runner.budget_hit = True
+        raise _OverBudget(BUDGET_ERROR)
+
+
+
+
+class RowRunner:
+    """Runs rows, one conversation each, with one transport; keeps the run-level state.
+
+    ``halt``, ``fatal`` and ``budget_hit`` are read by the scheduler: once one is set, no new row
+    starts.
+    """
+
+    def __init__(
+        self,
+        settings: RowSettings,
+        transport: Transport,
+        *,
+        store: ResultCache | None = None,
+        budget: Budget | None = None,
+    ) -> None:
+        self.settings = settings
+        self.transport = transport
+        self.store = store
+        self.budget = budget
+        self.budget_hit = False
+        #: The error that halted the run (input iterator raised, store failed): no row starts.
+        self.halt: BaseException | None = None
+        #: A run-level API error (authentication, quota...): the run stops at once.
+        self.fatal: BaseException | None = None
+        self.successes = 0
+        self._early_400: dict[str, int] = {}
+
+    async def process(self, row: RowInput) -> RowResult:
+        """One row, start to finish; never raises for the row's own failures.
+
+        A row already in the result store is served from it without a request (its stored raw
+        answer validated again). Otherwise the conversation runs, every attempt within the budget
+        (an attempt that does not fit is not sent: ``kx_error`` starts with "budget"), and a valid
+        result is committed to the store at once. Any other failure is the row's ``kx_error``.
+        """
+        settings = self.settings
+        result = RowResult(label=row.label, position=row.position)
+        if self.halt is not None:
+            result.error = f"not run: the run stopped ({type(self.halt).__name__})"
+            return result
+        if row.error is not None or row.content is None:
+            exc = row.error or ValueError("row has no content")
+            result.error, result.exception = one_line(exc), exc
+            return result
+        user = {"role": "user", "content": row.content}
+        key = None
+        raw: str | None = None
+        try:
+            if self.store is not None:
+                key = settings.store_key(user)
+                if self._serve_stored(key, result):
+                    return result
+            prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
+        except StoreError as exc:
+            self.stop_starting(exc)
+            result.error, result.exception = one_line(exc), exc
+            return result
+        except Exception as exc:  # an unusable cell: the row's error, never the run's
+            result.error, result.exception = one_line(exc), exc
+            return result
+        exchange = Exchange()
+        try:
+            result.value, raw = await self._converse(user, prompt_estimate, result, exchange)
+            self.successes += 1
+        except _OverBudget as over:
+            result.error = str(over)
+        except Exception as exc:
+            result.error, result.exception = one_line(exc), exc
+            self._check_run_stop(exc)
+        finally:
+            result.latency_s = exchange.latency_s
+            result.usage = result.usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+        if key is not None and raw is not None and self.store is not None:
+            try:
+                self.store.put(
+                    key,
+                    model=settings.model,
+                    output=raw,
+                    usage=result.usage,
+                    attempts=result.attempts,
+                    web_searches=result.web_searches,
+                )
+            except StoreError as exc:  # the row keeps its value; the run stops after it
+                self.stop_starting(exc)
+        return result
+
+    def stop_starting(self, exc: BaseException) -> None:
+        """Stop starting rows (the first error wins); rows in flight finish."""
+        if self.halt is None:
+            self.halt = exc
+
+    def _serve_stored(self, key: str, result: RowResult) -> bool:
+        stored = self.store.get(key) if self.store is not None else None
+        if stored is None:
+            return False
+        try:
+            # The raw answer, validated as the first run validated it: the same values.
+            result.value = self.settings.compiled.parse(stored.output)
+        except Exception:
+            return False  # the output model no longer accepts it: ask again
+        result.from_cache = True
+        result.saved = stored.usage
+        result.web_searches = stored.web_searches
+        result.usage = Usage(cost=0.0 if self.settings.pricing is not None else math.nan)
+        return True
+
+    async def _send(
+        self, body: dict[str, Any], exchange: Exchange, prompt_estimate: int, completion: int
+    ) -> Answer:
+        """One request (with its retries), within the budget when there is one.
+
+        The request's worst case is reserved before it is sent and replaced by the billed usage
+        when it ends; retries run one at a time under the same reservation.
+        """
+        budget = self.budget
+        if budget is None:
+            return await self.transport.complete(body, exchange, prompt_estimate)
+        worst = budget.worst_case(prompt_estimate, completion)
+        if not budget.fits_alone(worst):
+            raise _OverBudget(
+                f"{BUDGET_ERROR}: this row's next request may bill up to {worst.tokens:,} tokens"
+                + (f" / ${worst.cost:.4f}" if budget.max_cost is not None else "")
+                + f" (prompt ~{prompt_estimate:,} + max_completion_tokens {completion:,}), "
+                f"more than {budget.describe()}; raise the budget or lower max_completion_tokens"
+            )
+        reservation = await budget.reserve(worst)
+        if reservation is None:
+            self.budget_hit = True
+            raise _OverBudget(BUDGET_ERROR)
+        billed: Any = None
+        token = _CURRENT_ATTEMPT.set((self, reservation))
+        try:
+            answer = await self.transport.complete(body, exchange, prompt_estimate)
+            settings = self.settings
+            billed = answer.usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+            return answer
+        except Exception as exc:
+            if outcome_unknown(exc):
+                budget.charge(reservation)  # it may have been billed: count its worst case
+            raise
+        finally:
+            _CURRENT_ATTEMPT.reset(token)
+            budget.settle(reservation, billed)
+
+    def _check_run_stop(self, exc: BaseException) -> None:
+        """Note a run-level error; the row is delivered first, then the run stops."""
+        if isinstance(exc, FATAL_ERRORS):
+            self.fatal = self.fatal or exc
+        if isinstance(exc, BadRequestError) and self.successes == 0:
+            key = f"{exc.error_type}:{exc.message}"
+            self._early_400[key] = self._early_400.get(key, 0) + 1
+            if self._early_400[key] >= SAME_400_LIMIT:
+                self.fatal = self.fatal or exc
+
+    async def _converse(
+        self,
+        user: dict[str, Any],
+        prompt_estimate: int,
+        result: RowResult,
+        exchange: Exchange,
+    ) -> tuple[BaseModel, str]:
+        """The row's conversation; returns the validated value and the raw answer it came from."""
+        settings = self.settings
+        messages = [*settings.static_messages, user]
+        room = settings.context_window - prompt_estimate
+        if room <= 0:
+            raise ContextOverflowError(
+                f"the prompt needs about {prompt_estimate:,} tokens; the context window of "
+                f"{settings.model} is {settings.context_window:,}"
+            )
+        budget = min(settings.max_completion_tokens, room)
+        budget_doubled = False
+        reasks = tool_rounds = 0
+        while True:
+            body = build_body(
+                model=settings.model,
+                messages=messages,
+                response_format=settings.response_format,
+                reasoning_effort=settings.reasoning_effort,
+                max_completion_tokens=budget,
+                prompt_cache_options=settings.prompt_cache_options,
+                tools=list(settings.tools),
+                stream=settings.stream,
+            )
+            answer = await self._send(body, exchange, prompt_estimate, budget)
+            result.attempts += 1
+            result.usage = result.usage + answer.usage
+            if answer.finish_reason == "tool_calls" and answer.tool_calls:
+                if tool_rounds >= settings.max_tool_rounds:
+                    raise ToolLoopError(f"the model still called tools after {tool_rounds} rounds")
+                tool_rounds += 1
+                result.web_searches += sum(
+                    1
+                    for call in answer.tool_calls
+                    if (call.get("function") or {}).get("name") == "$web_search"
+                )
+                added = [assistant_message(answer), *tool_result_messages(answer)]
+                messages = [*messages, *added]
+                prompt_estimate += estimate_prompt_tokens(added)
+                continue
+            if answer.finish_reason == "length":
+                larger = min(budget * 2, MAX_COMPLETION_TOKENS, room)
+                if budget_doubled or larger <= budget:
+                    raise TruncatedError(
+                        f"truncated: the answer did not fit max_completion_tokens={budget:,}"
+                    )
+                budget, budget_doubled = larger, True
+                continue
+            raw = answer.content or ""
+            try:
+                return settings.compiled.parse(raw), raw
+            except AnswerInvalid as invalid:
+                if reasks >= settings.validation_retries:
+                    raise ValidationFailedError(
+                        f"answer still invalid after {result.attempts} attempts: "
+                        + "; ".join(invalid.errors),
+                        invalid.errors,
+                    ) from None
+                reasks += 1
+                added = [assistant_message(answer), reask_message(invalid.errors, invalid.kind)]
+                messages = [*messages, *added]
+                prompt_estimate += estimate_prompt_tokens(added)

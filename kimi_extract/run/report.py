@@ -1,0 +1,92 @@
+"""What a run did: the ``RunReport``, the ``Tally`` of delivered rows, ``fill_missing``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..exceptions import BudgetExceeded
+from ..records import RowResult, Usage
+from .conversation import BUDGET_ERROR
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """What one run did: rows ok/failed, usage by bucket, cost and wall time."""
+
+    rows: int
+    ok: int
+    failed: int
+    usage: Usage
+    wall_s: float
+    model: str
+    priced: bool
+    retries: int = 0
+    throttles: int = 0
+    #: Rows served from the result store, and the usage they cost when first extracted.
+    from_store: int = 0
+    saved: Usage = field(default_factory=Usage)
+    store: str | None = None
+    #: The limit that held sends back most and the send rate, e.g. "RPM 3,000 (learned from a
+    #: 429): 49.5 requests/s"; None when no limit held the run back.
+    bound_by: str | None = None
+
+    def summary(self) -> str:
+        """The one-line summary logged at the end of a run."""
+        cost = (
+            f"cost ${self.usage.cost:.4f}"
+            if self.priced
+            else f"cost unknown (no price for {self.model}; pass pricing=kx.Pricing(...))"
+        )
+        u = self.usage
+        return (
+            f"kimi_extract: {self.rows:,} rows ({self.ok:,} ok, {self.failed:,} failed) in "
+            f"{self.wall_s:.2f} s; {u.requests:,} requests; prompt {u.prompt_tokens:,} tokens "
+            f"(cached {u.cached_tokens:,} = {u.cache_hit_share:.0%}, cache write "
+            f"{u.cache_write_tokens:,}), completion {u.completion_tokens:,} (reasoning "
+            f"{u.reasoning_tokens:,}); {cost}"
+            + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
+            + (f"; bound by {self.bound_by}" if self.bound_by else "")
+        )
+
+
+class Tally:
+    """Running totals of delivered rows."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.ok = 0
+        self.from_store = 0
+        self.usage = Usage()
+        self.saved = Usage()
+
+    def add(self, batch: list[RowResult]) -> None:
+        self.rows += len(batch)
+        for result in batch:
+            self.ok += result.ok
+            self.usage = self.usage + result.usage
+            if result.saved is not None:
+                self.from_store += 1
+                self.saved = self.saved + result.saved
+
+
+def fill_missing(
+    results: list[RowResult], index: pd.Index, stop_cause: BaseException | str | None
+) -> list[RowResult]:
+    """Rows never run (the run stopped) get a result saying so, keeping one row per input."""
+    if len(results) == len(index):
+        return results
+    by_position = {r.position: r for r in results}
+    if isinstance(stop_cause, str):
+        reason = stop_cause
+    elif isinstance(stop_cause, BudgetExceeded):
+        reason = BUDGET_ERROR
+    elif stop_cause is not None:
+        reason = f"not run: the run stopped ({type(stop_cause).__name__})"
+    else:
+        reason = "not run"
+    return [
+        by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
+        for pos, label in enumerate(index)
+    ]

@@ -1,0 +1,330 @@
+"""Scheduling many rows: bounded concurrency, input order, progress, and stopping.
+
+``Scheduler.run`` pulls rows lazily from an iterator and hands each to ``RowRunner.process``
+(``run.conversation``) on ``concurrency`` workers. A row's failure never stops the others; only
+run-level errors do (authentication, permission, quota, unknown model, or the same 400 for the
+first rows of a run). An input iterator that raises, or a result store that fails, halts the run:
+no new row starts, rows in flight finish, and the run stops with that error. Results are released
+in input order (``_Reorder``). ``run_engine`` is one whole run on a transport: scheduler, tally,
+the ``RunReport``, the logged summary.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+from ..exceptions import BudgetExceeded, RunStopped
+from ..http.limiter import Limiter
+from ..http.transport import Transport
+from ..records import RowInput, RowResult, Usage
+from .budget import Budget
+from .conversation import RowRunner, RowSettings
+from .inputs import next_blocking
+from .report import RunReport, Tally
+from .store import ResultStore
+
+logger = logging.getLogger("kimi_extract")
+
+
+class Scheduler:
+    """Runs many rows through one ``RowRunner``: workers, order, progress, stop handling."""
+
+    def __init__(
+        self, runner: RowRunner, limiter: Limiter | None = None, *, keep_records: bool = False
+    ) -> None:
+        self.runner = runner
+        self.limiter = limiter
+        self.keep_records = keep_records
+
+    async def run(
+        self,
+        rows: Iterator[RowInput],
+        *,
+        total: int | None,
+        progress: bool,
+        concurrency: int,
+        sink: Callable[[list[RowResult]], None] | None = None,
+        warm_first: bool = False,
+        lookahead: int | None = None,
+    ) -> tuple[list[RowResult], BaseException | None]:
+        """Process every row; returns results in input order and the run-stopping error, if any.
+
+        ``concurrency`` workers pull rows from the iterator lazily. Results are released in input
+        order through a reorder buffer; no worker starts a row more than ``lookahead`` (default
+        ``2 * concurrency``) positions ahead of the oldest unfinished one, so pending work stays
+        bounded for any input size (a larger lookahead keeps one slow row, e.g. one waiting out
+        a 429, from stalling the others when the input is in memory anyway). With ``sink``,
+        ordered results are handed to it as they become contiguous and not kept (the returned
+        list is then empty). With ``warm_first``, rows are sent one at a time until one request
+        has completed, so a shared prompt prefix is written to the cache once before the fan-out
+        reads it.
+        """
+        order = _Reorder(window=lookahead or 2 * max(1, concurrency), sink=sink)
+        bar = Progress(total, enabled=progress, limiter=self.limiter)
+        stop: list[BaseException] = []
+
+        runner = self.runner
+
+        async def handle(row: RowInput) -> RowResult:
+            result = await runner.process(row)
+            if self.keep_records:
+                result.record = row.record
+            try:
+                order.put(result)  # may hand results to the sink (run_to writes them)
+            except Exception as exc:  # the output cannot take them: stop with what was written
+                raise RunStopped(str(exc), cause=exc) from exc
+            bar.update(result)
+            if runner.fatal is not None:
+                raise RunStopped(str(runner.fatal), cause=runner.fatal)
+            return result
+
+        try:
+            await self._schedule(rows, order, handle, concurrency, warm_first)
+        except* RunStopped as stopped:
+            first = stopped.exceptions[0]
+            stop.append(first.cause if isinstance(first, RunStopped) and first.cause else first)
+        finally:
+            bar.close()
+        if not stop and runner.halt is not None:
+            stop.append(runner.halt)
+        if not stop and (runner.budget_hit or order.over_budget):
+            stop.append(BudgetExceeded("the budget would be crossed by the next request"))
+        return order.collected(), (stop[0] if stop else None)
+
+    async def _schedule(
+        self,
+        rows: Iterator[RowInput],
+        order: _Reorder,
+        handle: Callable[[RowInput], Awaitable[RowResult]],
+        concurrency: int,
+        warm_first: bool,
+    ) -> None:
+        """The warm-up row (if asked), then ``concurrency`` workers pulling rows lazily.
+
+        Rows that block to produce (``blocking``: media encoding, downloads) are pulled in a
+        worker thread, one at a time, so the loop keeps serving the requests in flight."""
+        blocking = getattr(rows, "blocking", False)
+        pulling = asyncio.Lock()
+
+        async def pull() -> RowInput | None:
+            try:
+                if not blocking:
+                    return next(rows, None)
+                async with pulling:
+                    return await next_blocking(rows)
+            except Exception as exc:  # the input itself failed: keep what finished, stop
+                self.runner.stop_starting(exc)
+                return None
+
+        async def worker() -> None:
+            while not self.runner.budget_hit and self.runner.halt is None:
+                await order.room()
+                row = await pull()
+                if row is None:
+                    order.input_ended()
+                    return
+                await handle(row)
+
+        try:
+            if warm_first:
+                while True:
+                    await order.room()
+                    row = await pull()
+                    if row is None:
+                        order.input_ended()
+                        break
+                    await handle(row)
+                    if row.error is None:  # a request was made: the prefix is now cached
+                        break
+            async with asyncio.TaskGroup() as group:
+                for _ in range(max(1, concurrency)):
+                    group.create_task(worker())
+        except asyncio.CancelledError:
+            order.collected()  # hand finished rows to the sink before the cancel goes on
+            raise
+
+
+
+class _Reorder:
+    """Releases results in input order and bounds how far ahead workers may run."""
+
+    def __init__(self, *, window: int, sink: Callable[[list[RowResult]], None] | None) -> None:
+        self.window = window
+        self.sink = sink
+        self.next_position = 0
+        self.started = 0
+        self.pending: dict[int, RowResult] = {}
+        self.done: list[RowResult] = []
+        self._waiters: list[asyncio.Future[None]] = []
+        self.exhausted = False
+        #: A row was not (fully) sent because of the budget.
+        self.over_budget = False
+
+    async def room(self) -> None:
+        """Wait until one more row may start; counts it as started."""
+        while not self.exhausted and self.started - self.next_position >= self.window:
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            await waiter
+        self.started += 1
+
+    def input_ended(self) -> None:
+        """The input has no more rows: the slot just taken was not used; let every waiter go
+        (each finds the input empty and stops)."""
+        self.started -= 1
+        self.exhausted = True
+        self._wake()
+
+    def put(self, result: RowResult) -> None:
+        """Add a finished row; release every result that is now contiguous."""
+        self.pending[result.position] = result
+        if result.error is not None and result.error.startswith("budget"):
+            self.over_budget = True
+        ready = []
+        while self.next_position in self.pending:
+            ready.append(self.pending.pop(self.next_position))
+            self.next_position += 1
+        if not ready:
+            return
+        if self.sink is not None:
+            self.sink(ready)
+        else:
+            self.done.extend(ready)
+        self._wake()
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def collected(self) -> list[RowResult]:
+        """Every result kept (in order), then any released out of order by a stop."""
+        leftovers = [self.pending[k] for k in sorted(self.pending)]
+        self.pending.clear()
+        if self.sink is not None:
+            if leftovers:
+                self.sink(leftovers)
+            return []
+        return self.done + leftovers
+
+
+class Progress:
+    """A tqdm bar showing rows, errors, tokens and cache-hit share (no-op when disabled)."""
+
+    def __init__(self, total: int | None, *, enabled: bool, limiter: Limiter | None = None) -> None:
+        self.limiter = limiter
+        self.errors = 0
+        self.usage = Usage()
+        self._last_postfix = 0.0
+        self._bar: Any = None
+        if enabled:
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=total, unit="row", desc="kimi_extract", leave=True)
+
+    def update(self, result: RowResult) -> None:
+        """Count one finished row."""
+        self.usage = self.usage + result.usage
+        if result.error is not None:
+            self.errors += 1
+        if self._bar is None:
+            return
+        now = time.monotonic()
+        if now - self._last_postfix > 0.25:
+            self._last_postfix = now
+            self._bar.set_postfix_str(self.postfix(), refresh=False)
+        self._bar.update(1)
+
+    def postfix(self) -> str:
+        """The bar's status text."""
+        text = (
+            f"errors={self.errors} tokens={self.usage.total_tokens:,} "
+            f"cache={self.usage.cache_hit_share:.0%}"
+        )
+        rate = self.limiter.send_rate() if self.limiter is not None else None
+        if rate is not None:
+            text += f" rate={rate * 60:,.0f}/min"
+        binding = self.limiter.binding() if self.limiter is not None else None
+        if binding is not None:
+            text += f" bound={binding}"
+        return text
+
+    def close(self) -> None:
+        """Finish the bar with the final status."""
+        if self._bar is not None:
+            self._bar.set_postfix_str(self.postfix(), refresh=False)
+            self._bar.close()
+
+
+async def run_engine(
+    rows: Any,
+    *,
+    settings: RowSettings,
+    transport: Transport,
+    limiter: Limiter,
+    budget: Budget | None,
+    store: ResultStore | None,
+    total: int | None,
+    progress: bool,
+    concurrency: int,
+    warm_first: bool,
+    lookahead: int | None = None,
+    keep_records: bool,
+    sink: Callable[[list[RowResult]], None] | None,
+    model: str,
+    priced: bool,
+) -> tuple[list[RowResult], BaseException | None, RunReport]:
+    """Run rows through a scheduler on ``transport``; tally usage; log the summary; close the store.
+
+    Results go to ``sink`` in input order when given (and are not returned), else they are
+    returned as a list.
+    """
+    kept: list[RowResult] = []
+    tally = Tally()
+
+    def deliver(batch: list[RowResult]) -> None:
+        tally.add(batch)
+        if sink is not None:
+            sink(batch)
+        else:
+            kept.extend(batch)
+
+    started = time.perf_counter()
+    try:
+        async with transport:
+            runner = RowRunner(settings, transport, store=store, budget=budget)
+            scheduler = Scheduler(runner, limiter, keep_records=keep_records)
+            _, stop_cause = await scheduler.run(
+                rows,
+                total=total,
+                progress=progress,
+                concurrency=concurrency,
+                sink=deliver,
+                warm_first=warm_first,
+                lookahead=lookahead,
+            )
+    finally:
+        if store is not None:
+            store.close()
+    report = RunReport(
+        rows=total if total is not None else tally.rows,
+        ok=tally.ok,
+        failed=tally.rows - tally.ok,
+        usage=tally.usage,
+        wall_s=time.perf_counter() - started,
+        model=model,
+        priced=priced,
+        retries=transport.retries,
+        throttles=limiter.throttles,
+        from_store=tally.from_store,
+        saved=tally.saved,
+        store=str(store.path) if store is not None else None,
+        bound_by=limiter.bound_by(),
+    )
+    logger.info(report.summary())
+    return kept, stop_cause, report

@@ -1,0 +1,54 @@
+"""Run a coroutine from sync code, in a plain script or inside a running loop (Jupyter)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar
+
+R = TypeVar("R")
+
+
+def run_sync(coro: Coroutine[Any, Any, R]) -> R:
+    """Run a coroutine from sync code.
+
+    Without a running loop this is ``asyncio.run`` (Ctrl-C cancels the run, which closes its
+    connections). Inside a running loop (Jupyter) the coroutine runs on a fresh loop in a worker
+    thread; a Ctrl-C in the calling thread cancels it there and waits for it to clean up.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    outcome: dict[str, Any] = {}
+    ready = threading.Event()
+
+    def worker() -> None:
+        with asyncio.Runner() as runner:
+            outcome["loop"] = runner.get_loop()
+            task = outcome["task"] = outcome["loop"].create_task(coro)
+            ready.set()
+            try:
+                outcome["value"] = runner.run(_await(task))
+            except BaseException as exc:  # delivered to the calling thread below
+                outcome["error"] = exc
+
+    thread = threading.Thread(target=worker, name="kimi_extract-run", daemon=True)
+    thread.start()
+    try:
+        while thread.is_alive():
+            thread.join(0.1)
+    except KeyboardInterrupt:
+        ready.wait(5)
+        if "task" in outcome:
+            outcome["loop"].call_soon_threadsafe(outcome["task"].cancel)
+        thread.join(10)
+        raise
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+async def _await(task: asyncio.Task[R]) -> R:
+    return await task
