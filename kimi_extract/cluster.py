@@ -1,0 +1,569 @@
+"""The cluster-wide limits of a Dask run: one concurrency bound and one RPM/TPM quota for all.
+
+``kimi_extract.dask`` sets a ``ClusterGate`` as the outer gate (``http.limiter.OUTER_GATE``) of
+every partition's limiter. Every HTTP attempt on every worker then passes, after its partition's
+own limiter:
+
+- **a lease of one ``distributed.Semaphore``** (``max_leases = concurrency``, on the scheduler):
+  the cluster never has more than ``concurrency`` requests in flight. Leases of a worker that
+  dies come back after ``distributed.scheduler.locks.lease-timeout``.
+- **a send permit from the rate service on the scheduler** (``RateService``, installed by
+  ``install_rate_service``), when ``rpm`` or ``tpm`` is set. The service keeps the one count of the
+  whole run: a log of every permit it granted, each held for ``hold_s`` (the server's window plus
+  the time a permit may take to become a request on the wire), and a pace of
+  ``PACE_SHARE * window's quota / hold_s`` with a burst of ``BURST_S`` worth. A permit is only
+  valid for ``grant_ttl_s`` after it was asked for (the worker measures that on its own clock and
+  asks again when it is late), so every request reaches the server within ``hold_s - window_s``
+  of its grant, and no window of ``window_s`` at the server holds more than ``rpm`` requests (and
+  ``tpm`` tokens) of the cluster. Quota is not divided: a lone partition may use all of it.
+
+Workers ask in batches: each worker process keeps one request to the scheduler open at a time,
+for every permit its partitions are waiting for (up to ``MAX_BATCH``); the scheduler answers
+requests first come, first served, granting as many as the pace allows now (it waits up to
+``MAX_HOLD_S`` for the first one). TPM: a permit reserves the request's estimated tokens (prompt
+estimate + expected completion); the real usage replaces the estimate at the scheduler when the
+answer arrives (sent in batches, ``SETTLE_DELAY_S`` apart), so an over-estimate is given back.
+
+A worker that dies holds nothing: its permits count until their ``hold_s`` ends, as the server
+counts its requests. The state lives on the scheduler: the cluster's limits are as exact as the
+scheduler's clock, at the price of one scheduler round trip per batch of permits.
+
+The scheduler needs ``kimi_extract`` importable (the same environment as the workers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import distributed
+
+from .exceptions import ConfigurationError
+from .http.clock import SYSTEM_CLOCK, Clock
+
+logger = logging.getLogger("kimi_extract")
+
+#: The server's rate window (Kimi: 60 s). Tests and benchmarks shorten it with a simulator whose
+#: ``window_s`` is as short; limits stay per minute (a window holds ``limit * window_s / 60``).
+RATE_WINDOW_S = 60.0
+#: A permit must be on its way within this long of being asked for, or it is not used.
+GRANT_TTL_S = 0.5
+#: The most a request may take from leaving the worker to being counted by the server.
+ARRIVAL_SLACK_S = 1.0
+#: Pace at this share of what the held log allows, so the log itself rarely binds.
+PACE_SHARE = 0.99
+#: The pace's burst, in seconds of the pace (at least one request).
+BURST_S = 0.05
+#: The scheduler waits at most this long for a permit before answering "none yet, ask again".
+MAX_HOLD_S = 5.0
+#: The most permits one worker asks for at once.
+MAX_BATCH = 64
+#: Token corrections are sent to the scheduler this long after the first one (batched).
+SETTLE_DELAY_S = 0.1
+#: The scheduler forgets a run's counts after this long without a request.
+FORGET_AFTER_S = 600.0
+
+_EXTENSION = "kimi_extract_rate"
+_GRANT = "kimi_extract_rate_grant"
+_SETTLE = "kimi_extract_rate_settle"
+
+
+@dataclass(frozen=True)
+class ClusterLimits:
+    """What every partition of one run shares: the semaphore's size and the cluster's quota.
+
+    ``rpm`` / ``tpm``: the whole cluster's, per minute (None: unlimited). ``window_s``: the
+    server's window; ``grant_ttl_s`` / ``arrival_slack_s``: see the module docstring.
+    """
+
+    token: str
+    concurrency: int
+    rpm: int | None
+    tpm: int | None
+    window_s: float = RATE_WINDOW_S
+    grant_ttl_s: float = GRANT_TTL_S
+    arrival_slack_s: float = ARRIVAL_SLACK_S
+
+    def __repr__(self) -> str:
+        return (
+            f"ClusterLimits(concurrency={self.concurrency}, rpm={self.rpm}, tpm={self.tpm}, "
+            f"window_s={self.window_s:g})"
+        )
+
+    def __dask_tokenize__(self) -> str:
+        return self.token
+
+    @property
+    def limited(self) -> bool:
+        """Whether the run has an RPM or TPM quota."""
+        return self.rpm is not None or self.tpm is not None
+
+    @property
+    def hold_s(self) -> float:
+        """How long the scheduler counts a permit after granting it."""
+        return self.window_s + self.grant_ttl_s + self.arrival_slack_s
+
+    def spec(self) -> dict[str, Any]:
+        """The quota as the scheduler's rate service takes it (plain values)."""
+        return {
+            "rpm": self.rpm,
+            "tpm": self.tpm,
+            "window_s": self.window_s,
+            "hold_s": self.hold_s,
+        }
+
+    def gate(self) -> ClusterGate:
+        """The gate for a partition running on this worker."""
+        return ClusterGate(_semaphore(self), _rate_client(self) if self.limited else None)
+
+
+def cluster_limits(extractor: Any, *, window_s: float | None = None) -> ClusterLimits:
+    """A run's shared limits: the extractor's concurrency, rpm and tpm, for the whole cluster."""
+    return ClusterLimits(
+        token=uuid.uuid4().hex,
+        concurrency=extractor.concurrency,
+        rpm=extractor.rpm,
+        tpm=extractor.tpm,
+        window_s=RATE_WINDOW_S if window_s is None else window_s,
+        grant_ttl_s=GRANT_TTL_S,
+        arrival_slack_s=ARRIVAL_SLACK_S,
+    )
+
+
+def install_rate_service(client: distributed.Client) -> None:
+    """Install the rate service on the client's scheduler (once; later calls keep its counts)."""
+    try:
+        client.run_on_scheduler(_install)
+    except Exception as exc:
+        raise ConfigurationError(
+            "kimi_extract could not install its RPM/TPM service on the Dask scheduler "
+            f"({type(exc).__name__}: {exc}); install kimi_extract in the scheduler's environment "
+            "too"
+        ) from None
+
+
+def _install(dask_scheduler: Any) -> None:
+    if _EXTENSION not in dask_scheduler.extensions:
+        service = RateService()
+        dask_scheduler.extensions[_EXTENSION] = service
+        dask_scheduler.handlers[_GRANT] = service.grant
+        dask_scheduler.handlers[_SETTLE] = service.settle
+
+
+# -- scheduler side --------------------------------------------------------------------------
+
+
+class _Pace:
+    """A token bucket of ``rate`` units per second holding ``capacity``; may go negative."""
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, rate * BURST_S)
+        self.level = self.capacity
+        self.time = now
+
+    def refill(self, now: float) -> float:
+        if self.level < self.capacity:  # a credit above it (an over-estimate returned) stays
+            self.level = min(self.capacity, self.level + (now - self.time) * self.rate)
+        self.time = now
+        return self.level
+
+    def wait(self, need: float) -> float:
+        need = min(need, self.capacity)
+        return max(0.0, (need - self.level) / self.rate)
+
+
+class RateState:
+    """One run's quota at the scheduler: the held log of grants and the pace.
+
+    Each log entry is ``[granted_at, requests, tokens, batch]``, held for ``hold_s``.
+    """
+
+    def __init__(self, spec: dict[str, Any], now: float) -> None:
+        window = float(spec["window_s"])
+        self.hold_s = float(spec["hold_s"])
+        rpm, tpm = spec.get("rpm"), spec.get("tpm")
+        self.request_cap = None if rpm is None else max(1, math.floor(rpm * window / 60))
+        self.token_cap = None if tpm is None else max(1, math.floor(tpm * window / 60))
+        self.request_pace = (
+            None
+            if self.request_cap is None
+            else _Pace(PACE_SHARE * self.request_cap / self.hold_s, now)
+        )
+        self.token_pace = (
+            None
+            if self.token_cap is None
+            else _Pace(PACE_SHARE * self.token_cap / self.hold_s, now)
+        )
+        self.log: deque[list[Any]] = deque()
+        self.requests = 0
+        self.tokens = 0
+        self._entries: dict[int, list[Any]] = {}
+        self._batches = 0
+        self.granted = 0
+        self.last_used = now
+        self.lock = asyncio.Lock()
+
+    def expire(self, now: float) -> None:
+        while self.log and self.log[0][0] + self.hold_s <= now:
+            entry = self.log.popleft()
+            self.requests -= entry[1]
+            self.tokens -= entry[2]
+            self._entries.pop(entry[3], None)
+
+    def fit(self, now: float, tokens: list[int]) -> tuple[int, float]:
+        """How many of ``tokens`` (one amount per request, in order) may go now; else the wait."""
+        self.expire(now)
+        allowed = len(tokens)
+        waits: list[float] = []
+        if self.request_cap is not None:
+            room = self.request_cap - self.requests
+            if room < 1:
+                waits.append(self._log_wait(now, 1 - room, index=1))
+            allowed = min(allowed, max(0, room))
+        if self.request_pace is not None:
+            level = self.request_pace.refill(now)
+            whole = math.floor(level + 1e-9)
+            if whole < 1:
+                waits.append(self.request_pace.wait(1.0))
+            allowed = min(allowed, max(0, whole))
+        if self.token_cap is not None or self.token_pace is not None:
+            fits = self._tokens_fit(now, tokens, waits)
+            allowed = min(allowed, fits)
+        if allowed > 0:
+            return allowed, 0.0
+        return 0, max([w for w in waits if w > 0] or [1e-3])
+
+    def _tokens_fit(self, now: float, tokens: list[int], waits: list[float]) -> int:
+        level = self.token_pace.refill(now) if self.token_pace is not None else math.inf
+        total = 0
+        fits = 0
+        for amount in tokens:
+            in_log = self.token_cap is None or self.tokens + total + amount <= self.token_cap
+            # A request larger than the window (or the pace's burst) goes when nothing else is
+            # counted (the bucket is full), as the server lets it.
+            alone = fits == 0 and (self.token_cap is None or self.tokens == 0)
+            paced = total + amount <= level + 1e-9 or (
+                fits == 0
+                and self.token_pace is not None
+                and level >= min(amount, self.token_pace.capacity) - 1e-9
+            )
+            if not ((in_log or alone) and paced):
+                break
+            total += amount
+            fits += 1
+        if fits == 0 and tokens:
+            first = tokens[0]
+            if self.token_cap is not None and self.tokens + first > self.token_cap:
+                waits.append(self._log_wait(now, self.tokens + first - self.token_cap, index=2))
+            if self.token_pace is not None:
+                waits.append(self.token_pace.wait(first))
+        return fits
+
+    def _log_wait(self, now: float, excess: float, *, index: int) -> float:
+        """Seconds until entries worth ``excess`` (requests or tokens) have left the log."""
+        for entry in self.log:
+            excess -= entry[index]
+            if excess <= 0:
+                return entry[0] + self.hold_s - now
+        return (self.log[-1][0] + self.hold_s - now) if self.log else 1e-3
+
+    def take(self, now: float, tokens: list[int]) -> int:
+        """Count ``tokens`` (one amount per request) granted now; returns the batch id."""
+        self._batches += 1
+        total = sum(tokens)
+        entry = [now, len(tokens), total, self._batches]
+        self.log.append(entry)
+        self._entries[self._batches] = entry
+        self.requests += len(tokens)
+        self.tokens += total
+        self.granted += len(tokens)
+        if self.request_pace is not None:
+            self.request_pace.level -= len(tokens)
+        if self.token_pace is not None:
+            self.token_pace.level -= total
+        return self._batches
+
+    def settle(self, batch: int, delta: int) -> None:
+        """Correct a batch's tokens by ``delta`` (real usage minus the estimate)."""
+        entry = self._entries.get(batch)
+        if entry is not None:
+            delta = max(delta, -entry[2])
+            entry[2] += delta
+            self.tokens += delta
+        if self.token_pace is not None:
+            self.token_pace.level -= delta
+
+
+class RateService:
+    """The scheduler's grant service (one per scheduler; see the module docstring).
+
+    ``clock`` is injectable for tests (default: the real one).
+    """
+
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        self.states: dict[str, RateState] = {}
+
+    def state(self, name: str, spec: dict[str, Any]) -> RateState:
+        """The run's state, created on its first request (stale runs are forgotten)."""
+        now = self.clock.now()
+        state = self.states.get(name)
+        if state is None:
+            for old in [k for k, v in self.states.items() if now - v.last_used > FORGET_AFTER_S]:
+                del self.states[old]
+            state = self.states[name] = RateState(spec, now)
+        state.last_used = now
+        return state
+
+    async def grant(
+        self, name: str = "", spec: dict[str, Any] | None = None, tokens: list[int] | None = None
+    ) -> dict[str, Any]:
+        """Grant permits for a prefix of ``tokens`` (one amount per request), first come first
+        served; waits up to ``MAX_HOLD_S`` for the first. Returns ``granted`` (how many),
+        ``batch`` (for ``settle``) and ``held_s`` (how long the request waited here)."""
+        assert spec is not None and tokens
+        state = self.state(name, spec)
+        start = self.clock.now()
+        async with state.lock:
+            while True:
+                now = self.clock.now()
+                count, wait = state.fit(now, tokens)
+                if count:
+                    batch = state.take(now, tokens[:count])
+                    return {"granted": count, "batch": batch, "held_s": now - start}
+                if now - start + wait > MAX_HOLD_S:
+                    return {"granted": 0, "batch": 0, "held_s": now - start}
+                await self.clock.sleep(wait)
+
+    def settle(self, name: str = "", deltas: list[list[int]] | None = None) -> None:
+        """Apply token corrections ``[[batch, real - estimated], ...]`` of one run."""
+        state = self.states.get(name)
+        if state is None:
+            return
+        for batch, delta in deltas or []:
+            state.settle(batch, delta)
+
+
+# -- worker side -----------------------------------------------------------------------------
+
+
+@dataclass
+class Grant:
+    """A permit: its batch at the scheduler, the tokens it reserved, and its deadline (the
+    monotonic time after which it must not be used)."""
+
+    batch: int
+    tokens: int
+    deadline: float
+
+
+Caller = Callable[..., Awaitable[Any]]
+
+
+class RateClient:
+    """One worker process's link to the run's quota, on the worker's event loop.
+
+    Partitions (each on its own loop and thread) call ``acquire`` through ``ask``; waiting
+    permits are asked for together, one scheduler request at a time.
+    """
+
+    def __init__(
+        self,
+        limits: ClusterLimits,
+        loop: asyncio.AbstractEventLoop,
+        grant: Caller,
+        settle: Caller,
+    ) -> None:
+        self.limits = limits
+        self.loop = loop
+        self._grant = grant
+        self._settle = settle
+        self._waiters: deque[tuple[int, asyncio.Future[Grant]]] = deque()
+        self._pump: asyncio.Task[None] | None = None
+        self._deltas: dict[int, int] = {}
+        self._flush: asyncio.Handle | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        #: Permits that arrived too late to use (counted, never sent).
+        self.late = 0
+
+    async def ask(self, tokens: int) -> Grant:
+        """A valid permit for a request of ``tokens``, from any loop (asks again when late)."""
+        while True:
+            grant = await _on_loop(self.loop, self.acquire(tokens))
+            if time.monotonic() <= grant.deadline:
+                return grant
+            self.late += 1
+
+    async def acquire(self, tokens: int) -> Grant:
+        """On the worker's loop: wait for a permit (not checked against its deadline)."""
+        future: asyncio.Future[Grant] = self.loop.create_future()
+        self._waiters.append((tokens, future))
+        if self._pump is None or self._pump.done():
+            self._pump = self.loop.create_task(self._run())
+        return await future
+
+    def settle(self, grant: Grant, actual_tokens: int | None) -> None:
+        """Report a request's real tokens (None: unknown, the estimate stays); any thread."""
+        if actual_tokens is None or actual_tokens == grant.tokens or self.limits.tpm is None:
+            return
+        self.loop.call_soon_threadsafe(self._add_delta, grant.batch, actual_tokens - grant.tokens)
+
+    async def _run(self) -> None:
+        while self._waiters:
+            batch: list[tuple[int, asyncio.Future[Grant]]] = []
+            while self._waiters and len(batch) < MAX_BATCH:
+                waiter = self._waiters.popleft()
+                if not waiter[1].done():
+                    batch.append(waiter)
+            if not batch:
+                return
+            asked = time.monotonic()
+            try:
+                reply = await self._grant(
+                    name=self.limits.token,
+                    spec=self.limits.spec(),
+                    tokens=[tokens for tokens, _ in batch],
+                )
+                if not isinstance(reply, dict):
+                    raise ConfigurationError(
+                        "the Dask scheduler has no kimi_extract rate service: compute with the "
+                        "client extract() was called with"
+                    )
+            except Exception as exc:
+                for _, future in batch:
+                    if not future.done():
+                        future.set_exception(exc)
+                continue
+            count = int(reply["granted"])
+            deadline = asked + float(reply["held_s"]) + self.limits.grant_ttl_s
+            for tokens, future in batch[:count]:
+                if not future.done():  # a cancelled waiter's permit is lost, never reused
+                    future.set_result(Grant(int(reply["batch"]), tokens, deadline))
+            self._waiters.extendleft(reversed(batch[count:]))
+
+    def _add_delta(self, batch: int, delta: int) -> None:
+        self._deltas[batch] = self._deltas.get(batch, 0) + delta
+        if self._flush is None:
+            self._flush = self.loop.call_later(SETTLE_DELAY_S, self._send_deltas)
+
+    def _send_deltas(self) -> None:
+        self._flush = None
+        deltas, self._deltas = [[b, d] for b, d in self._deltas.items()], {}
+        task = self.loop.create_task(self._settle_quietly(deltas))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _settle_quietly(self, deltas: list[list[int]]) -> None:
+        try:
+            await self._settle(name=self.limits.token, deltas=deltas)
+        except Exception:  # a lost correction leaves the estimate counted: safe
+            logger.debug("could not send token corrections to the scheduler", exc_info=True)
+
+
+async def _on_loop(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Grant]) -> Grant:
+    """Await ``coroutine`` on ``loop`` from another loop (directly when it is this one)."""
+    if asyncio.get_running_loop() is loop:
+        return await coroutine
+    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+    try:
+        return await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+
+
+class ClusterGate:
+    """The outer gate of a partition's limiter: a cluster lease, then a cluster rate permit."""
+
+    def __init__(self, semaphore: distributed.Semaphore, rate: RateClient | None) -> None:
+        self.semaphore = semaphore
+        self.rate = rate
+
+    async def acquire(self, tokens: int) -> Grant | None:
+        await _take_lease(self.semaphore)
+        if self.rate is None:
+            return None
+        try:
+            return await self.rate.ask(tokens)
+        except BaseException:
+            _give_lease(self.semaphore)
+            raise
+
+    def release(self, handle: Grant | None, actual_tokens: int | None) -> None:
+        if self.rate is not None and handle is not None:
+            self.rate.settle(handle, actual_tokens)
+        _give_lease(self.semaphore)
+
+
+_semaphores: dict[str, distributed.Semaphore] = {}
+_rate_clients: dict[tuple[str, str], RateClient] = {}
+_registry_lock = threading.Lock()
+
+
+def _semaphore(limits: ClusterLimits) -> distributed.Semaphore:
+    """This worker process's handle on the run's semaphore (it refreshes the leases it holds)."""
+    name = f"kimi_extract-{limits.token}"
+    with _registry_lock:
+        semaphore = _semaphores.get(name)
+        if semaphore is None:
+            semaphore = _semaphores[name] = distributed.Semaphore(limits.concurrency, name=name)
+        return semaphore
+
+
+def _rate_client(limits: ClusterLimits) -> RateClient:
+    """This worker's link to the run's quota (one per worker and run)."""
+    worker = distributed.get_worker()
+    key = (worker.address, limits.token)
+    with _registry_lock:
+        client = _rate_clients.get(key)
+        if client is None:
+            scheduler = worker.scheduler
+            client = RateClient(
+                limits,
+                worker.loop.asyncio_loop,  # type: ignore[attr-defined]  # tornado's AsyncIOLoop
+                grant=getattr(scheduler, _GRANT),
+                settle=getattr(scheduler, _SETTLE),
+            )
+            if len(_rate_clients) >= 16:  # keep the latest runs' links only
+                _rate_clients.pop(next(iter(_rate_clients)))
+            _rate_clients[key] = client
+        return client
+
+
+async def _take_lease(semaphore: distributed.Semaphore) -> None:
+    """Take a lease on the worker's event loop, from the partition's own loop."""
+
+    async def acquire() -> bool:
+        return bool(await semaphore.acquire())
+
+    future = asyncio.run_coroutine_threadsafe(acquire(), semaphore.loop.asyncio_loop)
+    try:
+        await asyncio.wrap_future(future)
+    except asyncio.CancelledError:
+        # A lease granted after the cancel reached us is given back as soon as it arrives.
+        future.add_done_callback(lambda done: _give_back(semaphore, done))
+        raise
+
+
+def _give_back(semaphore: distributed.Semaphore, done: concurrent.futures.Future[bool]) -> None:
+    if not done.cancelled() and done.exception() is None and done.result():
+        _give_lease(semaphore)
+
+
+def _give_lease(semaphore: distributed.Semaphore) -> None:
+    """Give a lease back without waiting for the scheduler's answer."""
+
+    async def release() -> None:
+        await semaphore.release()
+
+    asyncio.run_coroutine_threadsafe(release(), semaphore.loop.asyncio_loop)

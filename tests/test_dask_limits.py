@@ -1,0 +1,238 @@
+"""Dask: one RPM/TPM quota for the whole cluster, kept by the rate service on the scheduler.
+
+The service's counting runs on a virtual clock (adversarial send delays, no real waits); the
+cluster tests run a LocalCluster against a simulator with a 2-second window (limits per minute,
+as the simulator's ``window_s``), and check the server-side arrival log: no window ever holds
+more than the quota, and a partition running alone uses the whole quota, not a slot's share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import kimi_extract as kx
+from kimi_extract.simulator import Simulator
+
+from .conftest import Review, chat_requests
+
+distributed = pytest.importorskip("distributed")
+dd = pytest.importorskip("dask.dataframe")
+cluster = pytest.importorskip("kimi_extract.cluster")
+kxd = pytest.importorskip("kimi_extract.dask")
+
+
+class VirtualClock:
+    """``now()`` and ``sleep()`` on a clock that only moves when told (or slept on)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def now(self) -> float:
+        return self.t
+
+    async def sleep(self, seconds: float) -> None:
+        self.t += seconds
+
+
+def most_in_any_window(times: list[float], window: float) -> int:
+    """The largest count of ``times`` in any interval ``(t - window, t]`` (a sliding window)."""
+    ordered = sorted(times)
+    best = start = 0
+    for end, t in enumerate(ordered):
+        while ordered[start] <= t - window:
+            start += 1
+        best = max(best, end - start + 1)
+    return best
+
+
+def quota(**options: Any) -> Any:
+    values: dict[str, Any] = {
+        "token": "run",
+        "concurrency": 10,
+        "rpm": 600,
+        "tpm": None,
+        "window_s": 6.0,
+        "grant_ttl_s": 0.5,
+        "arrival_slack_s": 1.0,
+    }
+    return cluster.ClusterLimits(**{**values, **options})
+
+
+# -- the service, on a virtual clock ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("paced", [True, False])
+async def test_no_window_at_the_server_exceeds_the_quota(
+    monkeypatch: pytest.MonkeyPatch, paced: bool
+) -> None:
+    """Each permit reaches the server up to ttl + slack after its grant, at the worst moment; the
+    held log keeps every server window within the quota, with or without the pace."""
+    if not paced:  # a burst as large as the quota: only the held log limits the grants
+        monkeypatch.setattr(cluster, "BURST_S", 1e6)
+    clock = VirtualClock()
+    service = cluster.RateService(clock)
+    limits = quota()
+    late = limits.grant_ttl_s + limits.arrival_slack_s
+    rng = random.Random(7)
+    arrivals: list[float] = []
+    while clock.t < 120:
+        asked = [1] * rng.randint(1, 30)
+        reply = await service.grant(name="run", spec=limits.spec(), tokens=asked)
+        assert 0 <= reply["granted"] <= len(asked)
+        for _ in range(reply["granted"]):
+            arrivals.append(clock.t + rng.choice([0.0, late, rng.uniform(0.0, late)]))
+        clock.t += rng.choice([0.0, 0.01, 0.1]) if reply["granted"] else 0.05
+    cap = 600 * 6 // 60
+    assert most_in_any_window(arrivals, limits.window_s) <= cap
+    # ...and the quota is used: what the held log allows over the run, less the pace's share.
+    assert len(arrivals) >= 0.95 * cap * 120 / limits.hold_s
+
+
+async def test_the_pace_spreads_permits_evenly() -> None:
+    clock = VirtualClock()
+    service = cluster.RateService(clock)
+    limits = quota(rpm=3000)  # 50/s; a window holds 300
+    grants: list[float] = []
+    while clock.t < 30:
+        reply = await service.grant(name="run", spec=limits.spec(), tokens=[1] * 50)
+        grants += [clock.t] * reply["granted"]
+    rate = cluster.PACE_SHARE * 300 / limits.hold_s
+    assert most_in_any_window(grants, 1.0) <= rate + max(1, rate * cluster.BURST_S) + 1
+    assert len(grants) >= rate * 30 - 2
+
+
+def test_tokens_are_reserved_and_settled_to_the_real_usage(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(cluster, "BURST_S", 1e6)  # the held log alone
+    state = cluster.RateState(quota(rpm=None, tpm=60_000).spec(), 0.0)  # 6,000 per window
+    assert state.fit(0.0, [1000] * 10) == (6, 0.0)
+    batch = state.take(0.0, [1000] * 6)
+    count, wait = state.fit(1.0, [1000])
+    assert count == 0 and wait == pytest.approx(state.hold_s - 1.0)
+    state.settle(batch, -2500)  # the six requests used 3,500 tokens, not 6,000
+    assert state.fit(1.0, [1000] * 5) == (2, 0.0)
+    state.settle(batch + 1, -100)  # an unknown (expired) batch changes nothing
+    assert state.tokens == 3500
+    # A request larger than the whole window goes when nothing else is counted.
+    assert state.fit(state.hold_s, [50_000])[0] == 1
+
+
+async def test_a_late_permit_is_never_used_and_waiting_requests_are_asked_together(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(cluster, "SETTLE_DELAY_S", 0.0)
+    calls: list[list[int]] = []
+    settled: list[list[list[int]]] = []
+    release_first = asyncio.Event()
+
+    async def grant(name: str, spec: dict[str, Any], tokens: list[int]) -> dict[str, Any]:
+        calls.append(list(tokens))
+        if len(calls) == 1:
+            await release_first.wait()
+        granted = 1 if len(calls) == 2 else len(tokens)  # the second answer grants one of three
+        held = -10.0 if len(calls) == 4 else 0.0  # the fourth arrives long after its ttl
+        return {"granted": granted, "batch": len(calls), "held_s": held}
+
+    async def settle(name: str, deltas: list[list[int]]) -> None:
+        settled.append(deltas)
+
+    rate = cluster.RateClient(quota(tpm=1_000_000), asyncio.get_running_loop(), grant, settle)
+    first = asyncio.create_task(rate.ask(10))
+    await asyncio.sleep(0)
+    others = [asyncio.create_task(rate.ask(n)) for n in (20, 30, 40)]
+    await asyncio.sleep(0)
+    release_first.set()
+    grants = await asyncio.gather(first, *others)
+    # One request to the scheduler at a time, for every permit waiting; the rest asked again.
+    assert calls == [[10], [20, 30, 40], [30, 40]]
+    assert [(g.batch, g.tokens) for g in grants] == [(1, 10), (2, 20), (3, 30), (3, 40)]
+
+    late = await rate.ask(50)
+    assert rate.late == 1 and calls[3:] == [[50], [50]] and late.batch == 5
+    rate.settle(late, 80)  # the real usage replaces the estimate at the scheduler
+    rate.settle(grants[0], None)  # unknown: the estimate stays
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert settled == [[[5, 30]]]
+
+
+# -- a cluster against the simulator ---------------------------------------------------------
+
+RPM = 1200
+WINDOW_S = 2.0
+CAP = RPM * int(WINDOW_S) // 60  # 40 requests in any 2 s
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    with (
+        distributed.LocalCluster(
+            n_workers=2,
+            processes=False,
+            threads_per_worker=1,
+            dashboard_address=None,
+            silence_logs=logging.CRITICAL,
+        ) as local,
+        distributed.Client(local) as dask_client,
+    ):
+        yield dask_client
+
+
+@pytest.fixture
+def short_window(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The simulator's window (limits stay per minute), with margins to match."""
+    monkeypatch.setattr(cluster, "RATE_WINDOW_S", WINDOW_S)
+    monkeypatch.setattr(cluster, "GRANT_TTL_S", 0.25)
+    monkeypatch.setattr(cluster, "ARRIVAL_SLACK_S", 0.5)
+
+
+def reviews(n: int) -> pd.DataFrame:
+    return pd.DataFrame({"review": [f"Review {i}: the battery lasts." for i in range(n)]})
+
+
+def run(client: Any, sim: Simulator, frame: pd.DataFrame, partitions: int, store: Any) -> Any:
+    extractor = kx.Extractor(
+        Review,
+        base_url=sim.base_url,
+        api_key=sim.api_key,
+        progress=False,
+        concurrency=6,
+        rpm=RPM,
+    )
+    ddf = dd.from_pandas(frame, npartitions=partitions)
+    return kxd.extract(ddf, extractor, text="review", store=store, client=client).compute()
+
+
+@pytest.mark.slow
+def test_the_cluster_never_exceeds_the_quota_and_a_lone_partition_uses_all_of_it(
+    client: Any, short_window: None, tmp_path: Any
+) -> None:
+    with Simulator(rpm=RPM, window_s=WINDOW_S, ttft_s=0.02) as sim:
+        # Two partitions at once on the two workers.
+        out = run(client, sim, reviews(60), 2, tmp_path / "a.sqlite3")
+        assert out["kx_error"].isna().all()
+        both = [h.t_start for h in chat_requests(sim)]
+        assert len(both) == 60
+        assert most_in_any_window(both, WINDOW_S) <= CAP
+        sim.reset()
+
+        # One partition while the cluster has two task slots: a static per-slot share would hold
+        # it to CAP / 2 = 20 in any window; the shared quota lets it go to about CAP.
+        out = run(
+            client,
+            sim,
+            reviews(60).assign(review=lambda f: f.review + " Alone."),
+            1,
+            tmp_path / "b.sqlite3",
+        )
+        assert out["kx_error"].isna().all()
+        alone = [h.t_start for h in chat_requests(sim)]
+        assert len(alone) == 60
+        assert 0.6 * CAP < most_in_any_window(alone, WINDOW_S) <= CAP
+        assert all(h.status == 200 for h in sim.history)  # the server refused nothing
