@@ -167,11 +167,15 @@ async def test_a_slot_window_outlives_its_partition() -> None:
     """Partitions run one after another in a task slot share its 60-second window."""
     now = [0.0]
 
-    async def sleep(seconds: float) -> None:
-        now[0] += seconds
+    class Clock:
+        def now(self) -> float:
+            return now[0]
+
+        async def sleep(self, seconds: float) -> None:
+            now[0] += seconds
 
     limits = kxd.ClusterLimits(token="t", concurrency=10, rpm=2, tpm=None)
-    first = kxd.slot_window(limits, clock=lambda: now[0], sleep=sleep)
+    first = kxd.slot_window(limits, clock=Clock())
     assert first is not None
     for _ in range(2):
         first.release(await first.acquire(10), 10)
@@ -188,11 +192,24 @@ async def test_a_slot_window_outlives_its_partition() -> None:
 
 def test_extractor_ships_without_showing_the_key() -> None:
     extractor = kx.Extractor(Review, api_key="sk-very-secret-key", progress=False)
-    shipped = kxd.ShippedExtractor(extractor, token="t")
+    shipped = kxd.ShippedExtractor(extractor.output, extractor.config, token="t")
     assert "sk-very-secret" not in repr(shipped) and "sk-very-secret" not in repr(extractor)
     loaded = pickle.loads(pickle.dumps(shipped)).load()
-    assert loaded.output is Review and loaded._api_key.get() == "sk-very-secret-key"
-    assert "sk-very-secret" not in repr(loaded._api_key)
+    assert loaded is not extractor and repr(loaded.config) == repr(extractor.config)
+    assert loaded.output is Review and loaded.config.secret.get() == "sk-very-secret-key"
+    assert "sk-very-secret" not in repr(loaded.config) + repr(loaded.config.secret)
+
+
+def test_a_partition_gets_a_replaced_config_not_a_mutated_copy(tmp_path: Any) -> None:
+    """Each partition's settings are derived (and validated) with ``dataclasses.replace``."""
+    extractor = kx.Extractor(Review, max_tokens=400_000, max_cost=40.0, rpm=60)
+    config = kxd.partition_config(extractor.config, tmp_path / "s.sqlite3", partitions=4)
+    assert (config.max_tokens, config.max_cost, config.progress) == (100_000, 10.0, False)
+    assert config.store_path == (tmp_path / "s.sqlite3").absolute() and config.rpm == 60
+    # The caller's extractor is untouched.
+    assert (extractor.max_tokens, extractor.max_cost, extractor.progress) == (400_000, 40.0, True)
+    with pytest.raises(kx.ConfigurationError, match="max_tokens=4,000"):
+        kxd.partition_config(extractor.config, tmp_path / "s.sqlite3", partitions=100)
 
 
 def test_core_does_not_import_dask() -> None:

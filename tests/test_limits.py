@@ -12,7 +12,7 @@ import re
 import pytest
 
 import kimi_extract as kx
-from kimi_extract.http.limits import (
+from kimi_extract.http.limiter import (
     BETA,
     LEFTOVER_WAIT_S,
     PACING_SHARE,
@@ -25,16 +25,16 @@ class VirtualTime:
     """A clock and a sleep that jump straight to the next wake-up once every task is waiting."""
 
     def __init__(self) -> None:
-        self.now = 0.0
+        self.time = 0.0
         self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
         self._ids = itertools.count()
 
-    def clock(self) -> float:
-        return self.now
+    def now(self) -> float:
+        return self.time
 
     async def sleep(self, seconds: float) -> None:
         future = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._heap, (self.now + max(0.0, seconds), next(self._ids), future))
+        heapq.heappush(self._heap, (self.time + max(0.0, seconds), next(self._ids), future))
         await future
 
     async def drive(self, tasks: list[asyncio.Task[None]]) -> None:
@@ -46,7 +46,7 @@ class VirtualTime:
                     break
             if self._heap:
                 when, _, future = heapq.heappop(self._heap)
-                self.now = max(self.now, when)
+                self.time = max(self.time, when)
                 future.set_result(None)
         for task in tasks:
             task.result()
@@ -68,7 +68,7 @@ async def run_workers(limiter: Limiter, vt: VirtualTime, *, workers: int, reques
             in_flight += 1
             peak = max(peak, in_flight)
             actual = max(1, estimate - rng.randint(0, 200))  # the estimate is an upper bound here
-            sends.append((vt.now, actual))
+            sends.append((vt.time, actual))
             await vt.sleep(rng.uniform(0.2, 4.0))
             in_flight -= 1
             limiter.release(permit, actual)
@@ -96,7 +96,7 @@ def max_window(sends: list[tuple[float, int]], *, tokens: bool) -> float:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
     vt = VirtualTime()
-    limiter = Limiter(concurrency=40, rpm=300, tpm=400_000, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=40, rpm=300, tpm=400_000, clock=vt)
     sends, peak = await run_workers(limiter, vt, workers=120, requests=1000, seed=seed)
     assert len(sends) == 1000
     assert peak <= 40
@@ -105,12 +105,12 @@ async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
     # ...and the limits are used, not just respected: the run takes little longer than the
     # binding limit needs (requests / RPM or tokens / TPM), plus one window of slack.
     needed_min = max(len(sends) / 300, sum(t for _, t in sends) / 400_000)
-    assert vt.now <= needed_min * 60 * 1.1 + 60
+    assert vt.time <= needed_min * 60 * 1.1 + 60
 
 
 async def test_sends_are_paced_not_bursted():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=200, seed=0)
     first_second = [t for t, _ in sends if t < 1.0]
     assert len(first_second) <= 11  # 600/min = 10/s (+1 for the bucket's first token)
@@ -128,12 +128,12 @@ async def test_slow_start_doubles_each_round_trip_until_the_limit():
 async def test_slow_start_also_grows_with_time_when_answers_are_slow():
     # 1 s answers: growth by answers alone would hold the first second to the opening 8 slots.
     vt = VirtualTime()
-    limiter = Limiter(concurrency=500, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=500, clock=vt)
     sent: list[float] = []
 
     async def one() -> None:
         permit = await limiter.acquire(10)
-        sent.append(vt.now)
+        sent.append(vt.time)
         await vt.sleep(1.0)
         limiter.release(permit, 10)
         limiter.succeeded()
@@ -147,8 +147,8 @@ async def test_slow_start_also_grows_with_time_when_answers_are_slow():
 
 async def test_adaptive_cut_and_cubic_recovery():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=50, rpm=6000, clock=vt.clock, sleep=vt.sleep)
-    vt.now = 10.0
+    limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
+    vt.time = 10.0
     limiter.rate = 40.0
     for _ in range(100):  # unnamed 429s that are most of what comes back: an overload
         limiter.throttled(None, "The engine is currently overloaded, please try again later")
@@ -156,7 +156,7 @@ async def test_adaptive_cut_and_cubic_recovery():
     assert limiter.send_rate() == pytest.approx(28.0)
     rates = []
     for step in range(1, 40):
-        vt.now = 10.0 + step * 0.5
+        vt.time = 10.0 + step * 0.5
         limiter.succeeded()
         rates.append(limiter.rate if limiter.rate is not None else 100.0)
     assert all(b >= a - 1e-9 for a, b in zip(rates, rates[1:], strict=False))  # never drops
@@ -165,10 +165,10 @@ async def test_adaptive_cut_and_cubic_recovery():
 
 async def test_random_unnamed_429s_cut_nothing():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=50, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=50, clock=vt)
     rng = random.Random(3)
     for step in range(5000):  # 30 % of answers refused, at random, for 50 s
-        vt.now = step * 0.01
+        vt.time = step * 0.01
         if rng.random() < 0.3:
             limiter.throttled(1.0, "The engine is currently overloaded, please try again later")
         else:
@@ -178,44 +178,44 @@ async def test_random_unnamed_429s_cut_nothing():
 
 async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=50, rpm=6000, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
     for _ in range(40):  # 20 requests/s for 2 s: a third of 6000 RPM
         permit = await limiter.acquire(10)
         limiter.release(permit, 10)
-        vt.now += 0.05
+        vt.time += 0.05
     limiter.throttled(1.0, "reached organization max RPM: 6000, please try again after 1 seconds")
     assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
 
 
 async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it_cuts():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=100, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=100, clock=vt)
     message = "reached organization max RPM: 3000, please try again after 4 seconds"
     for _ in range(100):  # a burst far above 50/s
         limiter.release(await limiter.acquire(10), 10)
-        vt.now += 0.001
+        vt.time += 0.001
     limiter.throttled(4.0, message)
     # Our own burst explains it: adopt the limit and pace at it, nobody else waits.
     assert limiter.rpm == 3000 and limiter.pause_until == 0.0 and limiter.rate is None
     assert limiter.send_rate() == pytest.approx(3000 * PACING_SHARE / 60)
-    start = vt.now
+    start = vt.time
     times = []
 
     async def send() -> None:
         limiter.release(await limiter.acquire(10), 10)
-        times.append(vt.now)
+        times.append(vt.time)
 
     await vt.drive([asyncio.create_task(send()) for _ in range(50)])
     assert max(times) - start >= 49 / (50 * PACING_SHARE) - 1e-6  # 50 sends paced at 49.5/s
     # Refused again while we keep the limit, within a window of adopting it: the server still
     # counts our earlier burst. Everyone waits the stated time; nothing is cut.
     limiter.throttled(4.0, message)
-    assert limiter.pause_until == pytest.approx(vt.now + 4.0) and limiter.rate is None
-    vt.now += 4.0
+    assert limiter.pause_until == pytest.approx(vt.time + 4.0) and limiter.rate is None
+    vt.time += 4.0
     limiter.throttled(1.0, message)  # "1 seconds": Kimi's rounding of any shorter wait
-    assert limiter.pause_until == pytest.approx(vt.now + LEFTOVER_WAIT_S)
+    assert limiter.pause_until == pytest.approx(vt.time + LEFTOVER_WAIT_S)
     # Refused while keeping it for more than a window: someone else uses the quota. Cut.
-    vt.now += 61.0
+    vt.time += 61.0
     await vt.drive([asyncio.create_task(send()) for _ in range(100)])
     limiter.throttled(1.0, message)
     assert limiter.rate is not None and limiter.rate < 50
@@ -224,7 +224,7 @@ async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it
 
 async def test_told_tpm_is_paced_not_front_loaded():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=100, tpm=60_000, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=100, tpm=60_000, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=100, seed=4)
     early = sum(tokens for t, tokens in sends if t < 5.0)
     assert early <= 5 * 1000 + 3500  # 1,000 tokens/s, plus one request's worth of burst
@@ -233,13 +233,13 @@ async def test_told_tpm_is_paced_not_front_loaded():
 
 async def test_server_wait_pauses_every_sender():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=10, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=10, adaptive=False, clock=vt)
     limiter.throttled(2.5, "please try again after 2.5 seconds")
     times: list[float] = []
 
     async def send() -> None:
         permit = await limiter.acquire(10)
-        times.append(vt.now)
+        times.append(vt.time)
         limiter.release(permit, 10)
 
     tasks = [asyncio.create_task(send()) for _ in range(5)]
@@ -264,7 +264,7 @@ def test_limits_learned_from_kimi_messages():
 
 async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
     vt = VirtualTime()
-    limiter = Limiter(concurrency=100, adaptive=True, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=100, adaptive=True, clock=vt)
     limiter.window_allowed = 100
     permits = [await limiter.acquire(10) for _ in range(60)]
     message = "reached organization max concurrency: 50, please try again after 1 seconds"
@@ -275,7 +275,7 @@ async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
         limiter.release(permit, 10)
     # 40 in flight <= 50: someone else uses the org's slots too, so slow down and pause.
     limiter.throttled(1.0, message)
-    assert limiter.pause_until == vt.now + 1.0 and limiter.rate is not None
+    assert limiter.pause_until == vt.time + 1.0 and limiter.rate is not None
     for permit in permits[20:]:
         limiter.release(permit, 10)
 
@@ -303,7 +303,7 @@ async def test_the_progress_bar_says_which_limit_binds():
     from kimi_extract.run.scheduler import Progress
 
     vt = VirtualTime()
-    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt.clock, sleep=vt.sleep)
+    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
     await run_workers(limiter, vt, workers=100, requests=50, seed=0)
     postfix = Progress(None, enabled=False, limiter=limiter).postfix()
     assert "bound=RPM 600" in postfix

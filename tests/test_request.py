@@ -1,4 +1,5 @@
-"""Pure request building: body shape, cached-prefix encoding, SSE assembly, reask text."""
+"""Pure request building and the wire format: body shape, cached-prefix encoding, SSE assembly,
+reask text."""
 
 from __future__ import annotations
 
@@ -8,16 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.records import Usage
-from kimi_extract.run.request import (
+from kimi_extract.http.wire import (
     Answer,
     BodyEncoder,
     ErrorObject,
     StreamAssembler,
-    assistant_message,
-    build_body,
     encode_body,
     parse_completion,
+)
+from kimi_extract.records import Usage
+from kimi_extract.run.request import (
+    assistant_message,
+    build_body,
     reask_message,
     tool_result_messages,
 )

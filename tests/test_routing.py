@@ -55,10 +55,13 @@ def closed_port_url() -> str:
 
 class Clock:
     def __init__(self) -> None:
-        self.now = 100.0
+        self.time = 100.0
 
-    def __call__(self) -> float:
-        return self.now
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.time += seconds
 
 
 # -- the router alone ----------------------------------------------------------------------------
@@ -97,9 +100,9 @@ def test_failover_after_consecutive_host_failures_and_back_after_the_cooldown():
     assert router.failovers == 1 and not router.healthy("T")
     assert router.base_url_for(TEXT_BODY) == "M"  # text fails over to the multimodal host
     assert router.base_url_for(IMAGE_BODY) == "M"
-    clock.now += 59
+    clock.time += 59
     assert router.base_url_for(TEXT_BODY) == "M"
-    clock.now += 2
+    clock.time += 2
     assert router.base_url_for(TEXT_BODY) == "T"  # cool-down over: the preferred host again
     router.report("T", APIConnectionError("still down"))  # one more failure sets it aside again
     assert router.base_url_for(TEXT_BODY) == "M" and router.failovers == 2
@@ -122,7 +125,7 @@ def test_both_hosts_down_uses_the_one_back_first():
     clock = Clock()
     router = Router(text_url="T", media_url="M", failover_after=1, cooldown_s=60, clock=clock)
     router.report("M", APIConnectionError("down"))
-    clock.now += 10
+    clock.time += 10
     router.report("T", APIConnectionError("down"))
     assert router.base_url_for(TEXT_BODY) == "M" and router.base_url_for(IMAGE_BODY) == "M"
 

@@ -18,8 +18,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import AsyncIterator, Callable, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -135,6 +135,38 @@ def make_backend(
         raise ConfigurationError(f"unknown http backend {name!r}; use one of {BACKENDS}")
     backend.log_filter = RedactingFilter(redact) if redact is not None else None
     return backend
+
+
+class ErrorMapping:
+    """A backend's own failures as the library's errors, in one place for every backend.
+
+    ``timeouts`` become ``APITimeoutError``, ``errors`` (connection and protocol failures)
+    ``APIConnectionError``; anything else passes unchanged. Used as ``with mapping("request"):``
+    around opening a response, and ``with mapping("stream"):`` around reading its lines.
+    """
+
+    _WORDS = {
+        "request": ("request timed out", "connection failed"),
+        "stream": ("stream timed out", "stream broken"),
+    }
+
+    def __init__(
+        self,
+        timeouts: tuple[type[BaseException], ...],
+        errors: tuple[type[BaseException], ...],
+    ) -> None:
+        self.timeouts = timeouts
+        self.errors = errors
+
+    @contextmanager
+    def __call__(self, phase: str) -> Iterator[None]:
+        timed_out, failed = self._WORDS[phase]
+        try:
+            yield
+        except self.timeouts as exc:
+            raise APITimeoutError(f"{timed_out} ({type(exc).__name__})") from None
+        except self.errors as exc:
+            raise APIConnectionError(f"{failed}: {type(exc).__name__}: {exc}") from None
 
 
 def _too_large(status: int, limit: int) -> ResponseTooLargeError:
@@ -254,7 +286,7 @@ class AiohttpBackend:
         if self.log_filter is not None:
             self.log_filter.install()
 
-        self._errors = (aiohttp.ClientError,)
+        self._mapping = ErrorMapping((TimeoutError,), (aiohttp.ClientError,))
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
         # The per-attempt deadline (connect to last byte) is the transport's; these bound single
         # socket operations only.
@@ -275,43 +307,30 @@ class AiohttpBackend:
             self.log_filter.remove()
 
     async def post(self, url: str, payload: bytes) -> Reply:
-        try:
+        with self._mapping("request"):
             async with self._session.post(url, data=payload, allow_redirects=False) as response:
                 limit = self.max_response_bytes
                 _check_declared_length(response.status, response.headers, limit)
                 body = await _read_capped(response.content.iter_any(), response.status, limit)
                 return Reply(response.status, response.headers, body)
-        except TimeoutError as exc:
-            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
-        except self._errors as exc:
-            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
-        try:
+        mapping = self._mapping
+        with mapping("request"):
             async with self._session.post(url, data=payload, allow_redirects=False) as response:
                 limit = self.max_response_bytes
                 status = response.status
 
                 async def lines() -> AsyncIterator[str]:
-                    try:
+                    with mapping("stream"):
                         async for line in _capped_lines(response.content.iter_any(), status, limit):
                             yield line
-                    except TimeoutError as exc:
-                        raise APITimeoutError(f"stream timed out ({type(exc).__name__})") from None
-                    except self._errors as exc:
-                        raise APIConnectionError(
-                            f"stream broken: {type(exc).__name__}: {exc}"
-                        ) from None
 
                 async def read() -> bytes:
                     return await _read_capped(response.content.iter_any(), status, limit)
 
                 yield StreamReply(status, response.headers, lines(), read)
-        except TimeoutError as exc:
-            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
-        except self._errors as exc:
-            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None
 
 
 class HttpxBackend:
@@ -363,8 +382,7 @@ class HttpxBackend:
             limits=limits,
             transport=transport,
         )
-        self._timeouts = (httpx.TimeoutException, asyncio.TimeoutError)
-        self._errors = errors
+        self._mapping = ErrorMapping((httpx.TimeoutException, asyncio.TimeoutError), errors)
 
     async def close(self) -> None:
         if self._client is not None:
@@ -381,28 +399,19 @@ class HttpxBackend:
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
-        try:
+        mapping = self._mapping
+        with mapping("request"):
             async with self._client.stream("POST", url, content=payload) as response:
                 limit = self.max_response_bytes
                 status = response.status_code
                 _check_declared_length(status, response.headers, limit)
 
                 async def lines() -> AsyncIterator[str]:
-                    try:
+                    with mapping("stream"):
                         async for line in _capped_lines(_decoded_chunks(response), status, limit):
                             yield line
-                    except self._timeouts as exc:
-                        raise APITimeoutError(f"stream timed out ({type(exc).__name__})") from None
-                    except self._errors as exc:
-                        raise APIConnectionError(
-                            f"stream broken: {type(exc).__name__}: {exc}"
-                        ) from None
 
                 async def read() -> bytes:
                     return await _read_capped(_decoded_chunks(response), status, limit)
 
                 yield StreamReply(status, response.headers, lines(), read)
-        except self._timeouts as exc:
-            raise APITimeoutError(f"request timed out ({type(exc).__name__})") from None
-        except self._errors as exc:
-            raise APIConnectionError(f"connection failed: {type(exc).__name__}: {exc}") from None

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import APIConnectionError, APIError, ConfigurationError
 from ..kimi import DEFAULT_BASE_URL, MULTIMODAL_BASE_URL
+from .clock import Clock, default_clock
 
 logger = logging.getLogger("kimi_extract")
 
@@ -71,7 +71,8 @@ class Router:
     ``base_url``: explicit host for every request (None: route by content). ``text_url`` /
     ``media_url``: the two hosts (default: ``TEXT_BASE_URL`` / ``MEDIA_BASE_URL``).
     ``failover_after``: consecutive host failures before failover. ``cooldown_s``: seconds a
-    failed host is set aside. ``clock``: seconds (default ``time.monotonic``).
+    failed host is set aside. ``clock``: a ``clock.Clock`` (default: the default clock at each
+    reading, see ``clock.use_clock``).
     """
 
     def __init__(
@@ -82,7 +83,7 @@ class Router:
         media_url: str | None = None,
         failover_after: int = FAILOVER_AFTER,
         cooldown_s: float = COOLDOWN_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock | None = None,
     ) -> None:
         if failover_after < 1:
             raise ConfigurationError(f"failover_after must be >= 1, got {failover_after!r}")
@@ -125,7 +126,7 @@ class Router:
         first = self.preferred(body)
         other = self.text_url if first == self.media_url else self.media_url
         with self._lock:
-            now = self.clock()
+            now = self._now()
             first_until = self._aside_until.get(first, 0.0)
             if first_until <= now:
                 return first
@@ -145,7 +146,7 @@ class Router:
             self._failures[base_url] = count
             if count < self.failover_after:
                 return
-            now = self.clock()
+            now = self._now()
             if self._aside_until.get(base_url, 0.0) > now:
                 return  # already set aside (attempts that were in flight finishing)
             self._aside_until[base_url] = now + self.cooldown_s
@@ -163,4 +164,7 @@ class Router:
     def healthy(self, base_url: str) -> bool:
         """False while ``base_url`` is set aside after repeated failures."""
         with self._lock:
-            return self._aside_until.get(base_url, 0.0) <= self.clock()
+            return self._aside_until.get(base_url, 0.0) <= self._now()
+
+    def _now(self) -> float:
+        return (self.clock or default_clock()).now()

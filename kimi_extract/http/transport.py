@@ -10,7 +10,8 @@ backoff capped at ``max_wait`` (60 s). A server-given wait is honoured exactly, 
 ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) or, when no header is present, Kimi's
 message form "please try again after N seconds" (real Kimi 429s carry no header; notes). A wait
 longer than ``max_wait`` is never shortened: the request fails instead. Never retried: 400, 401,
-403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance).
+403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance). Waits sleep on the
+transport's ``clock.Clock`` (``clock=``), so tests can run them on virtual time.
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ from ..exceptions import (
     RateLimitError,
     ServerError,
 )
-from ..run.request import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
 from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
+from .clock import Clock, default_clock
 from .routing import Router
+from .wire import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
 
 logger = logging.getLogger("kimi_extract")
 
@@ -377,9 +379,8 @@ class _Stop:
 
 @dataclass
 class Exchange:
-    """What one row's requests cost: HTTP attempts and time spent inside requests."""
+    """What one row's requests cost: the time spent inside requests."""
 
-    http_attempts: int = 0
     latency_s: float = 0.0
 
 
@@ -418,9 +419,11 @@ class Transport:
         router: Router | None = None,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stall_timeout: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        self.url = chat_url(base_url)
-        self.router = router  # when set, it picks each attempt's host (base_url is unused)
+        # The router picks each attempt's host; without one, every attempt goes to base_url.
+        self.router = router if router is not None else Router(base_url)
+        self.clock = clock or default_clock()
         self.encoder = encoder
         self._api_key = api_key
         self.concurrency = concurrency
@@ -439,7 +442,7 @@ class Transport:
         self._backend: Backend | None = None
 
     def __repr__(self) -> str:
-        return f"Transport(url={self.url!r}, backend={self.http_backend!r})"
+        return f"Transport(router={self.router!r}, backend={self.http_backend!r})"
 
     async def __aenter__(self) -> Transport:
         headers = {
@@ -503,8 +506,6 @@ class Transport:
             raise RuntimeError("Transport used outside 'async with'")
         payload = self.encoder(body)
         router = self.router
-        if router is None:
-            return await self._attempt(backend, self.url, body, payload, exchange)
         base_url = router.base_url_for(body)
         try:
             answer = await self._attempt(backend, chat_url(base_url), body, payload, exchange)
@@ -523,7 +524,6 @@ class Transport:
         sent redacted of the key; an error no backend or parser mapped is a connection error.
         """
         started = time.perf_counter()
-        exchange.http_attempts += 1
         failure: KimiExtractError
         try:
             async with asyncio.timeout(self.timeout):
@@ -634,12 +634,10 @@ class Transport:
                 clean = secret.redact(value)
                 if clean != value:
                     changes[name] = clean
-        for name in ("tool_calls", "raw_usage"):
-            value = getattr(answer, name)
-            if value:
-                clean = secret.redact_value(value)
-                if clean != value:
-                    changes[name] = clean
+        if answer.tool_calls:
+            clean_calls = secret.redact_value(answer.tool_calls)
+            if clean_calls != answer.tool_calls:
+                changes["tool_calls"] = clean_calls
         return dataclasses.replace(answer, **changes) if changes else answer
 
     async def complete(
@@ -663,6 +661,7 @@ class Transport:
             retry=retry_if_exception(is_retryable),
             reraise=True,
             before_sleep=self._before_sleep,
+            sleep=self.clock.sleep,
         )
         async for attempt in retrying:
             with attempt:

@@ -1,4 +1,4 @@
-"""Pure functions: build chat-completions bodies and read responses. No I/O here.
+"""Pure functions: build a row's chat-completions messages and body, and its store key. No I/O.
 
 Message order puts everything shared by all rows first — the system instructions, then the
 few-shot examples — and the row's own content last, so the request prefix is byte-identical across
@@ -10,32 +10,18 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from .. import tokens
-from ..records import Usage
+from ..http.wire import Answer
+from ..records import Content
 from ..schema.compiled import CompiledSchema
-from .inputs import Content
 
 Mode = Literal["json_schema", "json_object"]
 
 DEFAULT_INSTRUCTIONS = "Extract the requested information from the user's input."
-
-
-@dataclass(frozen=True)
-class Answer:
-    """One model answer: the assistant message fields, finish reason and usage."""
-
-    content: str | None
-    reasoning_content: str | None
-    finish_reason: str | None
-    usage: Usage
-    tool_calls: list[dict[str, Any]] | None = None
-    request_id: str | None = None
-    raw_usage: dict[str, Any] | None = field(default=None, repr=False)
 
 
 def system_prompt(instructions: str | None, compiled: CompiledSchema, mode: Mode) -> str:
@@ -112,241 +98,6 @@ def build_body(
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
     return body
-
-
-_dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-class BodyEncoder:
-    """Serializes request bodies, reusing the JSON of the parts every row shares.
-
-    The static messages and the response format are encoded once; a body whose first messages
-    are those very objects (and whose response_format is that object) is assembled from the cached
-    text, anything else falls back to a full encode. Output is compact JSON either way, so the
-    bytes of the shared prefix are identical across rows.
-    """
-
-    def __init__(
-        self, static_messages: Sequence[dict[str, Any]], response_format: dict[str, Any] | None
-    ) -> None:
-        self.static = tuple(static_messages)
-        self.static_json = ",".join(_dumps(m) for m in self.static)
-        self.response_format = response_format
-        self.response_format_json = _dumps(response_format) if response_format else ""
-
-    def __call__(self, body: dict[str, Any]) -> bytes:
-        messages = body.get("messages")
-        count = len(self.static)
-        if (
-            not isinstance(messages, list)
-            or len(messages) < count
-            or any(a is not b for a, b in zip(messages, self.static, strict=False))
-        ):
-            return _dumps(body).encode()
-        parts = []
-        for key, value in body.items():
-            if key == "messages":
-                rest = ",".join(_dumps(m) for m in messages[count:])
-                joined = ",".join(p for p in (self.static_json, rest) if p)
-                parts.append(f'"messages":[{joined}]')
-            elif key == "response_format" and value is self.response_format:
-                parts.append(f'"response_format":{self.response_format_json}')
-            else:
-                parts.append(f"{_dumps(key)}:{_dumps(value)}")
-        return ("{" + ",".join(parts) + "}").encode()
-
-
-def encode_body(body: dict[str, Any]) -> bytes:
-    """Compact JSON bytes of a body (no cached parts)."""
-    return _dumps(body).encode()
-
-
-class ErrorObject(Exception):
-    """A body or stream event that is an API error object (``{"error": {...}}``), not an answer.
-
-    ``error`` is the object as sent; the transport maps it like the matching HTTP error.
-    """
-
-    def __init__(self, error: dict[str, Any]) -> None:
-        super().__init__("the response is an error object")
-        self.error = error
-
-
-def _error_object(data: dict[str, Any]) -> None:
-    error = data.get("error")
-    if isinstance(error, dict) and "choices" not in data:
-        raise ErrorObject(error)
-    if error is not None and not isinstance(error, dict) and "choices" not in data:
-        raise ErrorObject({"message": str(error)[:200]})
-
-
-def _optional_str(value: Any, name: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise ValueError(f"{name} is not a string ({type(value).__name__})")
-
-
-def _tool_calls(value: Any) -> list[dict[str, Any]] | None:
-    """Complete tool calls from a message: a list of objects whose ``function`` holds strings."""
-    if not value:
-        return None
-    if not isinstance(value, list):
-        raise ValueError("message.tool_calls is not a list")
-    for call in value:
-        if not isinstance(call, dict):
-            raise ValueError("a tool call is not an object")
-        _optional_str(call.get("id"), "tool_calls[].id")
-        function = call.get("function")
-        if function is not None:
-            if not isinstance(function, dict):
-                raise ValueError("tool_calls[].function is not an object")
-            _optional_str(function.get("name"), "tool_calls[].function.name")
-            _optional_str(function.get("arguments"), "tool_calls[].function.arguments")
-    return value
-
-
-def parse_completion(data: Any, request_id: str | None = None) -> Answer:
-    """Read a non-streaming response body.
-
-    Raises ``ErrorObject`` for a body that is an API error object, and ValueError for anything
-    else that is not a chat completion (no choices, a choice or message that is not an object,
-    fields of the wrong type, missing or bad usage: see ``Usage.from_api``).
-    """
-    if not isinstance(data, dict):
-        raise ValueError("response body is not a JSON object")
-    _error_object(data)
-    choices = data.get("choices")
-    if not choices or not isinstance(choices, list):
-        raise ValueError("response has no choices")
-    choice = choices[0]
-    if not isinstance(choice, dict):
-        raise ValueError("choices[0] is not an object")
-    message = choice.get("message")
-    if message is None:
-        message = {}
-    if not isinstance(message, dict):
-        raise ValueError("choices[0].message is not an object")
-    usage = data.get("usage") or choice.get("usage")
-    response_id = data.get("id")
-    return Answer(
-        content=_optional_str(message.get("content"), "message.content"),
-        reasoning_content=_optional_str(
-            message.get("reasoning_content"), "message.reasoning_content"
-        ),
-        finish_reason=_optional_str(choice.get("finish_reason"), "finish_reason"),
-        usage=Usage.from_api(usage),
-        tool_calls=_tool_calls(message.get("tool_calls")),
-        request_id=request_id or (response_id if isinstance(response_id, str) else None),
-        raw_usage=usage,
-    )
-
-
-class StreamAssembler:
-    """Builds an ``Answer`` from SSE ``chat.completion.chunk`` events.
-
-    Reads ``reasoning_content`` and ``content`` deltas, tool-call fragments (merged by ``index``),
-    the ``finish_reason``, and usage wherever it comes: top-level ``usage`` (also on a final chunk
-    whose ``choices`` is empty) or ``choices[0].usage`` (notes: both occur in the wild). An event
-    that is an error object raises ``ErrorObject``; any other malformed event, ValueError.
-    """
-
-    def __init__(self) -> None:
-        self.content: list[str] = []
-        self.reasoning: list[str] = []
-        self.tool_calls: dict[int, dict[str, Any]] = {}
-        self.finish_reason: str | None = None
-        self.usage: dict[str, Any] | None = None
-        self.response_id: str | None = None
-        self.done = False
-
-    def feed_line(self, line: str) -> None:
-        """Feed one SSE line (``data: ...``); other lines (comments, events) are ignored."""
-        if not line.startswith("data:"):
-            return
-        data = line[5:].strip()
-        if data == "[DONE]":
-            self.done = True
-            return
-        if data:
-            try:
-                chunk = json.loads(data)
-            except RecursionError:
-                raise ValueError("stream event nested too deeply") from None
-            self.feed(chunk)
-
-    def feed(self, chunk: Any) -> None:
-        """Feed one parsed chunk."""
-        if not isinstance(chunk, dict):
-            raise ValueError("stream event is not a JSON object")
-        _error_object(chunk)
-        chunk_id = chunk.get("id")
-        if self.response_id is None and isinstance(chunk_id, str):
-            self.response_id = chunk_id
-        if chunk.get("usage"):
-            self.usage = chunk["usage"]
-        choices = chunk.get("choices") or ()
-        if not isinstance(choices, list | tuple):
-            raise ValueError("stream event choices is not a list")
-        for choice in choices:
-            if not isinstance(choice, dict):
-                raise ValueError("a stream choice is not an object")
-            if choice.get("usage"):
-                self.usage = choice["usage"]
-            delta = choice.get("delta") or {}
-            if not isinstance(delta, dict):
-                raise ValueError("a stream delta is not an object")
-            reasoning = _optional_str(delta.get("reasoning_content"), "delta.reasoning_content")
-            if reasoning:
-                self.reasoning.append(reasoning)
-            content = _optional_str(delta.get("content"), "delta.content")
-            if content:
-                self.content.append(content)
-            fragments = delta.get("tool_calls") or ()
-            if not isinstance(fragments, list | tuple):
-                raise ValueError("delta.tool_calls is not a list")
-            for fragment in fragments:
-                self._merge_tool_call(fragment)
-            finish_reason = _optional_str(choice.get("finish_reason"), "finish_reason")
-            if finish_reason:
-                self.finish_reason = finish_reason
-
-    def _merge_tool_call(self, fragment: Any) -> None:
-        if not isinstance(fragment, dict):
-            raise ValueError("a tool-call fragment is not an object")
-        index = fragment.get("index", len(self.tool_calls))
-        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < 1024:
-            raise ValueError("a tool-call fragment has a bad index")
-        call = self.tool_calls.setdefault(
-            index, {"id": "", "type": "function", "function": {"name": "", "arguments": ""}}
-        )
-        if fragment.get("id"):
-            call["id"] = _optional_str(fragment["id"], "tool_calls[].id")
-        if fragment.get("type"):
-            call["type"] = _optional_str(fragment["type"], "tool_calls[].type")
-        function = fragment.get("function") or {}
-        if not isinstance(function, dict):
-            raise ValueError("tool_calls[].function is not an object")
-        name = _optional_str(function.get("name"), "tool_calls[].function.name")
-        if name:
-            call["function"]["name"] += name
-        arguments = _optional_str(function.get("arguments"), "tool_calls[].function.arguments")
-        if arguments:
-            call["function"]["arguments"] += arguments
-
-    def answer(self, request_id: str | None = None) -> Answer:
-        """The assembled answer; raises ValueError if the stream did not finish or its usage is
-        missing or bad."""
-        if not self.done or self.finish_reason is None:
-            raise ValueError("the stream ended before its final chunk")
-        return Answer(
-            content="".join(self.content),
-            reasoning_content="".join(self.reasoning),
-            finish_reason=self.finish_reason,
-            usage=Usage.from_api(self.usage),
-            tool_calls=[self.tool_calls[i] for i in sorted(self.tool_calls)] or None,
-            request_id=request_id or self.response_id,
-            raw_usage=self.usage,
-        )
 
 
 def tool_result_messages(answer: Answer) -> list[dict[str, Any]]:

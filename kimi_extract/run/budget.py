@@ -1,0 +1,144 @@
+"""A run's spending cap: each attempt reserves its worst case before it is sent (``Budget``)."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+#: Prompt tokens are estimated before sending (``kimi_extract.tokens``); the budget reserves this
+#: much more, for tokenizer differences, so a billed prompt never outgrows its reservation.
+PROMPT_MARGIN = 1.10
+
+
+@dataclass
+class Reservation:
+    """One attempt's worst case, held against the budget while it is in flight."""
+
+    tokens: int
+    cost: float
+
+
+class Budget:
+    """A run's hard spending cap in USD and/or tokens, checked before every attempt is sent.
+
+    Each attempt reserves its worst case before it is sent: its prompt (estimated, plus
+    ``PROMPT_MARGIN``) and its whole ``max_completion_tokens``, priced at the dearest input rate
+    (regular, cached or cache write) and the output rate. It is sent only when
+    ``spent + reserved by attempts in flight + its worst case`` stays within every cap; otherwise
+    it waits for attempts in flight to settle, and when nothing is in flight and it still does not
+    fit, the budget is exhausted (``reserve`` returns None). When the answer arrives the reservation
+    is replaced by the billed usage, which can only be lower; an attempt whose billing is unknown
+    (timeout, cut stream, unusable answer) is counted as its worst case (``charge``). So the billed
+    total never exceeds ``max_tokens`` / ``max_cost`` (as long as the server bills no more than
+    the request allows).
+    """
+
+    def __init__(
+        self,
+        *,
+        max_cost: float | None,
+        max_tokens: int | None,
+        pricing: Any = None,
+        separate_cache_writes: bool = True,
+        cache_ttl: str = "5m",
+    ) -> None:
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
+        self.pricing = pricing
+        self.separate_cache_writes = separate_cache_writes
+        self.cache_ttl = cache_ttl
+        self.spent_cost = 0.0
+        self.spent_tokens = 0
+        self.reserved_cost = 0.0
+        self.reserved_tokens = 0
+        self.in_flight = 0
+        self._waiters: deque[asyncio.Future[None]] = deque()
+
+    def worst_case(self, prompt_tokens: int, completion_tokens: int) -> Reservation:
+        """The most an attempt with this prompt estimate and completion cap can bill."""
+        prompt = math.ceil(prompt_tokens * PROMPT_MARGIN)
+        cost = 0.0
+        pricing = self.pricing
+        if pricing is not None:
+            input_rate = max(pricing.input, pricing.cached_input)
+            if self.separate_cache_writes:
+                write = pricing.cache_write
+                if self.cache_ttl == "1h" and pricing.cache_write_1h is not None:
+                    write = pricing.cache_write_1h
+                input_rate = max(input_rate, write)
+            cost = (prompt * input_rate + completion_tokens * pricing.output) / 1_000_000
+        return Reservation(tokens=prompt + completion_tokens, cost=cost)
+
+    def fits_alone(self, worst: Reservation) -> bool:
+        """Whether ``worst`` fits in an untouched budget (False: no run could ever send it)."""
+        return self._fits(worst, 0, 0.0)
+
+    def describe(self) -> str:
+        """The caps, for messages: ``max_tokens=20,000, max_cost=$0.05``."""
+        parts = []
+        if self.max_tokens is not None:
+            parts.append(f"max_tokens={self.max_tokens:,}")
+        if self.max_cost is not None:
+            parts.append(f"max_cost=${self.max_cost:g}")
+        return ", ".join(parts)
+
+    def _fits(self, worst: Reservation, tokens: int, cost: float) -> bool:
+        if self.max_tokens is not None and tokens + worst.tokens > self.max_tokens:
+            return False
+        return not (self.max_cost is not None and cost + worst.cost > self.max_cost + 1e-12)
+
+    async def reserve(self, worst: Reservation) -> Reservation | None:
+        """Hold ``worst`` for one attempt, waiting for attempts in flight to settle if needed.
+
+        Returns None when it does not fit even with nothing in flight (the budget is spent).
+        """
+        while True:
+            committed_tokens = self.spent_tokens + self.reserved_tokens
+            committed_cost = self.spent_cost + self.reserved_cost
+            if self._fits(worst, committed_tokens, committed_cost):
+                self.reserved_tokens += worst.tokens
+                self.reserved_cost += worst.cost
+                self.in_flight += 1
+                return worst
+            if self.in_flight == 0:
+                return None
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if not waiter.done():
+                    waiter.cancel()
+
+    def charge(self, reservation: Reservation) -> None:
+        """Count an attempt whose billing is unknown (timeout, cut stream, unusable answer) as its
+        worst case; the reservation stays held for the next attempt of the same request."""
+        self.spent_tokens += reservation.tokens
+        self.spent_cost += reservation.cost
+
+    def still_fits(self) -> bool:
+        """Whether what is spent and reserved is still within every cap."""
+        tokens = self.spent_tokens + self.reserved_tokens
+        if self.max_tokens is not None and tokens > self.max_tokens:
+            return False
+        return not (
+            self.max_cost is not None
+            and self.spent_cost + self.reserved_cost > self.max_cost + 1e-12
+        )
+
+    def settle(self, reservation: Reservation, usage: Any) -> None:
+        """Replace a reservation by the attempt's billed usage (a ``Usage``; None: unknown)."""
+        self.reserved_tokens -= reservation.tokens
+        self.reserved_cost -= reservation.cost
+        self.in_flight -= 1
+        if usage is not None:
+            self.spent_tokens += max(0, usage.prompt_tokens) + max(0, usage.completion_tokens)
+            if usage.cost == usage.cost:  # not NaN
+                self.spent_cost += max(0.0, usage.cost)
+        waiters, self._waiters = self._waiters, deque()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
