@@ -114,14 +114,14 @@ def one_line(exc: BaseException) -> str:
 
 
 class ResultCache(Protocol):
-    """Where validated rows are kept between runs (``store.ResultStore``)."""
+    """Where validated rows are kept between runs (``store.ResultStore``); lookups and commits
+    are grouped per event-loop turn."""
 
-    def get(self, key: str) -> Any: ...
+    async def lookup(self, key: str) -> Any: ...
 
-    def put(
+    async def commit(
         self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
     ) -> None: ...
-
 
 
 class _OverBudget(Exception):
@@ -156,8 +156,6 @@ def charge_retry(exc: BaseException, wait: float) -> None:
     if not budget.still_fits():
         runner.budget_hit = True
         raise _OverBudget(BUDGET_ERROR)
-
-
 
 
 class RowRunner:
@@ -210,7 +208,7 @@ class RowRunner:
         try:
             if self.store is not None:
                 key = settings.store_key(user)
-                if self._serve_stored(key, result):
+                if await self._serve_stored(key, result):
                     return result
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
@@ -238,7 +236,9 @@ class RowRunner:
             )
         if key is not None and raw is not None and self.store is not None:
             try:
-                self.store.put(
+                # Grouped with the rows finishing this event-loop turn; returns once committed, so
+                # the row is reported (frame, sink, progress) only when a kill -9 cannot lose it.
+                await self.store.commit(
                     key,
                     model=settings.model,
                     output=raw,
@@ -255,8 +255,8 @@ class RowRunner:
         if self.halt is None:
             self.halt = exc
 
-    def _serve_stored(self, key: str, result: RowResult) -> bool:
-        stored = self.store.get(key) if self.store is not None else None
+    async def _serve_stored(self, key: str, result: RowResult) -> bool:
+        stored = await self.store.lookup(key) if self.store is not None else None
         if stored is None:
             return False
         try:
