@@ -1,14 +1,22 @@
-"""The Kimi model table: per-model rules, limits and prices, in one place.
+"""The Kimi profile: the model table and every Kimi-specific rule, in one place.
 
-Every quirk below cites the document that states it. "seed" is the Kimi Chat Completions reference
+Every rule below cites the document that states it. "seed" is the Kimi Chat Completions reference
 shipped with the project (``seeds/kimi-chat-completions-reference.md``, OpenAPI ``components``);
-"notes" is ``KIMI-NOTES.md`` (other clients' findings against the live API).
+"notes" is ``KIMI-NOTES.md`` (other clients' findings against the live API); "walle" is Moonshot's
+own schema validator (MoonshotAI/walle, ``docs/walle.md`` and ``conf.go``). The logic that applies
+a rule stays with its stage (schema, media, http, run) and imports the rule from here; this module
+imports only ``exceptions`` and ``records`` (layer 0, tests/test_layers.py).
+
+Sections: models and limits; hosts; prompt cache; tools and web search; errors and rate limits;
+media; the schema dialect (walle).
 """
 
 from __future__ import annotations
 
+import re
 import warnings
 from dataclasses import dataclass
+from typing import Literal
 
 from .exceptions import ConfigurationError
 from .records import Pricing
@@ -22,10 +30,119 @@ MAX_COMPLETION_TOKENS = 1_048_576
 #: a truncated answer is retried once with double the budget.
 DEFAULT_MAX_COMPLETION_TOKENS = 16_384
 
+#: seed, ``max_completion_tokens``: "Default: 131072" (what the server uses when it is omitted).
+SERVER_DEFAULT_MAX_COMPLETION_TOKENS = 131_072
+
+# -- Hosts -------------------------------------------------------------------------------------
 #: seed ``servers``: direct.evolink.ai is the default (text, long-lived connections);
 #: api.evolink.ai is the primary multimodal endpoint and a fallback for text.
 DEFAULT_BASE_URL = "https://direct.evolink.ai"
 MULTIMODAL_BASE_URL = "https://api.evolink.ai"
+#: seed, message content parts: the media part types (a request carrying one goes to the
+#: multimodal host, seed BaseURL note).
+MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
+
+# -- Prompt cache --------------------------------------------------------------------------------
+#: seed, ``prompt_cache_options.ttl``: "Cache TTL: 5m or 1h; default: 5m" (K3.1 series only).
+CACHE_TTLS = ("5m", "1h")
+DEFAULT_CACHE_TTL = "5m"
+#: The same TTLs in seconds.
+CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+#: notes (Caching): a request can hit the cache only if the cached prefix is longer than 256 tokens.
+CACHE_MIN_TOKENS = 256
+
+# -- Tools and web search ------------------------------------------------------------------------
+#: notes (Web search) and seed ``ToolCall.type``: the built-in search tool's function name; its
+#: calls have type ``builtin_function``.
+WEB_SEARCH_FUNCTION = "$web_search"
+BUILTIN_FUNCTION = "builtin_function"
+#: seed ``tools``: how a request offers web search (``{"type":"web_search"}``).
+WEB_SEARCH_TOOL = {"type": "web_search"}
+#: notes (Structured output): tool names must match this; seed ``tools.maxItems``: 128.
+TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9-_]{2,63}$")
+MAX_TOOLS = 128
+
+# -- Errors and rate limits ----------------------------------------------------------------------
+#: notes (Errors and limits) and seed ``ErrorResponse``: the HTTP status each error ``type``
+#: stands for (an error object can also arrive in a 200 body or a stream event).
+STATUS_OF_ERROR_TYPE = {
+    "invalid_request_error": 400,
+    "content_filter": 400,
+    "invalid_authentication_error": 401,
+    "incorrect_api_key_error": 401,
+    "authentication_error": 401,
+    "permission_denied_error": 403,
+    "resource_not_found_error": 404,
+    "not_found_error": 404,
+    "rate_limit_reached_error": 429,
+    "engine_overloaded_error": 429,
+    "exceeded_current_quota_error": 429,
+    "server_error": 500,
+}
+#: notes: the one 429 that is not retried (the balance is exhausted).
+QUOTA_ERROR_TYPE = "exceeded_current_quota_error"
+#: notes: real 429s carry no Retry-After header; the message says how long ("... please try again
+#: after 1 seconds").
+RETRY_AFTER_MESSAGE = re.compile(r"try again after (\d+(?:\.\d+)?) ?(milliseconds|ms|seconds|s)\b")
+#: notes: the limit a 429 names ("request reached max organization concurrency: 1",
+#: "organization max RPM: 3"; TPM alike).
+LIMIT_MESSAGES = {
+    "concurrency": re.compile(r"max(?:imum)?\s+(?:organization\s+)?concurrency:?\s*(\d+)", re.I),
+    "rpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?RPM:?\s*(\d+)", re.I),
+    "tpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?TPM:?\s*(\d+)", re.I),
+}
+#: notes: RPM and TPM are per minute.
+RATE_WINDOW_S = 60.0
+#: notes (tiers): concurrency goes up to 1,000.
+MAX_CONCURRENCY = 1000
+
+# -- Media ---------------------------------------------------------------------------------------
+#: notes (Media): video mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv, 3gpp (the API's MIME names),
+#: by file extension.
+VIDEO_EXTENSIONS = {
+    ".mp4": "video/mp4",
+    ".m4v": "video/mp4",
+    ".mpeg": "video/mpeg",
+    ".mpg": "video/mpg",
+    ".mov": "video/mov",
+    ".avi": "video/avi",
+    ".flv": "video/x-flv",
+    ".webm": "video/webm",
+    ".wmv": "video/wmv",
+    ".3gp": "video/3gpp",
+}
+
+# -- The schema dialect (walle) ------------------------------------------------------------------
+#: walle ``conf.go``: the validation levels; "strict" is "the most permissive level required by
+#: Moonshot AI server", "ultra" the most thorough (and walle's default).
+Level = Literal["strict", "ultra"]
+LEVELS: tuple[Level, ...] = ("strict", "ultra")
+SERVER_LEVEL: Level = "strict"
+#: walle.md "Object": property names that are schema keywords.
+RESERVED_PROPERTY_NAMES = frozenset({"$defs", "$ref", "anyOf", "required", "additionalProperties"})
+
+
+@dataclass(frozen=True)
+class Limits:
+    """walle's size limits (``conf.go`` defaults; walle.md quotes older, smaller numbers).
+
+    ``max_depth`` counts nested ``properties`` levels (a ``$ref`` adds its target's depth);
+    ``max_size`` is the schema's compact JSON length in bytes; ``max_properties`` is the number of
+    property names across all objects; the enum string length applies only to an enum of more
+    than ``enum_string_check_threshold`` values.
+    """
+
+    max_enum_items: int = 1000
+    max_enum_string_length: int = 75000
+    enum_string_check_threshold: int = 2500
+    max_any_of_items: int = 500
+    max_depth: int = 30
+    max_size: int = 120000
+    max_properties: int = 3000
+
+
+#: walle's defaults: what the server enforces.
+DEFAULT_LIMITS = Limits()
 
 #: seed, ``reasoning_effort``: "For generic client compatibility, `medium` maps to `high`,
 #: `xhigh` to `max`, and `minimal` / `none` to `low`; `none` does not disable reasoning."

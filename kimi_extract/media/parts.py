@@ -56,6 +56,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..exceptions import ConfigurationError, MediaError
+from ..kimi import VIDEO_EXTENSIONS  # the video formats Kimi accepts (notes)
 from .fetch import fetch
 from .formats import (
     data_url,
@@ -78,19 +79,6 @@ DEFAULT_FETCH_TIMEOUT = 30.0
 JPEG_QUALITY = 90
 INSTALL_PILLOW = "pip install 'kimi-extract[images]'"
 
-#: KIMI-NOTES (Media): video mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv, 3gpp.
-VIDEO_EXTENSIONS = {
-    ".mp4": "video/mp4",
-    ".m4v": "video/mp4",
-    ".mpeg": "video/mpeg",
-    ".mpg": "video/mpg",
-    ".mov": "video/mov",
-    ".avi": "video/avi",
-    ".flv": "video/x-flv",
-    ".webm": "video/webm",
-    ".wmv": "video/wmv",
-    ".3gp": "video/3gpp",
-}
 _PIL_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP"}
 _FORMAT_MIMES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 

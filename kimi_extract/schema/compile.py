@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..exceptions import SchemaError
+from ..kimi import DEFAULT_LIMITS, RESERVED_PROPERTY_NAMES
 from . import dialect as mfjs
 from .codec import (
     _IDENTITY,
@@ -65,15 +66,15 @@ _DEF_NAME = re.compile(r"[^A-Za-z0-9_.-]")
 #: What a broken walle limit means for a model, by a word of walle's message.
 _LIMIT_HINTS = {
     "depth": "the model nests objects deeper than Kimi's schema dialect allows "
-    f"({mfjs.DEFAULT_LIMITS.max_depth} levels)",
+    f"({DEFAULT_LIMITS.max_depth} levels)",
     "total number of properties": "the model has more properties in all than Kimi's schema "
-    f"dialect allows ({mfjs.DEFAULT_LIMITS.max_properties})",
+    f"dialect allows ({DEFAULT_LIMITS.max_properties})",
     "size": "the compiled schema is longer than Kimi's schema dialect allows "
-    f"({mfjs.DEFAULT_LIMITS.max_size} bytes of JSON)",
+    f"({DEFAULT_LIMITS.max_size} bytes of JSON)",
     "enum array": "an enum or Literal has more values than Kimi's schema dialect allows "
-    f"({mfjs.DEFAULT_LIMITS.max_enum_items})",
+    f"({DEFAULT_LIMITS.max_enum_items})",
     "anyOf must have": "a union has more members than Kimi's schema dialect allows "
-    f"({mfjs.DEFAULT_LIMITS.max_any_of_items})",
+    f"({DEFAULT_LIMITS.max_any_of_items})",
 }
 
 
@@ -354,7 +355,7 @@ class _Compiler:
                 node = _nullable(node)
                 drop_null.add(name)
             sent = name
-            if name in mfjs.RESERVED_PROPERTY_NAMES or not name:
+            if name in RESERVED_PROPERTY_NAMES or not name:
                 # walle refuses these names; the property travels as name_ and is renamed back
                 sent = f"{name}_"
                 while sent in props_src or sent in props:

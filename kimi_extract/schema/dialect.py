@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal
+from typing import Any
 
 from ..exceptions import ConfigurationError
+
+# walle's levels, reserved names and size limits are Kimi rules: they live in the Kimi profile.
+from ..kimi import DEFAULT_LIMITS, LEVELS, RESERVED_PROPERTY_NAMES, Level, Limits
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -51,13 +53,8 @@ __all__ = [
     "schema_size",
 ]
 
-Level = Literal["strict", "ultra"]
-LEVELS: tuple[Level, ...] = ("strict", "ultra")
-
 JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
 
-#: walle.md "Object": property names that are schema keywords.
-RESERVED_PROPERTY_NAMES = frozenset({"$defs", "$ref", "anyOf", "required", "additionalProperties"})
 _COMMON = frozenset({"description", "title"})  # allowed beside $ref / anyOf
 _ROOT_ONLY = frozenset({"$defs", "$id"})
 _SUPPORTED = frozenset(
@@ -102,27 +99,6 @@ _ENUM_PARTNERS = frozenset({"string", "integer", "number", "boolean"})
 #: instead of walking on; walle's own depth rule counts only ``properties`` levels.
 MAX_NESTING = 400
 
-
-@dataclass(frozen=True)
-class Limits:
-    """walle's size limits (``conf.go`` defaults; walle.md quotes older, smaller numbers).
-
-    ``max_depth`` counts nested ``properties`` levels (a ``$ref`` adds its target's depth);
-    ``max_size`` is the schema's compact JSON length in bytes; ``max_properties`` is the number of
-    property names across all objects; the enum string length applies only to an enum of more
-    than ``enum_string_check_threshold`` values.
-    """
-
-    max_enum_items: int = 1000
-    max_enum_string_length: int = 75000
-    enum_string_check_threshold: int = 2500
-    max_any_of_items: int = 500
-    max_depth: int = 30
-    max_size: int = 120000
-    max_properties: int = 3000
-
-
-DEFAULT_LIMITS = Limits()
 
 Path = tuple[str, ...]
 

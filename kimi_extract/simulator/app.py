@@ -22,7 +22,7 @@ from typing import Any
 
 from aiohttp import web
 
-from ..kimi import CONTEXT_WINDOW, MODELS
+from ..kimi import CONTEXT_WINDOW, DEFAULT_CACHE_TTL, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
 from .config import Config, Responder, SimAnswer
@@ -403,7 +403,7 @@ class Service:
         elif "truncate" in faults:
             outcome = completion.truncate(outcome)
         total, reasoning = outcome.completion_tokens()
-        ttl = (body.get("prompt_cache_options") or {}).get("ttl", "5m")
+        ttl = (body.get("prompt_cache_options") or {}).get("ttl", DEFAULT_CACHE_TTL)
         lookup = Lookup()
         if prompt.tokens > config.cache_min_tokens:
             units = prompt.units()

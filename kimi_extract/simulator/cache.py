@@ -32,8 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..exceptions import ConfigurationError
+from ..kimi import CACHE_TTL_SECONDS, DEFAULT_CACHE_TTL
 
-TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+TTL_SECONDS = CACHE_TTL_SECONDS  # seed, prompt_cache_options.ttl (kimi.py)
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Lookup:
     cached_tokens: int = 0
     write_tokens: int = 0
     pending: list[bytes] = field(default_factory=list, repr=False)
-    ttl_s: float = TTL_SECONDS["5m"]
+    ttl_s: float = TTL_SECONDS[DEFAULT_CACHE_TTL]
 
 
 class PrefixCache:
@@ -85,9 +86,9 @@ class PrefixCache:
             keys.append(previous)
         return keys
 
-    def lookup(self, model: str, units: list[str], ttl: str = "5m") -> Lookup:
+    def lookup(self, model: str, units: list[str], ttl: str = DEFAULT_CACHE_TTL) -> Lookup:
         """Read the longest cached prefix and plan the writes for one prompt."""
-        result = Lookup(ttl_s=TTL_SECONDS.get(ttl, TTL_SECONDS["5m"]))
+        result = Lookup(ttl_s=TTL_SECONDS.get(ttl, TTL_SECONDS[DEFAULT_CACHE_TTL]))
         if len(units) <= self.min_tokens:
             return result
         now = self.clock()

@@ -30,13 +30,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens
-from ..kimi import CONTEXT_WINDOW
+from ..kimi import CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
 from . import answers, values
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
 
-DEFAULT_MAX_COMPLETION_TOKENS = 131_072
+DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # seed (kimi.py)
 
 
 @dataclass

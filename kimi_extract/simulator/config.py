@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..kimi import CACHE_MIN_TOKENS
 from . import completion
 from .cache import Lookup
 from .limits import FaultRates
@@ -36,7 +37,7 @@ class Config:
     tokens_per_s: float | None = None
     stream_usage: str = "choices"
     cache_block_tokens: int = 64
-    cache_min_tokens: int = 256
+    cache_min_tokens: int = CACHE_MIN_TOKENS
     cache_refresh_on_read: bool = False
     history_limit: int | None = None
     schema_level: Literal["strict", "ultra"] = "strict"

@@ -10,16 +10,14 @@ Moonshot's server). Each check raises a ``SimError`` carrying Kimi's error type 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-from ..kimi import EFFORT_ALIASES, MODELS
+from ..kimi import EFFORT_ALIASES, MODELS, TOOL_NAME, WEB_SEARCH_FUNCTION
 from ..schema import dialect as mfjs
 from .protocol import SimError, invalid_request
 
-#: KIMI-NOTES "Structured output": tool names must match this; at most 128 tools.
-TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9-_]{2,63}$")
-WEB_SEARCH = "$web_search"
+# Kimi's rules (tool names, the built-in search function) are in the profile, kimi.py.
+WEB_SEARCH = WEB_SEARCH_FUNCTION
 
 
 def check_model(body: Any) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 from aiohttp import web
 
 from ..exceptions import ConfigurationError
+from ..kimi import CACHE_MIN_TOKENS
 from .app import Service
 from .config import Config, Responder
 from .limits import FaultRates
@@ -89,7 +90,7 @@ class Simulator:
         tokens_per_s: float | None = None,
         stream_usage: str = "choices",
         cache_block_tokens: int = 64,
-        cache_min_tokens: int = 256,
+        cache_min_tokens: int = CACHE_MIN_TOKENS,
         cache_refresh_on_read: bool = False,
         history_limit: int | None = None,
         schema_level: str = "strict",
