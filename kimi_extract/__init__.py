@@ -9,6 +9,7 @@ from __future__ import annotations
 import typing
 
 from . import accessor  # noqa: F401  (registers the DataFrame .kimi accessor)
+from .config import ExtractorConfig
 from .exceptions import (
     APIConnectionError,
     APIError,
@@ -63,6 +64,7 @@ __all__ = [
     "EmptyInputError",
     "Estimate",
     "Extractor",
+    "ExtractorConfig",
     "InputError",
     "KimiExtractError",
     "MODELS",

@@ -15,36 +15,27 @@ run's report is on the extractor (pass your own to read ``extractor.last_run`` a
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel
 
+from .config import option_names
 from .exceptions import InputError
-from .extractor import Extractor
+from .extractor import COLUMN_OPTIONS, DEPRECATED_OPTIONS, Extractor
 from .run.estimate import Estimate
-
-#: Run-option names that only make sense for a DataFrame (a Series is its own text column).
-_COLUMN_OPTIONS = ("text", "template", "images", "videos")
-
-
-@functools.cache
-def _option_names() -> tuple[frozenset[str], frozenset[str]]:
-    """(Extractor options, run options), read from the signatures so they never drift."""
-
-    def keywords(function: Any, skip: int) -> frozenset[str]:
-        parameters = list(inspect.signature(function).parameters.values())[skip:]
-        return frozenset(p.name for p in parameters if p.kind is not p.VAR_KEYWORD)
-
-    return keywords(Extractor.__init__, 2), keywords(Extractor.run, 2)
 
 
 def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split keyword arguments into ``(Extractor options, run options)``; TypeError if unknown."""
-    extractor_names, run_names = _option_names()
+    """Split keyword arguments into ``(Extractor options, run options)``; TypeError if unknown.
+
+    Extractor options are the settings of ``kx.ExtractorConfig`` (its field names, plus
+    ``config=`` and the deprecated ``cache=``); run options are ``Extractor.run``'s column
+    options (``COLUMN_OPTIONS``).
+    """
+    extractor_names = option_names() | {"config"} | set(DEPRECATED_OPTIONS)
+    run_names = frozenset(COLUMN_OPTIONS)
     unknown = sorted(set(options) - extractor_names - run_names)
     if unknown:
         raise TypeError(
@@ -96,8 +87,9 @@ class KimiFrameAccessor:
         """``Extractor(output, **extractor_options).run(df, text=..., ...)``: the enriched frame.
 
         ``output``: the model class, or a ready ``Extractor`` (then only run options are
-        accepted). ``text`` / ``template`` / ``images``: as in ``Extractor.run``; every other
-        keyword is an ``Extractor`` option (``instructions``, ``model``, ``concurrency`` ...).
+        accepted). ``text`` / ``template`` / ``images`` / ``videos``: as in ``Extractor.run``;
+        every other keyword is an ``Extractor`` option (``instructions``, ``model``,
+        ``concurrency`` ...: the fields of ``kx.ExtractorConfig``).
         """
         extractor, run_options = build_extractor(output, options)
         return extractor.run(self._frame, text=text, template=template, **run_options)
@@ -137,7 +129,7 @@ class KimiSeriesAccessor:
     def _split(
         self, output: type[BaseModel] | Extractor[Any], options: dict[str, Any]
     ) -> tuple[Extractor[Any], dict[str, Any]]:
-        columns = sorted(set(options) & set(_COLUMN_OPTIONS))
+        columns = sorted(set(options) & set(COLUMN_OPTIONS))
         if columns:
             raise InputError(
                 f"series.kimi takes no {columns}: the Series is the text; use df.kimi on a "

@@ -17,9 +17,13 @@ import importlib.util
 import json
 import logging
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
+
+from .config import ExtractorConfig
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
 
@@ -156,30 +160,46 @@ def _maybe_simulator(enabled: bool) -> Iterator[Any]:
         yield sim
 
 
+#: Flags that set an ``ExtractorConfig`` setting of another name (the rest share its name).
+_FLAG_SETTINGS = {"effort": "reasoning_effort"}
+#: On/off flags: given, they set the setting to True (``--no-progress`` sets progress False).
+_SWITCHES = ("stream", "web_search", "fetch_urls", "allow_private_urls")
+
+
+def _default(setting: str) -> Any:
+    """The default of an ``ExtractorConfig`` setting (for help texts; never re-listed here)."""
+    return next(f.default for f in fields(ExtractorConfig) if f.name == setting)
+
+
 def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
-    """Extractor keyword arguments from the flags shared by ``run`` and ``run-docs``."""
-    options: dict[str, Any] = {
-        "instructions": args.instructions,
-        "model": args.model,
-        "reasoning_effort": args.effort,
-        "concurrency": args.concurrency,
-        "rpm": args.rpm,
-        "tpm": args.tpm,
-        "max_cost": args.max_cost,
-        "stream": args.stream,
-        "web_search": args.web_search,
-        "progress": not args.no_progress,
-        "prefix": args.prefix,
-    }
+    """Extractor keyword arguments from the flags shared by ``run`` and ``run-docs``: only the
+    flags the user gave; every other setting keeps the ``ExtractorConfig`` default."""
+    options: dict[str, Any] = {}
+    for flag in ("instructions", "model", "effort", "concurrency", "rpm", "tpm", "max_cost"):
+        if getattr(args, flag) is not None:
+            options[_FLAG_SETTINGS.get(flag, flag)] = getattr(args, flag)
+    if args.prefix is not None:  # "" is a prefix too
+        options["prefix"] = args.prefix
+    for switch in _SWITCHES:
+        if getattr(args, switch):
+            options[switch] = True
+    if args.no_progress:
+        options["progress"] = False
     if args.max_image_pixels is not None:
         options["max_image_pixels"] = args.max_image_pixels or None
-    if args.fetch_urls:
-        options["fetch_urls"] = True
-    if args.allow_private_urls:
-        options["allow_private_urls"] = True
     if args.cache is not None:
+        warnings.warn(
+            "--cache is deprecated: use --store PATH (or --no-store for 'off')",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        print("warning: --cache is deprecated: use --store PATH or --no-store", file=sys.stderr)
         off = args.cache.lower() in ("off", "false", "no", "0")
-        options["cache"] = False if off else args.cache
+        options["store"] = False if off else args.cache
+    if args.store is not None:
+        options["store"] = args.store
+    if args.no_store:
+        options["store"] = False
     if sim is not None:
         options.update(base_url=sim.base_url, api_key=sim.api_key)
     return options
@@ -313,9 +333,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 def _add_run_args(parser: argparse.ArgumentParser) -> None:
     """Flags shared by ``run`` and ``run-docs``."""
     parser.add_argument("--instructions", help="system instructions")
-    parser.add_argument("--model", default="kimi-k3.1-pro")
-    parser.add_argument("--effort", default="low", help="reasoning effort: low, high or max")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight")
+    parser.add_argument("--model", help=f"model name (default {_default('model')})")
+    parser.add_argument(
+        "--effort",
+        help=f"reasoning effort: low, high or max (default {_default('reasoning_effort')})",
+    )
+    parser.add_argument(
+        "--concurrency",
+        type=int,
+        help=f"requests in flight (default {_default('concurrency')})",
+    )
     parser.add_argument("--rpm", type=int, help="client-side requests-per-minute limit")
     parser.add_argument("--tpm", type=int, help="client-side tokens-per-minute limit")
     parser.add_argument(
@@ -323,9 +350,15 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         type=float,
         help="hard budget in USD: a request is sent only when its worst case still fits",
     )
-    parser.add_argument(
-        "--cache", help="result store: a path, or 'off' (default: the user cache directory)"
+    store = parser.add_mutually_exclusive_group()
+    store.add_argument(
+        "--store",
+        metavar="PATH",
+        help="result store file: finished rows are kept there and a rerun resumes from them "
+        "(default: results.sqlite3 in the user cache directory; none with --simulate)",
     )
+    store.add_argument("--no-store", action="store_true", help="run without a result store")
+    store.add_argument("--cache", help=argparse.SUPPRESS)  # deprecated name of --store / 'off'
     parser.add_argument("--stream", action="store_true", help="request SSE streams")
     parser.add_argument("--web-search", action="store_true", help="offer Kimi's web search tool")
     parser.add_argument(
@@ -343,7 +376,7 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         help="let --fetch-urls reach loopback, private and link-local addresses (refused "
         "by default)",
     )
-    parser.add_argument("--prefix", default="", help="prefix for output column names")
+    parser.add_argument("--prefix", help="prefix for output column names")
     parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
     parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")

@@ -116,3 +116,17 @@ async def test_async_twins_match(sim, reviews):
     again = await reviews["review"].kimi.aextract(Review, **options(sim))
     assert out["kx_error"].isna().all() and again["kx_error"].isna().all()
     pd.testing.assert_series_equal(out["sentiment"], again["sentiment"])
+
+
+def test_videos_column_is_sent_as_video_parts(sim, tmp_path):
+    """``videos=`` (advertised by the accessor) reaches ``Extractor.run`` as video_url parts."""
+    clip = tmp_path / "clip.mp4"
+    clip.write_bytes(b"\x00\x00\x00\x18ftypisom\x00\x00\x02\x00isomiso2" + b"\x00" * 4000)
+    frame = pd.DataFrame({"note": ["a clip"], "clip": [str(clip)]})
+    out = frame.kimi.extract(Review, text="note", videos="clip", **options(sim))
+    assert out["kx_error"].isna().all()
+    parts = chat_requests(sim)[0].body["messages"][-1]["content"]
+    assert [p["type"] for p in parts] == ["video_url", "text"]
+    assert parts[0]["video_url"]["url"].startswith("data:video/mp4;base64,")
+    with pytest.raises(kx.ConfigurationError, match="videos must be a column name"):
+        frame.kimi.extract(Review, text="note", videos=["clip"], **options(sim))

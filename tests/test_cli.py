@@ -131,9 +131,9 @@ def test_dry_run_prints_the_estimate_and_sends_nothing(capsys, monkeypatch):
     assert "20 rows -> 20 requests" in out and "$" in out
 
 
-def test_cache_flag_resumes_from_the_store(tmp_path: Path, capsys):
+def test_store_flag_resumes_from_the_store(tmp_path: Path, capsys):
     store = tmp_path / "store.sqlite3"
-    args = demo_args("--simulate", "--no-progress", "--cache", str(store))
+    args = demo_args("--simulate", "--no-progress", "--store", str(store))
     assert main(args) == 0
     assert store.exists()
     capsys.readouterr()
@@ -173,9 +173,29 @@ def extractor_options(monkeypatch, args: list[str]) -> dict:
 
 
 def test_limit_flags_reach_the_extractor(monkeypatch):
-    args = demo_args("--concurrency", "7", "--rpm", "120", "--tpm", "9000", "--cache", "off")
+    args = demo_args("--concurrency", "7", "--rpm", "120", "--tpm", "9000", "--no-store")
     seen = extractor_options(monkeypatch, args)
-    assert (seen["concurrency"], seen["rpm"], seen["tpm"], seen["cache"]) == (7, 120, 9000, False)
+    assert (seen["concurrency"], seen["rpm"], seen["tpm"], seen["store"]) == (7, 120, 9000, False)
+
+
+def test_only_the_flags_given_reach_the_extractor(monkeypatch):
+    """The CLI never re-lists a default: unset flags leave the ExtractorConfig defaults."""
+    assert extractor_options(monkeypatch, demo_args()) == {}
+    seen = extractor_options(monkeypatch, demo_args("--effort", "high", "--prefix", ""))
+    assert seen == {"reasoning_effort": "high", "prefix": ""}
+
+
+def test_store_path_flag_reaches_the_extractor(monkeypatch, tmp_path: Path):
+    seen = extractor_options(monkeypatch, demo_args("--store", str(tmp_path / "s.sqlite3")))
+    assert seen == {"store": str(tmp_path / "s.sqlite3")}
+
+
+@pytest.mark.parametrize(("value", "store"), [("off", False), ("some/path.sqlite3", None)])
+def test_old_cache_flag_warns_and_still_works(monkeypatch, capsys, value: str, store):
+    with pytest.warns(DeprecationWarning, match="--store"):
+        seen = extractor_options(monkeypatch, demo_args("--cache", value))
+    assert seen == {"store": value if store is None else store}
+    assert "--cache is deprecated" in capsys.readouterr().err
 
 
 def test_run_docs_with_media_flags(tmp_path: Path, capsys):

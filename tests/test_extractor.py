@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 import math
@@ -249,11 +250,11 @@ def test_usage_accumulates_and_summary_is_logged(make_extractor, caplog):
     assert ex.last_run is not None and ex.last_run.ok == 1
 
 
-def test_unknown_price_gives_nan_cost_and_says_so(sim, make_extractor, caplog):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ex = make_extractor(pricing={"other-model": kx.Pricing(1, 1, 1, 1)}, model="kimi-k3.1-pro")
-    ex.pricing = None
+def test_unknown_price_gives_nan_cost_and_says_so(sim, make_extractor, caplog, monkeypatch):
+    unpriced = dataclasses.replace(kx.MODELS["kimi-k3.1-pro"], pricing=None)
+    monkeypatch.setattr("kimi_extract.config.model_info", lambda name: unpriced)
+    ex = make_extractor(pricing={"other-model": kx.Pricing(1, 1, 1, 1)}, model="kimi-k3.1-pro")
+    assert ex.pricing is None
     with caplog.at_level(logging.INFO, logger="kimi_extract"):
         out = ex.run(["a"])
     assert out["kx_cost"].isna().all()
