@@ -203,6 +203,19 @@ class Usage:
 Content = str | list[dict[str, Any]]
 
 
+def is_missing(value: Any) -> bool:
+    """True for a missing cell: None, NaN, ``pd.NA`` and ``pd.NaT`` (not for empty strings).
+
+    The one test of a missing value for every stage (inputs, media, documents, explode); it
+    needs no pandas import (pandas' missing markers are known by their type names).
+    """
+    if value is None:
+        return True
+    if isinstance(value, float):  # also numpy's float64
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
 @dataclass
 class RowInput:
     """One row ready to send: its index label, position, and content or the reason it has none."""

@@ -107,3 +107,15 @@ def test_priced_without_pricing_is_nan():
 def test_model_table_prices_are_all_present_for_known_models():
     for info in MODELS.values():
         assert info.pricing is not None
+
+
+def test_is_missing_is_the_one_missing_cell_test():
+    import numpy as np
+    import pandas as pd
+
+    from kimi_extract.records import is_missing
+
+    for missing in (None, float("nan"), np.float64("nan"), pd.NA, pd.NaT):
+        assert is_missing(missing), missing
+    for present in ("", " ", 0, 0.0, False, [], "nan", pd.Timestamp(0)):
+        assert not is_missing(present), present

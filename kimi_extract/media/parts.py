@@ -57,6 +57,7 @@ from typing import Any, Literal
 
 from ..exceptions import ConfigurationError, MediaError
 from ..kimi import VIDEO_EXTENSIONS  # the video formats Kimi accepts (notes)
+from ..records import is_missing
 from .fetch import fetch
 from .formats import (
     data_url,
@@ -189,7 +190,7 @@ def media_parts(
     ``"video"`` insists on one.
     """
     options = options or current_options()
-    if _is_empty(cell):
+    if is_missing(cell):
         return []
     if _is_sequence(cell):
         return [part for item in cell for part in media_parts(item, options, kind=kind)]
@@ -206,14 +207,6 @@ def video_url(value: Any, options: MediaOptions | None = None) -> str:
     """One video value as a URL (data URL for local data, http(s) passed through)."""
     part = _part(value, options or current_options(), "video")
     return str(part["video_url"]["url"])
-
-
-def _is_empty(cell: Any) -> bool:
-    if cell is None:
-        return True
-    if isinstance(cell, float):
-        return math.isnan(cell)
-    return type(cell).__name__ in ("NAType", "NaTType")
 
 
 def _is_sequence(cell: Any) -> bool:

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import math
 import re
 import string
 import threading
@@ -38,14 +37,7 @@ from ..media.formats import data_url as data_url  # re-exported (their earlier h
 from ..media.formats import sniff_image_mime as sniff_image_mime
 from ..media.parts import MediaOptions, cancellable, current_options, media_parts, printable
 from ..media.parts import image_url as _media_image_url
-from ..records import Content, RowInput
-
-
-def is_missing(value: Any) -> bool:
-    """True for None, NaN, pd.NA and NaT (not for empty strings)."""
-    if value is None or value is pd.NA or value is pd.NaT:
-        return True
-    return isinstance(value, float) and math.isnan(value)
+from ..records import Content, RowInput, is_missing
 
 
 @dataclass(frozen=True)

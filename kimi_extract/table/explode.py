@@ -28,6 +28,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..exceptions import InputError
+from ..records import is_missing
 from .columns import ACCOUNTING_COLUMNS, ADDITIVE_COLUMNS
 from .columns import ITEM as ITEM_COLUMN
 from .frame import _dtype_for
@@ -115,7 +116,7 @@ def _as_list(value: Any, label: Any, column: str) -> list[Any]:
         return list(value)
     if isinstance(value, np.ndarray):  # a list cell read back from parquet
         return value.tolist()
-    if value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value)):
+    if is_missing(value):
         return []
     raise InputError(f"row {label!r}: {column} holds a {type(value).__name__}, not a list")
 
