@@ -9,11 +9,11 @@ import pandas as pd
 import pytest
 
 from kimi_extract.exceptions import EmptyInputError, InputError, MediaError
+from kimi_extract.media.formats import sniff_image_mime
 from kimi_extract.run.inputs import (
     image_url,
     image_urls_of,
     prepare,
-    sniff_image_mime,
     template_fields,
 )
 

@@ -33,8 +33,6 @@ from typing import Any
 import pandas as pd
 
 from ..exceptions import EmptyInputError, InputError, MediaError
-from ..media.formats import data_url as data_url  # re-exported (their earlier home)
-from ..media.formats import sniff_image_mime as sniff_image_mime
 from ..media.parts import MediaOptions, cancellable, current_options, media_parts, printable
 from ..media.parts import image_url as _media_image_url
 from ..records import Content, RowInput, is_missing
