@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
@@ -11,6 +13,7 @@ from hypothesis import settings
 from pydantic import BaseModel
 
 import kimi_extract as kx
+from kimi_extract.http.clock import use_clock
 from kimi_extract.simulator import Simulator
 
 # CI (CI=true) runs the property tests on a fixed set of examples, so a landing never depends on
@@ -40,8 +43,37 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 
 @pytest.fixture(autouse=True)
 def _no_default_store(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Tests never touch the user's cache directory; store tests pass ``cache=`` a tmp path."""
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "off")
+    """Tests never touch the user's default store; store tests pass ``store=`` a tmp path."""
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "off")
+
+
+class FastClock:
+    """A clock running ``speedup`` times faster than real time: a wait of ``s`` seconds on it takes
+    ``s / speedup`` real seconds. Each wait still takes its own (shorter) real time, so no task's
+    wait is hidden by another's, and a gap the simulator measures in real seconds, times
+    ``speedup``, is the gap on this clock."""
+
+    def __init__(self, speedup: float) -> None:
+        self.speedup = speedup
+        self._origin = time.monotonic()
+
+    def now(self) -> float:
+        return (time.monotonic() - self._origin) * self.speedup
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds / self.speedup)
+
+
+#: How much faster than real time the ``fast_time`` fixture's clock runs.
+SPEEDUP = 40.0
+
+
+@pytest.fixture
+def fast_time() -> Iterator[FastClock]:
+    """Every client wait (retry backoff, server-asked pauses, limiter pacing) on a ``FastClock``:
+    for tests where the waits are what is checked, not how the server counts real time."""
+    with use_clock(FastClock(SPEEDUP)) as clock:
+        yield clock
 
 
 @pytest.fixture
