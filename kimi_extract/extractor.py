@@ -30,12 +30,12 @@ from .http.limiter import Limiter
 from .http.routing import Router
 from .http.transport import Transport
 from .http.wire import BodyEncoder
-from .kimi import DEFAULT_BASE_URL, ModelInfo
+from .kimi import CACHE_MIN_TOKENS, DEFAULT_BASE_URL, ModelInfo
 from .media.parts import MediaOptions, current_options
 from .records import Content, Pricing, RowInput, RowResult, Usage
 from .run.budget import Budget
 from .run.conversation import RowSettings, charge_retry
-from .run.estimate import CACHE_MIN_TOKENS, Estimate, auto_cache_ttl, predict, row_prompt_tokens
+from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .run.inputs import TextSpec, amake_row, prepare
 from .run.report import RunReport, fill_missing
 from .run.request import (
@@ -481,7 +481,6 @@ class Extractor(Generic[T]):
             prefix_tokens=settings.prefix_tokens,
             schema=self.compiled.schema,
             reasoning_effort=self.reasoning_effort,
-            cacheable=True,
             separate_cache_writes=self.info.separate_cache_writes,
             pricing=self.pricing,
             cache_ttl=settings.cache_ttl,

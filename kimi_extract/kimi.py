@@ -46,6 +46,7 @@ MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
 #: seed, ``prompt_cache_options.ttl``: "Cache TTL: 5m or 1h; default: 5m" (K3.1 series only).
 CACHE_TTLS = ("5m", "1h")
 DEFAULT_CACHE_TTL = "5m"
+LONG_CACHE_TTL = "1h"
 #: The same TTLs in seconds.
 CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
 #: notes (Caching): a request can hit the cache only if the cached prefix is longer than 256 tokens.

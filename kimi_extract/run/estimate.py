@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..kimi import CACHE_MIN_TOKENS, CACHE_TTL_SECONDS, DEFAULT_CACHE_TTL, LONG_CACHE_TTL
 from ..records import Pricing, Usage
 from .request import estimate_prompt_tokens
 
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
 
 REASONING_GUESS = {"low": 400, "high": 2000, "max": 6000, None: 6000}
 TOKENS_PER_PROPERTY = 12
-CACHE_MIN_TOKENS = 256
 #: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
 ASSUMED_REQUEST_S = 10.0
 
@@ -96,7 +96,6 @@ def predict(
     prefix_tokens: int,
     schema: dict[str, Any],
     reasoning_effort: str | None,
-    cacheable: bool,
     separate_cache_writes: bool,
     pricing: Pricing | None,
     cache_ttl: str,
@@ -111,7 +110,7 @@ def predict(
     ]
     prompt = sum(sent)
     cached = writes = 0
-    if sent and cacheable and prefix_tokens > CACHE_MIN_TOKENS:
+    if sent and prefix_tokens > CACHE_MIN_TOKENS:
         cached = prefix_tokens * (len(sent) - 1)
         writes = prefix_tokens if separate_cache_writes else 0
     usage = Usage(
@@ -186,6 +185,7 @@ def auto_cache_ttl(
     expected_s = total_rows / per_second
     write_5m = pricing.cache_write if pricing else 1.0
     write_1h = (pricing.cache_write_1h or 2 * write_5m) if pricing else 2.0
-    if math.ceil(expected_s / 3600) * write_1h < math.ceil(expected_s / 300) * write_5m:
-        return "1h"
+    long_s, short_s = CACHE_TTL_SECONDS[LONG_CACHE_TTL], CACHE_TTL_SECONDS[DEFAULT_CACHE_TTL]
+    if math.ceil(expected_s / long_s) * write_1h < math.ceil(expected_s / short_s) * write_5m:
+        return LONG_CACHE_TTL
     return None
