@@ -12,12 +12,16 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pytest
 
 import kimi_extract as kx
+import kimi_extract.run.store as store_module
+from kimi_extract.run.report import Tally
 from kimi_extract.run.request import request_key
 from kimi_extract.run.store import ResultStore, resolve
 from kimi_extract.simulator import Reply
@@ -29,13 +33,13 @@ ROWS = [f"review {i}: the hinge is loose but the screen is bright" for i in rang
 
 def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "results.sqlite3"
-    first = make_extractor(cache=store, instructions=LONG_INSTRUCTIONS).run(ROWS)
+    first = make_extractor(store=store, instructions=LONG_INSTRUCTIONS).run(ROWS)
     sent = len(chat_requests(sim))
-    assert sent == 30 and not first["kx_from_cache"].any()
-    ex = make_extractor(cache=store, instructions=LONG_INSTRUCTIONS)
+    assert sent == 30 and not first["kx_from_store"].any()
+    ex = make_extractor(store=store, instructions=LONG_INSTRUCTIONS)
     again = ex.run(ROWS)
     assert len(chat_requests(sim)) == sent  # no request at all
-    assert again["kx_from_cache"].all()
+    assert again["kx_from_store"].all()
     pd.testing.assert_frame_equal(first[["sentiment", "aspects"]], again[["sentiment", "aspects"]])
     assert again["kx_prompt_tokens"].sum() == 0 and again["kx_cost"].sum() == 0
     report = ex.last_run
@@ -48,15 +52,15 @@ def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, tmp_path
 def test_changed_inputs_miss_and_errors_are_not_stored(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "s.sqlite3"
     sim.responder = lambda r: "broken" if "bad" in r.user_text else None
-    out = make_extractor(cache=store, validation_retries=0).run(["good", "bad"])
+    out = make_extractor(store=store, validation_retries=0).run(["good", "bad"])
     assert out["kx_error"].notna().tolist() == [False, True]
     sim.responder = None
     before = len(chat_requests(sim))
-    again = make_extractor(cache=store, validation_retries=0).run(["good", "bad"])
+    again = make_extractor(store=store, validation_retries=0).run(["good", "bad"])
     assert len(chat_requests(sim)) == before + 1  # only the failed row is asked again
-    assert again["kx_from_cache"].tolist() == [True, False]
+    assert again["kx_from_store"].tolist() == [True, False]
     assert again["kx_error"].isna().all()
-    make_extractor(cache=store, instructions="Other instructions.").run(["good"])
+    make_extractor(store=store, instructions="Other instructions.").run(["good"])
     assert len(chat_requests(sim)) == before + 2  # a different prompt is a different key
 
 
@@ -117,7 +121,7 @@ def test_any_change_is_a_different_key(change):
 
 def test_store_never_holds_the_key(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "s.sqlite3"
-    make_extractor(cache=store).run(["a", "b"])
+    make_extractor(store=store).run(["a", "b"])
     for path in tmp_path.iterdir():
         data = path.read_bytes()
         assert sim.api_key.encode() not in data
@@ -130,7 +134,7 @@ def test_each_row_is_committed_when_it_finishes(sim, make_extractor, tmp_path: P
 
     async def scenario() -> int:
         task = asyncio.create_task(
-            make_extractor(cache=store, concurrency=4).arun(["fast", "slow"])
+            make_extractor(store=store, concurrency=4).arun(["fast", "slow"])
         )
         for _ in range(100):
             await asyncio.sleep(0.05)
@@ -147,14 +151,31 @@ def test_each_row_is_committed_when_it_finishes(sim, make_extractor, tmp_path: P
 
 
 def test_default_location_and_switches(monkeypatch, tmp_path: Path):
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "")
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "")
+    monkeypatch.setenv("KIMI_EXTRACT_STORE_DIR", str(tmp_path))
     assert resolve(None) == tmp_path / "results.sqlite3"
     assert resolve(False) is None
     assert resolve(tmp_path / "x.db") == tmp_path / "x.db"
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "off")
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "off")
     assert resolve(None) is None and resolve(True) is None
     assert resolve(tmp_path / "x.db") == tmp_path / "x.db"  # an explicit path still wins
+
+
+def test_old_store_environment_variables_warn_and_still_work(monkeypatch, tmp_path: Path):
+    """``KIMI_EXTRACT_CACHE`` / ``KIMI_EXTRACT_CACHE_DIR`` work for one release, with a warning
+    naming the new name; a new name that is set wins without one."""
+    monkeypatch.delenv("KIMI_EXTRACT_STORE", raising=False)
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "off")
+    with pytest.warns(DeprecationWarning, match="KIMI_EXTRACT_CACHE is deprecated: use KIMI_EX"):
+        assert resolve(None) is None
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "")
+    monkeypatch.setenv("KIMI_EXTRACT_CACHE_DIR", str(tmp_path / "old"))
+    with pytest.warns(DeprecationWarning, match="use KIMI_EXTRACT_STORE_DIR"):
+        assert resolve(None) == tmp_path / "old" / "results.sqlite3"
+    monkeypatch.setenv("KIMI_EXTRACT_STORE_DIR", str(tmp_path / "new"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve(None) == tmp_path / "new" / "results.sqlite3"
 
 
 KILL_SCRIPT = textwrap.dedent(
@@ -163,10 +184,10 @@ KILL_SCRIPT = textwrap.dedent(
     import kimi_extract as kx
     from tests.conftest import Review
     base_url, key, store, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
-    ex = kx.Extractor(Review, base_url=base_url, api_key=key, cache=store, concurrency=8,
+    ex = kx.Extractor(Review, base_url=base_url, api_key=key, store=store, concurrency=8,
                       progress=False)
     out = ex.run([f"row {i}" for i in range(n)])
-    out[["sentiment", "kx_error", "kx_from_cache"]].to_csv(sys.argv[5])
+    out[["sentiment", "kx_error", "kx_from_store"]].to_csv(sys.argv[5])
     print("done", flush=True)
     """
 )
@@ -191,7 +212,7 @@ def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path
     subprocess.run([*args, str(tmp_path / "second.csv")], cwd=root, check=True, timeout=120)
     out = pd.read_csv(tmp_path / "second.csv", index_col=0)
     assert len(out) == n and out.index.is_unique and out["kx_error"].isna().all()
-    assert out["kx_from_cache"].sum() == committed
+    assert out["kx_from_store"].sum() == committed
     second_run = chat_requests(sim)[before:]
     assert len(second_run) == n - committed  # committed rows sent no request
     per_row: dict[str, int] = {}
@@ -211,7 +232,7 @@ INTERRUPT_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     from tests.conftest import Review
     slow = lambda r: Reply(delay=60) if int(r.user_text.split()[1]) >= 5 else None
     with Simulator(responder=slow) as sim:
-        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, cache=sys.argv[1],
+        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, store=sys.argv[1],
                           concurrency=10, progress=False)
         print("started", flush=True)
         try:
@@ -259,7 +280,7 @@ def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(tmp_path: 
 
 def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "s.sqlite3"
-    probe = make_extractor(cache=False).run(ROWS[:1])
+    probe = make_extractor(store=False).run(ROWS[:1])
     per_row = int(probe["kx_prompt_tokens"].sum() + probe["kx_completion_tokens"].sum())
     # Each attempt reserves its worst case (prompt + max_completion_tokens): keep that near a row.
     cap = 2 * int(probe["kx_completion_tokens"].sum())
@@ -267,7 +288,7 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp
     budget = per_row * 10
     with pytest.raises(kx.BudgetExceeded) as info:
         make_extractor(
-            cache=store, max_tokens=budget, concurrency=4, max_completion_tokens=cap
+            store=store, max_tokens=budget, concurrency=4, max_completion_tokens=cap
         ).run(ROWS)
     partial = info.value.partial
     assert len(partial) == 30
@@ -277,10 +298,10 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp
     assert unsent.sum() > 0 and (partial.loc[~unsent, "kx_error"].isna()).all()
     assert len(chat_requests(sim)) == (~unsent).sum()
     resumed = make_extractor(
-        cache=store, max_tokens=budget * 10, concurrency=4, max_completion_tokens=cap
+        store=store, max_tokens=budget * 10, concurrency=4, max_completion_tokens=cap
     ).run(ROWS)
     assert resumed["kx_error"].isna().all()
-    assert resumed["kx_from_cache"].sum() == (~unsent).sum()
+    assert resumed["kx_from_store"].sum() == (~unsent).sum()
     assert len(chat_requests(sim)) == 30  # every row requested exactly once over both runs
 
 
@@ -293,7 +314,7 @@ def test_max_cost_budget(sim, make_extractor):
 
 
 def test_estimate_matches_a_real_run(sim, make_extractor, tmp_path: Path):
-    ex = make_extractor(instructions=LONG_INSTRUCTIONS, cache=tmp_path / "s.sqlite3")
+    ex = make_extractor(instructions=LONG_INSTRUCTIONS, store=tmp_path / "s.sqlite3")
     estimate = ex.estimate(ROWS + [None])
     assert sim.history == []
     assert estimate.rows == 31 and estimate.requests == 30 and estimate.empty_rows == 1
@@ -305,3 +326,165 @@ def test_estimate_matches_a_real_run(sim, make_extractor, tmp_path: Path):
     assert not math.isnan(estimate.cost) and estimate.cost > 0
     assert ex.estimate(ROWS).requests == 0  # everything is stored now
     assert "30 rows" in ex.estimate(ROWS).summary()
+
+
+# -- Group commits and grouped lookups (#16) ----------------------------------------------------
+
+
+class _CountingDB:
+    """A store connection that counts the statements sent, and fails INSERTs when ``full``."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self.db, self.full, self.selects, self.inserts = db, False, 0, 0
+
+    def execute(self, sql: str, *args: Any) -> Any:
+        if sql.startswith("SELECT"):
+            self.selects += 1
+        if sql.startswith("INSERT"):
+            self.inserts += 1
+            if self.full:
+                raise sqlite3.OperationalError("database or disk is full")
+        return self.db.execute(sql, *args)
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _committed(path: Path) -> int:
+    """Rows another connection sees: what a kill -9 of the writer would leave."""
+    db = sqlite3.connect(path)
+    try:
+        return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_rows_of_one_turn_share_one_transaction_and_one_lookup(tmp_path: Path, monkeypatch):
+    path = tmp_path / "s.sqlite3"
+    store = ResultStore(path)
+    counting = _CountingDB(store._db)
+    store._db = counting  # type: ignore[assignment]
+    monkeypatch.setattr(store_module, "GROUP_ROWS", 100)
+
+    async def commit_then_check(i: int) -> int:
+        usage = kx.Usage(prompt_tokens=i, completion_tokens=2, requests=1, cost=0.25)
+        await store.commit(f"k{i}", model="m", output=f'{{"i": {i}}}', usage=usage, attempts=1)
+        return _committed(path)  # durable the moment commit returns
+
+    async def main() -> None:
+        seen = await asyncio.gather(*(commit_then_check(i) for i in range(250)))
+        assert min(seen) >= 100  # nobody returned before its group (of at most 100) was committed
+        assert (store.commits, store.committed_rows) == (3, 250)  # 100 + 100 + 50
+        selects = counting.selects
+        found = await asyncio.gather(*(store.lookup(f"k{i}") for i in range(0, 500, 2)))
+        # 250 keys in one turn: one SELECT ... IN per power-of-two chunk (128, 64, 32, 16, 8, 2)
+        assert counting.selects - selects <= 6
+        hits = [f for f in found if f is not None]
+        assert len(hits) == 125 and hits[7].usage.prompt_tokens == 14 and hits[7].attempts == 1
+        assert hits[7].output == '{"i": 14}' and hits[7].usage.cost == 0.25
+        # A row queued for a commit in the same turn is found by a lookup of that turn.
+        usage = kx.Usage(requests=1, cost=math.nan)
+        _, same_turn = await asyncio.gather(
+            store.commit("late", model="m", output="{}", usage=usage, attempts=2),
+            store.lookup("late"),
+        )
+        assert same_turn is not None and math.isnan(same_turn.usage.cost)
+
+    asyncio.run(main())
+    store.close()
+    assert _committed(path) == 251
+
+
+def test_a_failed_group_commit_fails_every_row_in_it_and_keeps_none(tmp_path: Path):
+    path = tmp_path / "s.sqlite3"
+    store = ResultStore(path)
+    counting = _CountingDB(store._db)
+    store._db = counting  # type: ignore[assignment]
+
+    async def main() -> list[Any]:
+        counting.full = True
+        return await asyncio.gather(
+            *(
+                store.commit(f"k{i}", model="m", output="{}", usage=kx.Usage(), attempts=1)
+                for i in range(20)
+            ),
+            return_exceptions=True,
+        )
+
+    outcomes = asyncio.run(main())
+    assert all(isinstance(o, kx.StoreError) and "disk is full" in str(o) for o in outcomes)
+    assert _committed(path) == 0  # all or none: no half group
+    counting.full = False
+    store.put("after", model="m", output="{}", usage=kx.Usage(), attempts=1)
+    assert store.get("after") is not None and len(store) == 1 and store.integrity() == "ok"
+    store.close()
+
+
+def test_a_reported_row_is_always_committed_and_few_are_unreported(
+    sim, make_extractor, tmp_path: Path, monkeypatch
+):
+    """Whenever the run reports rows (frame, ``run_to`` output, progress), every one of them is
+    already committed, and rows sent but not committed never exceed ``concurrency``: a kill -9
+    at any of these moments loses no reported row and makes a rerun ask again at most
+    ``concurrency`` rows."""
+    path, concurrency, n = tmp_path / "s.sqlite3", 16, 300
+    sim.responder = lambda r: Reply(delay=0.002 * (int(r.user_text.split()[1]) % 7))
+    reported: list[int] = []
+    real_add = Tally.add
+
+    def checked_add(self: Tally, batch: list[Any]) -> None:
+        sent = len(chat_requests(sim))  # first: both only grow, so the check is conservative
+        committed = _committed(path)
+        real_add(self, batch)
+        reported.append(self.ok)
+        assert committed >= self.ok, (committed, self.ok)
+        assert sent - committed <= concurrency, (sent, committed)
+
+    monkeypatch.setattr(Tally, "add", checked_add)
+    out = make_extractor(store=path, concurrency=concurrency).run(
+        [f"row {i} of the group test" for i in range(n)]
+    )
+    assert out["kx_error"].isna().all() and len(reported) > 10 and reported[-1] == n
+    assert _committed(path) == n
+
+
+KILL_WIDE = textwrap.dedent(
+    """
+    import sys
+    import kimi_extract as kx
+    from tests.conftest import Review
+    base_url, key, store, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+    ex = kx.Extractor(Review, base_url=base_url, api_key=key, store=store, concurrency=64,
+                      progress=False)
+    out = ex.run([f"row {i}" for i in range(n)])
+    out[["sentiment", "kx_error", "kx_from_store"]].to_csv(sys.argv[5])
+    """
+)
+
+
+def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(sim, tmp_path: Path):
+    """No delay and concurrency 64: many rows finish per event-loop turn, so groups are large."""
+    store, n, concurrency = tmp_path / "s.sqlite3", 1500, 64
+    root = Path(__file__).parents[1]
+    args = [sys.executable, "-c", KILL_WIDE, sim.base_url, sim.api_key, str(store), str(n)]
+    victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(ok_exchanges(sim)) < 400:
+        time.sleep(0.005)
+    victim.send_signal(signal.SIGKILL)
+    victim.wait()
+    with sqlite3.connect(store) as db:
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        committed = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    assert 0 < committed < n
+    before = len(chat_requests(sim))
+    subprocess.run([*args, str(tmp_path / "second.csv")], cwd=root, check=True, timeout=120)
+    out = pd.read_csv(tmp_path / "second.csv", index_col=0)
+    assert len(out) == n and out["kx_error"].isna().all()
+    assert out["kx_from_store"].sum() == committed
+    assert len(chat_requests(sim)) - before == n - committed
+    asked: dict[str, int] = {}
+    for h in chat_requests(sim):
+        text = h.body["messages"][-1]["content"]
+        asked[text] = asked.get(text, 0) + 1
+    assert len(asked) == n and sum(1 for c in asked.values() if c > 1) <= concurrency

@@ -1,15 +1,17 @@
 """The on-disk result store: every validated row is committed as it finishes, so reruns resume.
 
-A run looks each row up before sending it; a hit is served without a request (``kx_from_cache``
+A run looks each row up before sending it; a hit is served without a request (``kx_from_store``
 is True, zero tokens are billed to the run, and the original usage is reported in
 ``RunReport.saved``). Errors are never stored, so a rerun retries exactly the rows that failed or
 never ran.
 
-- **Where**: ``Extractor(cache=...)``: a path, ``True``/None for the default location, or False
-  to disable. The default is ``$KIMI_EXTRACT_CACHE_DIR`` or the user cache directory
+- **Where**: ``Extractor(store=...)``: a path, ``True``/None for the default location, or False
+  to disable. The default is ``$KIMI_EXTRACT_STORE_DIR`` or the user cache directory
   (``$XDG_CACHE_HOME/kimi_extract``, ``~/.cache/kimi_extract``; ``~/Library/Caches`` on
-  macOS, ``%LOCALAPPDATA%`` on Windows) / ``results.sqlite3``. ``KIMI_EXTRACT_CACHE=0`` (or
-  off/false/no) disables the default store (an explicit path still wins).
+  macOS, ``%LOCALAPPDATA%`` on Windows) / ``results.sqlite3``. ``KIMI_EXTRACT_STORE=0`` (or
+  off/false/no) disables the default store (an explicit path still wins). The old names
+  ``KIMI_EXTRACT_CACHE`` / ``KIMI_EXTRACT_CACHE_DIR`` still work for one release, with a
+  ``DeprecationWarning`` (a new name that is set wins).
 - **Key** (``request.request_key``, then ``store_key``): SHA-256 over the canonical JSON (sorted
   keys, no whitespace) of everything that determines the answer (the part shared by all rows
   hashed once per run): model, messages (system, examples, the row), response format (the
@@ -19,7 +21,7 @@ never ran.
   them is a different key, so answers from one endpoint (the simulator, a proxy) are never served
   to a run against another.
 - **Local endpoints** (loopback hosts: the simulator, a local proxy) get no default store: with
-  ``cache=None``/True a run against them keeps nothing; an explicit ``cache=path`` still works,
+  ``store=None``/True a run against them keeps nothing; an explicit ``store=path`` still works,
   and every loopback server counts as one endpoint there (the simulator's port changes per run).
 - **What is kept**: the model's raw answer (the JSON text it returned), validated again by the
   output model on a hit, so a resumed row is exactly what the first run produced (validators,
@@ -31,7 +33,14 @@ never ran.
   full) stops it with ``RunStopped`` whose ``cause`` is a ``StoreError``.
 - **Durability**: SQLite in WAL mode with ``synchronous=NORMAL``: a committed row survives the
   process being killed at any moment (only a power loss can drop the last commits), and the file
-  stays consistent (``PRAGMA integrity_check``). One commit per finished row.
+  stays consistent (``PRAGMA integrity_check``).
+- **Group commits** (``lookup`` / ``commit``, what a run uses): the rows that finish in the same
+  turn of the event loop (at most ``GROUP_ROWS``) share one transaction, and the rows that start
+  in one turn share one ``SELECT ... IN``. A row's ``commit`` returns only once its transaction
+  is committed, and the run reports a row (frame, ``run_to`` output, progress) only after that,
+  holding the row's concurrency slot meanwhile: every row a run has reported survives a
+  ``kill -9``, and a rerun asks again at most the ``concurrency`` rows that were in flight or
+  waiting for their group.
 """
 
 from __future__ import annotations
@@ -47,6 +56,7 @@ import os
 import sqlite3
 import sys
 import time
+import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,8 +68,10 @@ from ..records import Usage
 
 logger = logging.getLogger("kimi_extract")
 
-DISABLE_ENV = "KIMI_EXTRACT_CACHE"
-DIR_ENV = "KIMI_EXTRACT_CACHE_DIR"
+DISABLE_ENV = "KIMI_EXTRACT_STORE"
+DIR_ENV = "KIMI_EXTRACT_STORE_DIR"
+#: Deprecated environment variables -> their new names (read for one release, with a warning).
+OLD_ENV = {"KIMI_EXTRACT_CACHE": DISABLE_ENV, "KIMI_EXTRACT_CACHE_DIR": DIR_ENV}
 FILENAME = "results.sqlite3"
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -74,9 +86,25 @@ CREATE TABLE IF NOT EXISTS results (
 """
 
 
+def _env(name: str) -> str | None:
+    """Environment variable ``name``, else its deprecated old name (with a DeprecationWarning)."""
+    value = os.environ.get(name)
+    if value is not None:
+        return value
+    for old, new in OLD_ENV.items():
+        if new == name and old in os.environ:
+            warnings.warn(
+                f"the environment variable {old} is deprecated: use {new}",
+                DeprecationWarning,
+                stacklevel=3,
+            )
+            return os.environ[old]
+    return None
+
+
 def default_path() -> Path:
     """The default store file (see the module docstring)."""
-    override = os.environ.get(DIR_ENV)
+    override = _env(DIR_ENV)
     if override:
         return Path(override).expanduser() / FILENAME
     if sys.platform == "darwin":
@@ -88,23 +116,23 @@ def default_path() -> Path:
     return base / "kimi_extract" / FILENAME
 
 
-def resolve(cache: str | os.PathLike[str] | bool | None) -> Path | None:
-    """The store path for an ``Extractor(cache=...)`` value, or None when disabled."""
-    if cache is False:
+def resolve(store: str | os.PathLike[str] | bool | None) -> Path | None:
+    """The store path for an ``Extractor(store=...)`` value, or None when disabled."""
+    if store is False:
         return None
-    if cache is None or cache is True:
-        if os.environ.get(DISABLE_ENV, "").strip().lower() in ("0", "off", "false", "no"):
+    if store is None or store is True:
+        if (_env(DISABLE_ENV) or "").strip().lower() in ("0", "off", "false", "no"):
             return None
         return default_path()
-    return Path(cache).expanduser()
+    return Path(store).expanduser()
 
 
 #: Columns of the ``results`` table; a file whose ``results`` table differs is not ours.
 COLUMNS = ("key", "model", "output", "usage", "attempts", "web_searches", "created")
 #: What to do about a store that cannot be used (appended to every ``StoreError``).
 FIX = (
-    "move or delete that file to start a new store, pass cache='another/path.sqlite3', "
-    "or cache=False to run without a store"
+    "move or delete that file to start a new store, pass store='another/path.sqlite3', "
+    "or store=False to run without a store"
 )
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -115,7 +143,7 @@ def endpoint_identity(base_url: str | None, *, text_url: str = "", media_url: st
     Scheme and host lower-cased, default ports, user info, query and a trailing ``/`` or ``/v1``
     dropped: ``https://Direct.evolink.ai:443/v1/`` -> ``https://direct.evolink.ai``. Every
     loopback server is one endpoint, ``loopback`` (the simulator takes a new port each run, and
-    ``kimi-extract run --simulate --cache PATH`` resumes); loopback runs never use the default
+    ``kimi-extract run --simulate --store PATH`` resumes); loopback runs never use the default
     store, so their answers only meet a real endpoint's in no file at all.
     """
     if base_url:
@@ -506,7 +534,7 @@ def open_store(path: Path | None, announce: bool) -> ResultStore | None:
     if path is None:
         return None
     store = ResultStore(path)
-    message = f"kimi_extract: result store at {store.path} (cache=False to disable)"
+    message = f"kimi_extract: result store at {store.path} (store=False to disable)"
     logger.info(message)
     if announce:
         print(message, file=sys.stderr)
