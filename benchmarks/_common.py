@@ -22,8 +22,8 @@ INSTRUCTIONS = "Classify the product review: its sentiment and the product aspec
 MAX_COMPLETION_TOKENS = 16384
 REASONING_EFFORT = "low"
 #: kimi_extract's result store: its directory, and the switch that turns the default store off.
-STORE_DIR_ENV = "KIMI_EXTRACT_CACHE_DIR"
-STORE_OFF_ENV = "KIMI_EXTRACT_CACHE"
+STORE_DIR_ENV = "KIMI_EXTRACT_STORE_DIR"
+STORE_OFF_ENV = "KIMI_EXTRACT_STORE"
 
 
 def _plain_schema(schema: dict[str, Any]) -> None:
@@ -171,7 +171,11 @@ def extractor_accepts(option: str) -> bool:
 
     import kimi_extract as kx
 
-    return option in inspect.signature(kx.Extractor).parameters
+    try:
+        from kimi_extract.config import option_names
+    except ImportError:  # a version before kx.ExtractorConfig: the options are the signature's
+        return option in inspect.signature(kx.Extractor).parameters
+    return option in option_names()
 
 
 #: run.py --peers: a comma-separated list of the peers to run ("none" for none; unset: all).

@@ -28,8 +28,8 @@ def measure(quick: bool) -> Section:
     rows, repeats, warmup = (100, 1, 20) if quick else (2000, 3, 200)
     concurrencies = (64,) if quick else CONCURRENCIES
     configs: list[tuple[str, str, dict[str, Any]]] = [("kimi_extract", "kimi_extract", {})]
-    if extractor_accepts("cache") and not quick:
-        configs.append(("kimi_extract, store off", "kimi_extract", {"cache": False}))
+    if extractor_accepts("store") and not quick:
+        configs.append(("kimi_extract, store off", "kimi_extract", {"store": False}))
     configs += [(p, p, {}) for p in PEERS if peer_available(p)]
     configs.append((FLOOR_LABEL, FLOOR, {}))
     missing = [p for p in PEERS if not peer_available(p)]
@@ -127,7 +127,7 @@ def measure(quick: bool) -> Section:
         "the same concurrency.",
         "kimi_extract runs with its defaults, which include the on-disk result store (one SQLite "
         "commit per row; a fresh empty store per process, so nothing is served from it); "
-        "'store off' is `cache=False`.",
+        "'store off' is `store=False`.",
         f"'{FLOOR_LABEL}': aiohttp posting the same body, `json.loads`, and "
         "`Review.model_validate_json` of the answer; no retries, limiter, usage, store or frame. "
         "It calibrates the machine: the issue measured 0.34 ms/row for it when it set the "

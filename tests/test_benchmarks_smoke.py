@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_quick_benchmark_run_writes_its_report(tmp_path: Path) -> None:
     env = dict(os.environ)
     # The clients' default on-disk store must not touch the user's cache directory.
-    env["KIMI_EXTRACT_CACHE_DIR"] = str(tmp_path / "store")
+    env["KIMI_EXTRACT_STORE_DIR"] = str(tmp_path / "store")
     proc = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "run.py"), "--quick", "--out", str(tmp_path)],
         cwd=ROOT,

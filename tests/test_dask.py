@@ -141,7 +141,7 @@ def test_cluster_run_totals_limits_and_resume(client: Any, tmp_path: Any) -> Non
         sent = len(sim.history)
         again = kxd.extract(ddf, extractor, text="review", store=store).compute()
         assert len(sim.history) == sent
-        assert again["kx_from_cache"].all() and again["kx_prompt_tokens"].sum() == 0
+        assert again["kx_from_store"].all() and again["kx_prompt_tokens"].sum() == 0
 
 
 def test_options_are_checked_before_anything_runs(client: Any, tmp_path: Any) -> None:
@@ -280,10 +280,10 @@ def test_killed_worker_partition_resumes_without_rebilling(client: Any, tmp_path
             text: 1 for text in frame["review"] if text != hanging_text
         }
         rerun = out.iloc[:ROWS_PER_PARTITION]
-        assert rerun["kx_from_cache"].iloc[:-1].all() and not rerun["kx_from_cache"].iloc[-1]
+        assert rerun["kx_from_store"].iloc[:-1].all() and not rerun["kx_from_store"].iloc[-1]
         # Nothing is billed twice: the frame's tokens are what the simulator billed, minus the
         # rows served from the store (billed once, in the run the worker died in).
-        cached_texts = set(out.loc[out["kx_from_cache"], "review"])
+        cached_texts = set(out.loc[out["kx_from_store"], "review"])
         billed_before = sum(
             (h.usage or {}).get("prompt_tokens", 0)
             for h in ok_exchanges(sim)

@@ -127,12 +127,12 @@ def test_a_resumed_run_equals_the_first_and_sends_nothing(
         sim.responder = lambda r: Reply(content=content)
     store = tmp_path / "s.sqlite3"
     rows = [f"row {i}" for i in range(4)]
-    first = make_extractor(model, cache=store, stream=stream).run(rows)
+    first = make_extractor(model, store=store, stream=stream).run(rows)
     assert first["kx_error"].isna().all(), first["kx_error"].tolist()
     sent = len(chat_requests(sim))
-    rerun = make_extractor(model, cache=store, stream=stream).run(rows)
+    rerun = make_extractor(model, store=store, stream=stream).run(rows)
     assert len(chat_requests(sim)) == sent  # zero requests
-    assert rerun["kx_from_cache"].all()
+    assert rerun["kx_from_store"].all()
     columns = list(model.model_fields)
     assert rerun[columns].equals(first[columns])
     assert [repr(v) for v in rerun[columns].to_numpy().ravel()] == [
@@ -213,10 +213,10 @@ def test_resume_equals_the_first_run_for_any_model_shape(
     model = _twisted_model(fields, computed)
     store = tmp_path_factory.mktemp("store") / "s.sqlite3"
     rows = [f"row {i}" for i in range(3)]
-    first = make_extractor(model, cache=store).run(rows)
+    first = make_extractor(model, store=store).run(rows)
     assert first["kx_error"].isna().all(), first["kx_error"].tolist()
     sent = len(chat_requests(sim))
-    rerun = make_extractor(model, cache=store).run(rows)
+    rerun = make_extractor(model, store=store).run(rows)
     assert len(chat_requests(sim)) == sent
     columns = list(model.model_fields)
     assert rerun[columns].equals(first[columns])
@@ -245,12 +245,12 @@ def _item_model(reject: str | None) -> type[BaseModel]:
 def test_a_stored_answer_the_model_now_rejects_is_asked_again(sim, make_extractor, tmp_path):
     sim.responder = lambda r: Reply(content={"name": "bob" if "old" in r.user_text else "ann"})
     store = tmp_path / "s.sqlite3"
-    make_extractor(_item_model(None), cache=store).run(["old row", "new row"])
-    stricter = make_extractor(_item_model("bob"), cache=store, validation_retries=0)
+    make_extractor(_item_model(None), store=store).run(["old row", "new row"])
+    stricter = make_extractor(_item_model("bob"), store=store, validation_retries=0)
     assert stricter.estimate(["old row", "new row"]).stored_rows == 1  # only "ann" still passes
     sent = len(chat_requests(sim))
     out = stricter.run(["old row", "new row"])
-    assert out["kx_from_cache"].tolist() == [False, True]
+    assert out["kx_from_store"].tolist() == [False, True]
     assert len(chat_requests(sim)) == sent + 1
 
 
@@ -260,36 +260,36 @@ def test_a_stored_answer_the_model_now_rejects_is_asked_again(sim, make_extracto
 def test_answers_from_one_endpoint_are_never_served_to_another(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "shared.sqlite3"
     rows = [f"row {i}" for i in range(3)]
-    make_extractor(cache=store).run(rows)
-    same = make_extractor(cache=store)
+    make_extractor(store=store).run(rows)
+    same = make_extractor(store=store)
     assert same.estimate(rows).stored_rows == 3  # the lookup can hit
     for other in (
         {"base_url": "https://direct.evolink.ai"},
         {"base_url": "https://my-proxy.example/v1"},
         {},  # no base_url: the real API's routed hosts
     ):
-        real = kx.Extractor(Review, api_key="sk-real", cache=store, progress=False, **other)
+        real = kx.Extractor(Review, api_key="sk-real", store=store, progress=False, **other)
         assert real.estimate(rows).stored_rows == 0, other
     with Simulator() as second:  # loopback servers are one endpoint: --simulate resumes
         ex = kx.Extractor(
-            Review, base_url=second.base_url, api_key=second.api_key, cache=store, progress=False
+            Review, base_url=second.base_url, api_key=second.api_key, store=store, progress=False
         )
-        assert ex.run(rows)["kx_from_cache"].all() and chat_requests(second) == []
+        assert ex.run(rows)["kx_from_store"].all() and chat_requests(second) == []
 
 
 def test_a_base_url_spelling_is_the_same_endpoint(sim, make_extractor, tmp_path: Path):
     store = tmp_path / "s.sqlite3"
-    make_extractor(cache=store).run(["a"])
+    make_extractor(store=store).run(["a"])
     spelled = sim.base_url.replace("http://", "HTTP://") + "/v1/"
-    assert make_extractor(cache=store, base_url=spelled).estimate(["a"]).stored_rows == 1
+    assert make_extractor(store=store, base_url=spelled).estimate(["a"]).stored_rows == 1
 
 
 def test_simulated_answers_never_reach_a_real_run(monkeypatch, tmp_path: Path, capsys):
     """The quick start with --simulate, then the README's real-API command."""
     from kimi_extract.cli import main
 
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "")
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "")
+    monkeypatch.setenv("KIMI_EXTRACT_STORE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("KIMI_API_KEY", "sk-real-key-0123456789")
     command = [
         "run",
@@ -308,13 +308,13 @@ def test_simulated_answers_never_reach_a_real_run(monkeypatch, tmp_path: Path, c
 
 
 def test_a_simulator_run_gets_no_default_store(monkeypatch, sim, make_extractor, tmp_path):
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE", "")
-    monkeypatch.setenv("KIMI_EXTRACT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "")
+    monkeypatch.setenv("KIMI_EXTRACT_STORE_DIR", str(tmp_path))
     ex = make_extractor()
     ex.run(["a"])
-    assert ex.cache_path is None and not (tmp_path / "results.sqlite3").exists()
+    assert ex.store_path is None and not (tmp_path / "results.sqlite3").exists()
     real = kx.Extractor(Review, api_key="sk-real", progress=False)
-    assert real.cache_path == tmp_path / "results.sqlite3"
+    assert real.store_path == tmp_path / "results.sqlite3"
 
 
 def _foreign_db(path: Path) -> None:
@@ -349,9 +349,9 @@ def test_an_unusable_store_fails_before_the_first_request(sim, make_extractor, t
     BAD_STORES[kind](path)
     before = path.read_bytes() if path.is_file() else None
     with pytest.raises(kx.StoreError) as info:
-        make_extractor(cache=path).run(["a", "b"])
+        make_extractor(store=path).run(["a", "b"])
     assert isinstance(info.value, kx.ConfigurationError)
-    assert str(path) in str(info.value) and "cache=False" in str(info.value)
+    assert str(path) in str(info.value) and "store=False" in str(info.value)
     assert sim.history == []
     if before is not None:
         assert path.read_bytes() == before  # a foreign file is never written
@@ -363,7 +363,7 @@ def test_an_unwritable_store_location_fails_at_construction(
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     with pytest.raises(kx.StoreError, match="a-file"):
-        make_extractor(cache=blocker / "results.sqlite3")
+        make_extractor(store=blocker / "results.sqlite3")
     read_only = tmp_path / "read-only"
     read_only.mkdir()
     real_access = store_module.os.access
@@ -375,7 +375,7 @@ def test_an_unwritable_store_location_fails_at_construction(
         lambda p, mode: False if Path(p) == read_only else real_access(p, mode),
     )
     with pytest.raises(kx.StoreError, match="read-only"):
-        make_extractor(cache=read_only / "results.sqlite3")
+        make_extractor(store=read_only / "results.sqlite3")
     assert sim.history == []
 
 
@@ -404,7 +404,7 @@ def test_a_store_failing_mid_run_stops_with_the_partial_frame(
     path = tmp_path / "s.sqlite3"
     rows = [f"row {i}" for i in range(40)]
     with pytest.raises(kx.RunStopped) as info:
-        make_extractor(cache=path, concurrency=4).run(rows)
+        make_extractor(store=path, concurrency=4).run(rows)
     stopped = info.value
     assert isinstance(stopped.cause, kx.StoreError)
     assert str(path) in str(stopped) and "disk is full" in str(stopped)
@@ -518,10 +518,10 @@ def test_billed_totals_never_cross_a_budget(
             max_cost=max_cost,
             max_completion_tokens=cap,
             concurrency=concurrency,
-            cache=False,
+            store=False,
         )
     except kx.ConfigurationError:  # a cap below one request's completion budget
-        output_price = make_extractor(cache=False).pricing.output  # USD per 1M tokens
+        output_price = make_extractor(store=False).pricing.output  # USD per 1M tokens
         assert max_tokens <= cap or (max_cost is not None and cap * output_price / 1e6 >= max_cost)
         return
     try:
@@ -622,7 +622,7 @@ RUN_TO_INTERRUPT = INTERRUPTIBLE + textwrap.dedent(
     from tests.conftest import Review
     slow = lambda r: Reply(delay=60) if int(r.user_text.split()[1]) >= 5 else None
     with Simulator(responder=slow) as sim:
-        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, cache=sys.argv[2],
+        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, store=sys.argv[2],
                           concurrency=10, progress=False)
         print("started", flush=True)
         try:
@@ -716,7 +716,7 @@ def test_an_input_generator_that_raises_keeps_the_finished_rows(
         raise ValueError("the source broke")
 
     with pytest.raises(kx.RunStopped) as info:
-        make_extractor(cache=store, concurrency=4).run(rows(), text="review")
+        make_extractor(store=store, concurrency=4).run(rows(), text="review")
     assert isinstance(info.value.cause, ValueError)
     partial = info.value.partial
     assert partial is not None and list(partial["review"]) == [f"row {i}" for i in range(12)]
@@ -761,7 +761,7 @@ def test_a_raising_validator_is_that_rows_error(sim, make_extractor):
         ({"validation_retries": "2"}, "validation_retries"),
         ({"max_tool_rounds": -1}, "max_tool_rounds"),
         ({"prefix": 3}, "prefix"),
-        ({"cache": 123}, "cache"),
+        ({"store": 123}, "store"),
         ({"max_cost": math.inf}, "max_cost"),
         ({"model": "my-own-model", "max_cost": 1.0}, "max_cost"),
     ],
@@ -774,7 +774,7 @@ def test_bad_settings_raise_one_configuration_error(sim, make_extractor, options
 
 
 def test_concurrency_has_a_documented_maximum(make_extractor):
-    assert make_extractor(concurrency=kx.extractor.MAX_CONCURRENCY).concurrency == 1000
+    assert make_extractor(concurrency=kx.config.MAX_CONCURRENCY).concurrency == 1000
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert "1,000" in readme[readme.index("`concurrency=`") :][:300]
 
@@ -828,7 +828,7 @@ DOCS_INTERRUPT = INTERRUPTIBLE + textwrap.dedent(
         (folder / f"doc{i:02d}.txt").write_text(f"document {i}: the hinge is loose")
     slow = lambda r: Reply(delay=60) if "document 0" not in r.user_text else None
     with Simulator(responder=slow) as sim:
-        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, cache=sys.argv[2],
+        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, store=sys.argv[2],
                           concurrency=4, progress=False)
         print("started", flush=True)
         try:
@@ -863,6 +863,6 @@ def test_a_dask_budget_share_that_cannot_pay_for_one_request_is_refused_up_front
     from kimi_extract.dask import extract
 
     ddf = dd.from_pandas(pd.DataFrame({"review": [f"r{i}" for i in range(8)]}), npartitions=4)
-    ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, cache=tmp_path / "s.db")
+    ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, store=tmp_path / "s.db")
     with pytest.raises(kx.ConfigurationError, match="per partition"):
         extract(ddf, ex, text="review", slots=2, client=object())  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ ATTEMPTS = "kx_attempts"
 LATENCY_S = "kx_latency_s"
 ERROR = "kx_error"
 #: True when the row was served from the result store (no request sent).
-FROM_STORE = "kx_from_cache"
+FROM_STORE = "kx_from_store"
 #: Web searches the row's tool loop ran (only with ``web_search=True``).
 WEB_SEARCHES = "kx_web_searches"
 #: ``explode``: the item's number within its source row.
