@@ -489,18 +489,20 @@ class ClusterGate:
         self.semaphore = semaphore
         self.rate = rate
 
-    async def acquire(self, tokens: int) -> Grant | None:
+    async def acquire(self, tokens: int) -> Grant | bool:
+        """A lease, then a permit; the handle for ``release`` (never None: the limiter only
+        releases handles that are not None)."""
         await _take_lease(self.semaphore)
         if self.rate is None:
-            return None
+            return True
         try:
             return await self.rate.ask(tokens)
         except BaseException:
             _give_lease(self.semaphore)
             raise
 
-    def release(self, handle: Grant | None, actual_tokens: int | None) -> None:
-        if self.rate is not None and handle is not None:
+    def release(self, handle: Grant | bool, actual_tokens: int | None) -> None:
+        if self.rate is not None and isinstance(handle, Grant):
             self.rate.settle(handle, actual_tokens)
         _give_lease(self.semaphore)
 

@@ -25,15 +25,15 @@ Limits are global: the cluster as a whole never exceeds the extractor's configur
   below the limit, never above. A worker whose event loop is blocked for longer than that
   timeout loses its leases while still using them (distributed logs "Refreshing an unknown
   lease"): the one way the bound can be overshot.
-- **RPM / TPM**: divided evenly among the cluster's task slots (the sum of the workers'
-  threads when ``extract`` is called, or ``slots=``): each slot keeps one sliding 60-second
-  window at ``rpm // slots`` requests and ``tpm // slots`` tokens for the whole run, shared by
-  the partitions it runs one after another. As at most ``slots`` partitions run at once, no
-  60-second window of the cluster exceeds ``rpm`` / ``tpm``. Limits of this design: shares are
-  static, so a run's tail (fewer partitions than slots) goes slower than the limits allow; a
-  cluster that grows beyond ``slots`` threads during the run can exceed the limits (pass the
-  largest size as ``slots=``); ``rpm`` (and ``tpm``) must be at least ``slots``. The adaptive
-  backoff on 429s stays per partition.
+- **RPM / TPM**: one quota for the whole cluster, kept by a rate service on the scheduler
+  (``kimi_extract.cluster``): every attempt on every worker takes a send permit from it, so no
+  60-second window of the cluster exceeds ``rpm`` / ``tpm``, and quota is not divided: a lone
+  partition may use all of it (about 97 % of ``rpm``: permits are paced and counted a little
+  longer than the window, for the time a request takes to reach the server). A worker that dies
+  holds nothing: its permits count until their window ends, as the server counts its requests.
+  Cost: one scheduler round trip per batch of permits (a worker asks for all its waiting
+  requests at once). The adaptive backoff on 429s stays per partition. The scheduler needs
+  ``kimi_extract`` installed.
 - **Budgets**: ``max_cost`` / ``max_tokens`` are split evenly among the partitions, so the run as
   a whole stays within them; a partition that reaches its share raises ``BudgetExceeded`` (rerun
   with a higher budget: finished rows come from the store).
@@ -53,14 +53,10 @@ repr is masked); reprs of the shipped task arguments never show it.
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import copy
 import io
 import os
-import sys
 import threading
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -73,9 +69,10 @@ from dask.dataframe.extensions import register_dataframe_accessor
 from pydantic import BaseModel
 
 from .accessor import build_extractor
+from .cluster import ClusterLimits, cluster_limits, install_rate_service
 from .exceptions import ConfigurationError
 from .extractor import Extractor, check_budget_fits
-from .http.limits import OUTER_GATE, Limiter
+from .http.limiter import OUTER_GATE
 from .run.inputs import prepare
 from .table.frame import build_frame, check_clashes
 
@@ -92,7 +89,6 @@ def extract(
     text: str | Sequence[str] | None = None,
     template: str | None = None,
     store: str | os.PathLike[str] | None = None,
-    slots: int | None = None,
     client: distributed.Client | None = None,
     **options: Any,
 ) -> dd.DataFrame:
@@ -101,23 +97,13 @@ def extract(
     ``extractor``: an ``Extractor``, or an output model with ``Extractor`` options in
     ``options`` (as ``df.kimi.extract``). ``text`` / ``template`` / ``images``: as in
     ``Extractor.run``. ``store``: the result-store path every worker commits to and resumes
-    from (default: the extractor's ``cache``; required). ``slots``: how many partitions may run
-    at once, among which ``rpm`` / ``tpm`` are divided (default: the cluster's worker threads
-    now). ``client``: default ``distributed.get_client()``; compute with that client. Columns
-    and options are checked now; nothing is sent until the result is computed.
+    from (default: the extractor's ``cache``; required). ``client``: default
+    ``distributed.get_client()``; compute with that client (its scheduler keeps the run's RPM/TPM
+    quota). Columns and options are checked now; nothing is sent until the result is computed.
     """
     extractor, run_options = build_extractor(extractor, options)
     run_options = {"text": text, "template": template, **run_options}
     client = client or _current_client()
-    if slots is None:
-        slots = sum(client.nthreads().values())
-        if slots < 1:
-            raise ConfigurationError(
-                "the cluster has no workers yet; pass slots= (the most partitions that will run "
-                "at once) to divide rpm/tpm among"
-            )
-    elif not isinstance(slots, int) or isinstance(slots, bool) or slots < 1:
-        raise ConfigurationError(f"slots must be a positive integer, got {slots!r}")
     path = store if store is not None else extractor.cache_path
     if path is None:
         raise ConfigurationError(
@@ -133,7 +119,9 @@ def extract(
         per=f" per partition ({ddf.npartitions} partitions share the budget)",
     )
     meta = output_meta(ddf, extractor, run_options)
-    limits = cluster_limits(extractor, slots)
+    limits = cluster_limits(extractor)
+    if limits.limited:
+        install_rate_service(client)
     worker_copy = copy.copy(extractor)
     worker_copy.cache_path = Path(path).expanduser().absolute()
     worker_copy.progress = False
@@ -152,16 +140,6 @@ def extract(
         meta,
         meta=meta,
         align_dataframes=False,
-    )
-
-
-def cluster_limits(extractor: Extractor[Any], slots: int) -> ClusterLimits:
-    """A run's shared limits: the extractor's concurrency, and its rpm/tpm divided by ``slots``."""
-    return ClusterLimits(
-        token=uuid.uuid4().hex,
-        concurrency=extractor.concurrency,
-        rpm=_share("rpm", extractor.rpm, slots),
-        tpm=_share("tpm", extractor.tpm, slots),
     )
 
 
@@ -238,52 +216,6 @@ class _LockFreePickler(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
-class ClusterLimits:
-    """What every partition of one run shares: the semaphore name and the per-slot shares."""
-
-    def __init__(self, *, token: str, concurrency: int, rpm: int | None, tpm: int | None) -> None:
-        self.token = token
-        self.concurrency = concurrency
-        self.rpm = rpm
-        self.tpm = tpm
-
-    def __repr__(self) -> str:
-        return (
-            f"ClusterLimits(concurrency={self.concurrency}, rpm_per_slot={self.rpm}, "
-            f"tpm_per_slot={self.tpm})"
-        )
-
-    def __dask_tokenize__(self) -> str:
-        return self.token
-
-    def gate(self) -> ClusterGate:
-        """The gate for a partition running in this thread of this worker."""
-        return ClusterGate(_semaphore(self), slot_window(self))
-
-
-class ClusterGate:
-    """The outer gate of a partition's limiter: a cluster lease, then the slot's window."""
-
-    def __init__(self, semaphore: distributed.Semaphore, window: Limiter | None) -> None:
-        self.semaphore = semaphore
-        self.window = window
-
-    async def acquire(self, tokens: int) -> Any:
-        await _take_lease(self.semaphore)
-        if self.window is None:
-            return True
-        try:
-            return await self.window.acquire(tokens)
-        except BaseException:
-            _give_lease(self.semaphore)
-            raise
-
-    def release(self, handle: Any, actual_tokens: int | None) -> None:
-        if self.window is not None:
-            self.window.release(handle, actual_tokens)
-        _give_lease(self.semaphore)
-
-
 def _run_partition(
     partition: pd.DataFrame,
     shipped: ShippedExtractor,
@@ -303,18 +235,6 @@ def _run_partition(
         OUTER_GATE.reset(token)
 
 
-def _share(name: str, limit: int | None, slots: int) -> int | None:
-    if limit is None:
-        return None
-    share = limit // slots
-    if share < 1:
-        raise ConfigurationError(
-            f"{name}={limit} cannot be divided among {slots} task slots (each needs at least 1); "
-            f"raise {name} or run fewer partitions at once (slots=)"
-        )
-    return share
-
-
 def _current_client() -> distributed.Client:
     try:
         return distributed.get_client()
@@ -324,75 +244,3 @@ def _current_client() -> distributed.Client:
             "client = distributed.Client(...) first (Extractor.run covers one machine without "
             "Dask)"
         ) from None
-
-
-# -- worker side -----------------------------------------------------------------------------
-
-_semaphores: dict[str, distributed.Semaphore] = {}
-_semaphores_lock = threading.Lock()
-_slots = threading.local()
-
-
-def _semaphore(limits: ClusterLimits) -> distributed.Semaphore:
-    """This worker process's handle on the run's semaphore (it refreshes the leases it holds)."""
-    name = f"kimi_extract-{limits.token}"
-    with _semaphores_lock:
-        semaphore = _semaphores.get(name)
-        if semaphore is None:
-            semaphore = _semaphores[name] = distributed.Semaphore(limits.concurrency, name=name)
-        return semaphore
-
-
-def slot_window(limits: ClusterLimits, **clock: Any) -> Limiter | None:
-    """The RPM/TPM window of this task slot (worker thread) for the run; None when unlimited.
-
-    One window per thread and run, reused by every partition the thread runs, so a partition
-    that starts right after another one inherits its last 60 seconds. ``clock`` (``clock=``,
-    ``sleep=``) is for tests.
-    """
-    if limits.rpm is None and limits.tpm is None:
-        return None
-    windows: dict[str, Limiter] = getattr(_slots, "windows", None) or {}
-    _slots.windows = windows
-    window = windows.get(limits.token)
-    if window is None:
-        reset = OUTER_GATE.set(None)  # the window itself has no outer gate
-        try:
-            window = Limiter(
-                concurrency=sys.maxsize, rpm=limits.rpm, tpm=limits.tpm, adaptive=False, **clock
-            )
-        finally:
-            OUTER_GATE.reset(reset)
-        if len(windows) >= 8:  # keep the latest runs' windows only
-            windows.pop(next(iter(windows)))
-        windows[limits.token] = window
-    return window
-
-
-async def _take_lease(semaphore: distributed.Semaphore) -> None:
-    """Take a lease on the worker's event loop, from the partition's own loop."""
-
-    async def acquire() -> bool:
-        return bool(await semaphore.acquire())
-
-    future = asyncio.run_coroutine_threadsafe(acquire(), semaphore.loop.asyncio_loop)
-    try:
-        await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        # A lease granted after the cancel reached us is given back as soon as it arrives.
-        future.add_done_callback(lambda done: _give_back(semaphore, done))
-        raise
-
-
-def _give_back(semaphore: distributed.Semaphore, done: concurrent.futures.Future[bool]) -> None:
-    if not done.cancelled() and done.exception() is None and done.result():
-        _give_lease(semaphore)
-
-
-def _give_lease(semaphore: distributed.Semaphore) -> None:
-    """Give a lease back without waiting for the scheduler's answer."""
-
-    async def release() -> None:
-        await semaphore.release()
-
-    asyncio.run_coroutine_threadsafe(release(), semaphore.loop.asyncio_loop)

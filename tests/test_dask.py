@@ -151,43 +151,9 @@ def test_options_are_checked_before_anything_runs(client: Any, tmp_path: Any) ->
         kxd.extract(ddf, extractor, text="review")
     with pytest.raises(kx.InputError, match="nope"):
         kxd.extract(ddf, extractor, text="nope", store=tmp_path / "s.sqlite3")
-    with pytest.raises(kx.ConfigurationError, match="rpm=1 cannot be divided among 2"):
-        kxd.extract(ddf, kx.Extractor(Review, rpm=1), text="review", store=tmp_path / "s", slots=2)
     # ddf.kimi takes a model and Extractor options, like df.kimi.
     lazy = ddf.kimi.extract(Review, text="review", store=tmp_path / "s.sqlite3", prefix="out_")
     assert "out_sentiment" in lazy.columns and "kx_cost" in lazy.columns
-
-
-def test_rpm_and_tpm_are_divided_among_slots(client: Any, tmp_path: Any) -> None:
-    limits = kxd.cluster_limits(kx.Extractor(Review, rpm=100, tpm=9_001, concurrency=7), slots=4)
-    assert (limits.concurrency, limits.rpm, limits.tpm) == (7, 25, 2_250)
-
-
-async def test_a_slot_window_outlives_its_partition() -> None:
-    """Partitions run one after another in a task slot share its 60-second window."""
-    now = [0.0]
-
-    class Clock:
-        def now(self) -> float:
-            return now[0]
-
-        async def sleep(self, seconds: float) -> None:
-            now[0] += seconds
-
-    limits = kxd.ClusterLimits(token="t", concurrency=10, rpm=2, tpm=None)
-    first = kxd.slot_window(limits, clock=Clock())
-    assert first is not None
-    for _ in range(2):
-        first.release(await first.acquire(10), 10)
-    second = kxd.slot_window(limits)  # the next partition in this thread
-    assert second is first
-    await second.acquire(10)
-    assert now[0] >= 60.0  # the third request of the slot waited for the window to move
-    elsewhere: list[Any] = []
-    thread = threading.Thread(target=lambda: elsewhere.append(kxd.slot_window(limits)))
-    thread.start()
-    thread.join()
-    assert elsewhere[0] is not first  # another slot has its own share
 
 
 def test_extractor_ships_without_showing_the_key() -> None:
