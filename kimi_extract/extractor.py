@@ -11,7 +11,7 @@ import os
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
@@ -31,13 +31,15 @@ from .http.routing import Router
 from .http.transport import Transport
 from .http.wire import BodyEncoder
 from .kimi import CACHE_MIN_TOKENS, DEFAULT_BASE_URL, ModelInfo
+from .media.documents import PageSpec, PdfMode
 from .media.parts import MediaOptions, current_options
 from .records import Content, Pricing, RowInput, RowResult, Usage
 from .run.budget import Budget
 from .run.conversation import RowSettings, charge_retry
+from .run.documents import plan_documents
 from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
 from .run.inputs import TextSpec, amake_row, prepare
-from .run.report import RunReport, fill_missing
+from .run.report import RunReport, fill_missing, not_run_reason
 from .run.request import (
     Mode,
     estimate_prompt_tokens,
@@ -49,6 +51,7 @@ from .run.scheduler import run_engine
 from .run.store import ResultStore, check_location, endpoint_identity, open_store
 from .run.sync import run_sync
 from .schema.compiled import compile_schema
+from .table.documents import check_document_columns, document_frame
 from .table.export import TableWriter
 from .table.frame import build_frame, check_clashes, check_output_names
 
@@ -313,21 +316,27 @@ class Extractor(Generic[T]):
             self.last_partial = frame_of("not run: interrupted")
             raise
         frame = frame_of(stop_cause)
+        if stop_cause is not None:
+            raise self._stopped(stop_cause, report, frame) from stop_cause
+        return frame
+
+    def _stopped(
+        self, stop_cause: BaseException, report: RunReport, partial: pd.DataFrame
+    ) -> RunStopped:
+        """The error a stopped run raises (``BudgetExceeded`` for the budget), with ``partial``."""
         if isinstance(stop_cause, BudgetExceeded):
-            raise BudgetExceeded(
+            return BudgetExceeded(
                 f"budget ({self._budget_caps()}) reached after {report.ok} of {report.rows} rows; "
                 "rows not sent hold a kx_error starting with 'budget' (rerun with a higher budget "
                 "to resume: finished rows come from the result store)",
-                partial=frame,
+                partial=partial,
                 cause=stop_cause,
             )
-        if stop_cause is not None:
-            raise RunStopped(
-                f"run stopped after {report.ok} of {report.rows} rows: {stop_cause}",
-                partial=frame,
-                cause=stop_cause,
-            ) from stop_cause
-        return frame
+        return RunStopped(
+            f"run stopped after {report.ok} of {report.rows} rows: {stop_cause}",
+            partial=partial,
+            cause=stop_cause,
+        )
 
     def run_to(
         self,
@@ -496,15 +505,99 @@ class Extractor(Generic[T]):
         except KeyboardInterrupt as interrupt:
             raise self._interrupted(interrupt) from interrupt
 
-    async def arun_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
-        """Async ``run_documents``."""
-        from .run.documents import arun_documents
+    async def arun_documents(
+        self,
+        sources: Any,
+        *,
+        pdf_mode: PdfMode = "auto",
+        pages: PageSpec = None,
+        per_page: bool = False,
+        chunk_pages: int | None = None,
+        chunk_chars: int | None = None,
+        explode: str | None = None,
+        item_prefix: str = "",
+        path_column: str = "path",
+        text_column: str | None = None,
+        recursive: bool = False,
+        max_image_pixels: int | None | Literal["default"] = "default",
+    ) -> pd.DataFrame:
+        """Async ``run_documents``: every chunk is a row of one run, merged per document.
 
-        return await arun_documents(self, sources, **options)
+        ``sources``: a directory (its supported files, sorted; ``recursive=True`` for
+        subfolders), a file path, a list of paths, or a DataFrame whose ``path_column`` holds the
+        paths (its other columns are kept). ``text_column``: also keep each row's document text
+        under that name. ``max_image_pixels``: size of rendered pages and images (default: the
+        extractor's). The other options: see ``kimi_extract.run.documents``.
+        """
+        plan = plan_documents(
+            sources,
+            media=self._media(),
+            pdf_mode=pdf_mode,
+            pages=pages,
+            per_page=per_page,
+            chunk_pages=chunk_pages,
+            chunk_chars=chunk_chars,
+            path_column=path_column,
+            recursive=recursive,
+            max_image_pixels=max_image_pixels,
+        )
+        check_document_columns(
+            plan,
+            self.output,
+            prefix=self.prefix,
+            text_column=text_column,
+            explode=explode,
+            item_prefix=item_prefix,
+        )
+        source_dtypes = (
+            {str(c): t for c, t in sources.dtypes.items()}
+            if isinstance(sources, pd.DataFrame)
+            else None
+        )
+        await plan.load()
+        kept: list[RowResult] = []
+
+        def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
+            return document_frame(
+                plan,
+                plan.merge(kept, self.output, not_run_reason(stop_cause)),
+                model=self.output,
+                prefix=self.prefix,
+                web_search=self.web_search,
+                source_dtypes=source_dtypes,
+                text_column=text_column,
+                explode=explode,
+                item_prefix=item_prefix,
+            )
+
+        total = plan.chunk_count
+        if total == 0:
+            return frame_of(None)
+        try:
+            _, stop_cause, report = await self._execute(
+                plan.rows(),
+                total=total,
+                progress=self.progress,
+                sink=kept.extend,
+                lookahead=total,  # the chunks are in memory anyway: never stall on one row
+            )
+        except asyncio.CancelledError:
+            self.last_partial = frame_of("not run: interrupted")  # RunInterrupted.partial
+            raise
+        frame = frame_of(stop_cause)
+        if stop_cause is not None:
+            raise self._stopped(stop_cause, report, frame) from stop_cause
+        return frame
 
     def extract(self, content: Content, *, images: Any = None) -> T:
-        """Extract one input; returns the model instance or raises the row's error."""
-        return run_sync(self.aextract(content, images=images))
+        """Extract one input; returns the model instance or raises the row's error.
+
+        Ctrl-C raises ``RunInterrupted`` (its ``partial`` is None: there is no frame)."""
+        self.last_partial = None
+        try:
+            return run_sync(self.aextract(content, images=images))
+        except KeyboardInterrupt as interrupt:
+            raise self._interrupted(interrupt) from interrupt
 
     async def aextract(self, content: Content, *, images: Any = None) -> T:
         """Async ``extract``: one text (and optional images) -> one model instance."""

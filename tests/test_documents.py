@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from kimi_extract.cli import main as cli_main
 from kimi_extract.exceptions import InputError
 from kimi_extract.media.parts import DEFAULT_MAX_IMAGE_PIXELS
-from kimi_extract.run.documents import (
+from kimi_extract.media.documents import (
     Page,
     html_to_text,
     load_pages,

@@ -74,6 +74,7 @@ LAYERS: dict[str, int] = {
     # 4: rows <-> DataFrames
     "table": 4,
     "table.columns": 4,
+    "table.documents": 4,
     "table.explode": 4,
     "table.export": 4,
     "table.frame": 4,
@@ -82,6 +83,7 @@ LAYERS: dict[str, int] = {
     "config": 5,
     "extractor": 6,
     "accessor": 7,
+    "cluster": 7,
     "dask": 7,
     "cli": 7,
     "": 8,

@@ -78,15 +78,20 @@ def fill_missing(
     if len(results) == len(index):
         return results
     by_position = {r.position: r for r in results}
-    if isinstance(stop_cause, str):
-        reason = stop_cause
-    elif isinstance(stop_cause, BudgetExceeded):
-        reason = BUDGET_ERROR
-    elif stop_cause is not None:
-        reason = f"not run: the run stopped ({type(stop_cause).__name__})"
-    else:
-        reason = "not run"
+    reason = not_run_reason(stop_cause)
     return [
         by_position.get(pos) or RowResult(label=label, position=pos, error=reason)
         for pos, label in enumerate(index)
     ]
+
+
+def not_run_reason(stop_cause: BaseException | str | None) -> str:
+    """The ``kx_error`` of a row the run never got to: the budget, the stop's error type, or a
+    given text (``"not run: interrupted"``)."""
+    if isinstance(stop_cause, str):
+        return stop_cause
+    if isinstance(stop_cause, BudgetExceeded):
+        return BUDGET_ERROR
+    if stop_cause is not None:
+        return f"not run: the run stopped ({type(stop_cause).__name__})"
+    return "not run"

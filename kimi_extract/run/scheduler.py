@@ -148,7 +148,6 @@ class Scheduler:
             raise
 
 
-
 class _Reorder:
     """Releases results in input order and bounds how far ahead workers may run."""
 
