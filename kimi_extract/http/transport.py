@@ -420,6 +420,7 @@ class Transport:
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         stall_timeout: float | None = None,
         clock: Clock | None = None,
+        backend: Backend | None = None,
     ) -> None:
         # The router picks each attempt's host; without one, every attempt goes to base_url.
         self.router = router if router is not None else Router(base_url)
@@ -439,12 +440,18 @@ class Transport:
         self.on_retry = on_retry
         self.gate = gate
         self.retries = 0
+        #: Given: used instead of making one from ``http_backend`` (tests: a scripted backend).
+        self._given_backend = backend
         self._backend: Backend | None = None
 
     def __repr__(self) -> str:
         return f"Transport(router={self.router!r}, backend={self.http_backend!r})"
 
     async def __aenter__(self) -> Transport:
+        if self._given_backend is not None:
+            await self._given_backend.open()
+            self._backend = self._given_backend
+            return self
         headers = {
             "Authorization": f"Bearer {self._api_key.get()}",
             "Content-Type": "application/json",

@@ -1,0 +1,409 @@
+"""One row's conversation against a scripted backend on a virtual clock: no server, no real waits.
+
+The real ``Transport`` (retries, error mapping, the server's wait) and ``RowRunner`` (reask,
+truncation, tool loop, store, budget, run-level errors) run as in a run; only the HTTP backend is
+a script of replies and every wait is recorded on a virtual clock instead of slept.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from multidict import CIMultiDict
+
+import kimi_extract as kx
+from kimi_extract.http.backends import Reply
+from kimi_extract.http.limiter import Limiter
+from kimi_extract.http.transport import RetryPolicy, Secret, Transport
+from kimi_extract.records import Pricing, RowInput, Usage
+from kimi_extract.run.budget import Budget
+from kimi_extract.run.conversation import RowRunner, RowSettings, charge_retry
+from kimi_extract.schema.compiled import compile_schema
+
+from .conftest import Review
+
+KEY = "sk-unit-0123456789abcdef"
+GOOD = json.dumps({"sentiment": "positive", "aspects": ["lid"]})
+SYSTEM = {"role": "system", "content": "Classify the review."}
+
+
+class VirtualClock:
+    """Every wait returns at once; the clock moves by the wait and the wait is recorded."""
+
+    def __init__(self) -> None:
+        self.time = 1000.0
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.time
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.time += max(0.0, seconds)
+        await asyncio.sleep(0)
+
+
+class ScriptedBackend:
+    """Answers each POST with the next scripted reply (an exception is raised); keeps the bodies."""
+
+    def __init__(self, replies: list[Reply | BaseException]) -> None:
+        self.replies = list(replies)
+        self.bodies: list[dict[str, Any]] = []
+        self.overrun = False
+
+    async def open(self) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+    async def post(self, url: str, payload: bytes) -> Reply:
+        self.bodies.append(json.loads(payload))
+        if not self.replies:
+            self.overrun = True
+            raise AssertionError("more requests than scripted replies")
+        reply = self.replies.pop(0)
+        if isinstance(reply, BaseException):
+            raise reply
+        return reply
+
+    def stream(self, url: str, payload: bytes) -> Any:
+        raise AssertionError("these tests do not stream")
+
+
+def answer(
+    content: str | None = GOOD,
+    *,
+    finish: str = "stop",
+    tool_calls: list[dict[str, Any]] | None = None,
+    prompt: int = 100,
+    completion: int = 20,
+) -> Reply:
+    message: dict[str, Any] = {"role": "assistant", "content": content, "reasoning_content": "hm"}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    body = {
+        "id": "cmpl-1",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion,
+            "total_tokens": prompt + completion,
+        },
+    }
+    return Reply(200, CIMultiDict(), json.dumps(body).encode())
+
+
+def error(status: int, kind: str, message: str = "no", headers: dict[str, str] | None = None):
+    body = {"error": {"type": kind, "message": message}}
+    # Header names are case-insensitive, as every HTTP backend gives them.
+    return Reply(status, CIMultiDict(headers or {}), json.dumps(body).encode())
+
+
+def settings(**overrides: Any) -> RowSettings:
+    compiled = compile_schema(Review)
+    options: dict[str, Any] = {
+        "model": "kimi-k2",
+        "compiled": compiled,
+        "static_messages": (SYSTEM,),
+        "response_format": compiled.response_format(),
+        "reasoning_effort": None,
+        "max_completion_tokens": 1000,
+        "validation_retries": 2,
+        "context_window": 100_000,
+    }
+    options.update(overrides)
+    return RowSettings(**options)
+
+
+@dataclass
+class Outcome:
+    result: Any
+    runner: RowRunner
+    #: The run-level error noted by the time this row finished.
+    fatal: BaseException | None
+    bodies: list[dict[str, Any]]
+    sleeps: list[float]
+
+
+def run_rows(
+    replies: list[Reply | BaseException],
+    *,
+    rows: int = 1,
+    store: Any = None,
+    budget: Budget | None = None,
+    retry: RetryPolicy | None = None,
+    limiter: bool = False,
+    **overrides: Any,
+) -> list[Outcome]:
+    backend = ScriptedBackend(replies)
+    clock = VirtualClock()
+
+    async def main() -> list[Outcome]:
+        transport = Transport(
+            base_url="http://kimi.invalid",
+            api_key=Secret(KEY),
+            concurrency=1,
+            timeout=30,
+            retry=retry,
+            on_retry=charge_retry,
+            gate=Limiter(concurrency=4, clock=clock) if limiter else None,
+            clock=clock,
+            backend=backend,
+        )
+        runner = RowRunner(settings(**overrides), transport, store=store, budget=budget)
+        outcomes = []
+        async with transport:
+            for position in range(rows):
+                row = RowInput(label=position, position=position, content=f"review {position}")
+                result = await runner.process(row)
+                outcomes.append(Outcome(result, runner, runner.fatal, backend.bodies, clock.sleeps))
+        return outcomes
+
+    outcomes = asyncio.run(main())
+    assert not backend.replies, "scripted replies left unused"
+    assert not backend.overrun, "more requests than scripted replies"
+    return outcomes
+
+
+def run_row(replies: list[Reply | BaseException], **options: Any) -> Outcome:
+    return run_rows(replies, **options)[0]
+
+
+# -- the conversation ----------------------------------------------------------------------------
+
+
+def test_an_invalid_answer_is_sent_back_with_its_errors_and_asked_again():
+    out = run_row([answer('{"sentiment": "great", "aspects": []}'), answer()])
+    assert out.result.ok and out.result.value == Review(sentiment="positive", aspects=["lid"])
+    assert out.result.attempts == 2 and out.result.usage.prompt_tokens == 200
+    first, second = out.bodies
+    assert second["messages"][: len(first["messages"])] == first["messages"]
+    assistant, reask = second["messages"][len(first["messages"]) :]
+    assert assistant["role"] == "assistant" and assistant["reasoning_content"] == "hm"
+    assert reask["role"] == "user" and "sentiment" in reask["content"]
+    assert "did not match the required schema" in reask["content"]
+
+
+def test_answers_that_stay_invalid_end_in_the_rows_validation_error():
+    out = run_row([answer("not json at all")] * 3, validation_retries=2)
+    assert out.result.value is None and out.result.attempts == 3
+    assert out.result.error.startswith("ValidationFailedError: answer still invalid after 3")
+    assert "was not valid JSON" in out.bodies[1]["messages"][-1]["content"]
+    assert out.runner.fatal is None
+
+
+def test_a_truncated_answer_is_asked_once_more_with_double_max_completion_tokens():
+    out = run_row([answer('{"sentiment": "pos', finish="length"), answer()])
+    assert out.result.ok and out.result.attempts == 2
+    assert [b["max_completion_tokens"] for b in out.bodies] == [1000, 2000]
+    # The cut answer is not part of the conversation: the same messages, a larger budget.
+    assert out.bodies[0]["messages"] == out.bodies[1]["messages"]
+
+
+def test_a_second_truncation_is_the_rows_truncated_error():
+    out = run_row([answer("{", finish="length")] * 2)
+    assert out.result.error.startswith("TruncatedError: truncated")
+    assert "max_completion_tokens=2,000" in out.result.error
+
+
+def search_call(query: str, call_id: str = "call-1") -> list[dict[str, Any]]:
+    arguments = json.dumps({"query": query})
+    return [
+        {
+            "id": call_id,
+            "type": "function",
+            "function": {"name": "$web_search", "arguments": arguments},
+        }
+    ]
+
+
+def test_tool_calls_are_echoed_back_and_counted_as_web_searches():
+    tools = ({"type": "web_search"},)
+    out = run_row(
+        [answer(None, finish="tool_calls", tool_calls=search_call("kettle")), answer()],
+        tools=tools,
+    )
+    assert out.result.ok and out.result.web_searches == 1 and out.result.attempts == 2
+    assert out.bodies[0]["tools"] == [{"type": "web_search"}]
+    assistant, tool = out.bodies[1]["messages"][-2:]
+    assert assistant["tool_calls"][0]["id"] == "call-1"
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call-1",
+        "name": "$web_search",
+        "content": json.dumps({"query": "kettle"}),
+    }
+
+
+def test_a_model_that_keeps_calling_tools_ends_in_a_tool_loop_error():
+    calls = [answer(None, finish="tool_calls", tool_calls=search_call(f"q{i}")) for i in range(3)]
+    out = run_row(calls, tools=({"type": "web_search"},), max_tool_rounds=2)
+    assert out.result.error.startswith("ToolLoopError: the model still called tools after 2")
+    assert isinstance(out.result.exception, kx.ToolLoopError)
+
+
+def test_a_prompt_beyond_the_context_window_is_not_sent():
+    out = run_row([], context_window=5)
+    assert out.result.error.startswith("ContextOverflowError") and out.bodies == []
+
+
+# -- the store -----------------------------------------------------------------------------------
+
+
+@dataclass
+class StoredRow:
+    output: str
+    usage: Usage
+    attempts: int
+    web_searches: int
+
+
+class MemoryStore:
+    def __init__(self) -> None:
+        self.rows: dict[str, StoredRow] = {}
+
+    async def lookup(self, key: str) -> StoredRow | None:
+        return self.rows.get(key)
+
+    async def commit(
+        self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
+    ) -> None:
+        self.rows[key] = StoredRow(output, usage, attempts, web_searches)
+
+
+def test_a_stored_row_is_served_without_a_request_and_a_fresh_one_is_committed():
+    store = MemoryStore()
+    first = run_row([answer()], store=store)
+    assert first.result.ok and not first.result.from_cache and len(store.rows) == 1
+    [stored] = store.rows.values()
+    assert stored.output == GOOD and stored.attempts == 1
+    again = run_row([], store=store)
+    assert again.result.from_cache and again.result.value == first.result.value
+    assert again.bodies == [] and again.result.saved.prompt_tokens == 100
+
+
+def test_a_stored_answer_the_model_no_longer_accepts_is_asked_again():
+    store = MemoryStore()
+    run_row([answer()], store=store)
+    for row in store.rows.values():
+        row.output = '{"sentiment": "meh", "aspects": []}'
+    out = run_row([answer()], store=store)
+    assert out.result.ok and not out.result.from_cache and len(out.bodies) == 1
+
+
+# -- the budget ----------------------------------------------------------------------------------
+
+
+def test_a_request_that_cannot_fit_the_budget_is_never_sent():
+    out = run_row([], budget=Budget(max_cost=None, max_tokens=500))
+    assert out.result.error.startswith("budget: this row's next request may bill up to")
+    assert out.bodies == [] and not out.runner.budget_hit
+
+
+def test_the_budget_refuses_the_next_row_once_spent():
+    # Worst case per request: ~10 prompt tokens * 1.1 + 1000 completion; the cap pays for one.
+    budget = Budget(max_cost=None, max_tokens=1_100)
+    first, second = run_rows([answer(prompt=10, completion=1000)], rows=2, budget=budget)
+    assert first.result.ok and budget.spent_tokens == 1010
+    assert second.result.error == "budget" and second.runner.budget_hit
+    assert len(second.bodies) == 1  # the second row sent nothing
+
+
+def test_a_retry_after_an_unknown_outcome_is_charged_its_worst_case_and_refused_when_over():
+    # A timeout may have been billed: its worst case counts, and the retry no longer fits.
+    budget = Budget(max_cost=None, max_tokens=1_100)
+    out = run_row([kx.APITimeoutError("slow")], budget=budget, max_completion_tokens=1000)
+    assert out.result.error == "budget" and len(out.bodies) == 1
+    assert budget.spent_tokens >= 1000 and budget.reserved_tokens == 0
+
+
+def test_the_budget_prices_billed_usage():
+    pricing = Pricing(input=1.0, output=2.0, cached_input=0.5, cache_write=1.0)
+    budget = Budget(max_cost=0.01, max_tokens=None, pricing=pricing)
+    out = run_row([answer(prompt=1000, completion=500)], budget=budget, pricing=pricing)
+    assert out.result.ok
+    assert budget.spent_cost == pytest.approx((1000 * 1.0 + 500 * 2.0) / 1e6)
+    assert out.result.usage.cost == pytest.approx(budget.spent_cost)
+
+
+# -- errors: run-level, retried, waits -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "kind", "exception"),
+    [
+        (401, "invalid_authentication_error", kx.AuthenticationError),
+        (403, "permission_denied_error", kx.PermissionDeniedError),
+        (404, "resource_not_found_error", kx.NotFoundError),
+        (429, "exceeded_current_quota_error", kx.QuotaExceededError),
+    ],
+)
+def test_run_level_errors_are_sent_once_and_stop_the_run(status, kind, exception):
+    out = run_row([error(status, kind)])
+    assert isinstance(out.runner.fatal, exception) and len(out.bodies) == 1
+    assert out.result.error.startswith(exception.__name__) and out.sleeps == []
+
+
+def test_the_same_400_for_the_first_rows_stops_the_run_a_different_one_does_not():
+    same = [error(400, "invalid_request_error", "bad model")] * 3
+    outcomes = run_rows(same, rows=3)
+    assert [o.fatal is not None for o in outcomes] == [False, False, True]
+    assert all(o.result.error.startswith("BadRequestError") for o in outcomes)
+    varied = [error(400, "invalid_request_error", f"bad row {i}") for i in range(3)]
+    assert run_rows(varied, rows=3)[-1].fatal is None
+
+
+@pytest.mark.parametrize(
+    ("headers", "message", "wait"),
+    [
+        ({"retry-after-ms": "1500"}, "slow down", 1.5),
+        ({"Retry-After": "7"}, "slow down", 7.0),
+        ({}, "Engine overloaded, please try again after 3 seconds", 3.0),
+        ({}, "please try again after 250 ms", 0.25),
+    ],
+)
+def test_a_429_waits_exactly_what_the_server_said(headers, message, wait):
+    out = run_row([error(429, "rate_limit_reached_error", message, headers), answer()])
+    assert out.result.ok and len(out.bodies) == 2 and out.result.attempts == 1
+    assert out.sleeps == [pytest.approx(wait)]
+
+
+def test_a_429_asking_longer_than_max_wait_fails_the_row_without_a_retry():
+    out = run_row(
+        [error(429, "rate_limit_reached_error", "busy", {"Retry-After": "120"})],
+        retry=RetryPolicy(max_wait=60.0),
+    )
+    assert out.result.error.startswith("RateLimitError") and out.sleeps == []
+    assert out.runner.fatal is None
+
+
+def test_server_errors_back_off_with_full_jitter_up_to_max_retries():
+    replies = [error(503, "server_error", "down")] * 4
+    out = run_row(replies, retry=RetryPolicy(max_retries=3, base=0.5, max_wait=60.0))
+    assert out.result.error.startswith("ServerError") and len(out.bodies) == 4
+    assert len(out.sleeps) == 3
+    for n, slept in enumerate(out.sleeps):
+        assert 0.0 <= slept <= 0.5 * 2 ** (n + 1)
+
+
+def test_a_limit_named_in_a_429_paces_the_retry_on_the_same_clock():
+    # Kimi's 429 names the RPM it hit: the limiter adopts it, and the retry goes a burst's worth
+    # of that pace later (3 per minute: two 20 s intervals), on the transport's clock.
+    message = "max RPM: 3, please try again after 1 seconds"
+    out = run_row([error(429, "rate_limit_reached_error", message), answer()], limiter=True)
+    gate = out.runner.transport.gate
+    assert out.result.ok and len(out.bodies) == 2
+    assert isinstance(gate, Limiter) and gate.rpm == 3 and gate.binding() == "RPM 3 (learned)"
+    assert sum(out.sleeps) >= 40 * 0.99
+
+
+def test_connection_errors_are_retried_and_the_key_never_reaches_the_rows_error():
+    replies: list[Reply | BaseException] = [kx.APIConnectionError(f"reset by {KEY}")] * 9
+    out = run_row(replies, retry=RetryPolicy(max_retries=8))
+    assert out.result.error.startswith("APIConnectionError") and len(out.bodies) == 9
+    assert KEY not in out.result.error and KEY[:8] not in out.result.error
