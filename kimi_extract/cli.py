@@ -239,7 +239,7 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
     with _maybe_simulator(args.simulate and not dry_run) as sim:
         frame: pd.DataFrame | None = None
         try:
-            extractor = Extractor(output, **_extractor_options(args, sim))
+            extractor: Extractor[Any] = Extractor(output, **_extractor_options(args, sim))
             if dry_run and estimate is not None:
                 print(estimate(extractor).summary())
                 return EXIT_OK

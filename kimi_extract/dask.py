@@ -39,21 +39,24 @@ Limits are global: the cluster as a whole never exceeds the extractor's configur
   with a higher budget: finished rows come from the store).
 
 Resume: every validated row is committed to a result store (SQLite, ``store=`` or the
-extractor's ``cache``) as it finishes, by whichever worker ran it. Dask reruns a partition whose
-worker died; the rerun serves committed rows from the store (``kx_from_cache`` True, zero tokens
+extractor's ``store``) as it finishes, by whichever worker ran it. Dask reruns a partition whose
+worker died; the rerun serves committed rows from the store (``kx_from_store`` True, zero tokens
 billed) and requests only the rest. Rerunning a whole failed ``compute`` works the same way. The
 path is opened as given on every worker: one SQLite file on a local disk serves every process
 of one machine (a ``LocalCluster``). SQLite's WAL mode does not work over network filesystems
 (NFS, SMB), so on a cluster of several machines give each machine a local path (a partition
 rerun on another machine then asks again for the rows finished on the first one).
 
-The API key travels to the workers inside the pickled extractor (as ``transport.Secret``, whose
-repr is masked); reprs of the shipped task arguments never show it.
+Each partition runs a new ``Extractor`` built on its worker from the output model and a derived
+config (``partition_config``: ``dataclasses.replace`` of the extractor's ``ExtractorConfig``,
+validated again), never a copy of the caller's extractor. The API key travels inside that config
+(as ``transport.Secret``, whose repr is masked); reprs of the shipped task arguments never show
+it.
 """
 
 from __future__ import annotations
 
-import copy
+import dataclasses
 import io
 import os
 import threading
@@ -70,16 +73,14 @@ from pydantic import BaseModel
 
 from .accessor import build_extractor
 from .cluster import ClusterLimits, cluster_limits, install_rate_service
+from .config import ExtractorConfig, check_budget_fits
 from .exceptions import ConfigurationError
-from .extractor import Extractor, check_budget_fits
+from .extractor import COLUMN_OPTIONS, Extractor
 from .http.limiter import OUTER_GATE
 from .run.inputs import prepare
 from .table.frame import build_frame, check_clashes
 
 __all__ = ["KimiDaskAccessor", "extract", "output_meta"]
-
-#: Run options that name columns, checked against the Dask frame's columns up front.
-_COLUMN_OPTIONS = ("text", "template", "images", "videos")
 
 
 def extract(
@@ -97,18 +98,18 @@ def extract(
     ``extractor``: an ``Extractor``, or an output model with ``Extractor`` options in
     ``options`` (as ``df.kimi.extract``). ``text`` / ``template`` / ``images``: as in
     ``Extractor.run``. ``store``: the result-store path every worker commits to and resumes
-    from (default: the extractor's ``cache``; required). ``client``: default
+    from (default: the extractor's ``store``; required). ``client``: default
     ``distributed.get_client()``; compute with that client (its scheduler keeps the run's RPM/TPM
     quota). Columns and options are checked now; nothing is sent until the result is computed.
     """
     extractor, run_options = build_extractor(extractor, options)
     run_options = {"text": text, "template": template, **run_options}
     client = client or _current_client()
-    path = store if store is not None else extractor.cache_path
+    path = store if store is not None else extractor.store_path
     if path is None:
         raise ConfigurationError(
             "a Dask run commits every row to a result store so a failed partition resumes: pass "
-            "store='/path/results.sqlite3' (or Extractor(cache=...))"
+            "store='/path/results.sqlite3' (or Extractor(store=...))"
         )
     # Each partition's share must still pay for one request, or no partition could send any.
     check_budget_fits(
@@ -122,16 +123,9 @@ def extract(
     limits = cluster_limits(extractor)
     if limits.limited:
         install_rate_service(client)
-    worker_copy = copy.copy(extractor)
-    worker_copy.cache_path = Path(path).expanduser().absolute()
-    worker_copy.progress = False
-    worker_copy.last_run = None
-    worker_copy.last_partial = None
-    if extractor.max_cost is not None:
-        worker_copy.max_cost = extractor.max_cost / ddf.npartitions
-    if extractor.max_tokens is not None:
-        worker_copy.max_tokens = max(1, extractor.max_tokens // ddf.npartitions)
-    shipped = ShippedExtractor(worker_copy, limits.token)
+    shipped = ShippedExtractor(
+        extractor.output, partition_config(extractor.config, path, ddf.npartitions), limits.token
+    )
     return ddf.map_partitions(
         _run_partition,
         shipped,
@@ -143,6 +137,20 @@ def extract(
     )
 
 
+def partition_config(
+    config: ExtractorConfig, store: str | os.PathLike[str], partitions: int
+) -> ExtractorConfig:
+    """The settings of each partition's run: ``config`` with the shared store (an absolute path,
+    opened as given on every worker), no progress bar, and an even share of each budget."""
+    return dataclasses.replace(
+        config,
+        store=Path(store).expanduser().absolute(),
+        progress=False,
+        max_cost=None if config.max_cost is None else config.max_cost / partitions,
+        max_tokens=None if config.max_tokens is None else max(1, config.max_tokens // partitions),
+    )
+
+
 def output_meta(
     ddf: dd.DataFrame, extractor: Extractor[Any], run_options: dict[str, Any]
 ) -> pd.DataFrame:
@@ -151,7 +159,7 @@ def output_meta(
     Raises ``InputError`` now when a column option names a column ``ddf`` lacks, or an output
     column would overwrite an input column.
     """
-    columns = {k: v for k, v in run_options.items() if k in _COLUMN_OPTIONS and v is not None}
+    columns = {k: v for k, v in run_options.items() if k in COLUMN_OPTIONS and v is not None}
     prepared = prepare(ddf._meta, **columns)
     check_clashes(prepared.columns, extractor.output, extractor.prefix)
     assert prepared.index is not None
@@ -181,17 +189,18 @@ class KimiDaskAccessor:
 
 
 class ShippedExtractor:
-    """An extractor on its way to the workers: pickled once, by value where needed.
+    """An extractor on its way to the workers: its output model and config, pickled once (the
+    model by value where needed); each partition builds a fresh ``Extractor`` from them.
 
-    Locks inside it (per-process state such as the router's) are pickled as fresh locks. Its
-    repr names the extractor (whose repr masks the key) and never the bytes.
+    Any lock inside (per-process state) is pickled as a fresh lock. Its repr names the model
+    and the config (whose repr never shows the key) and never the bytes.
     """
 
-    def __init__(self, extractor: Extractor[Any], token: str) -> None:
-        self.description = repr(extractor)
+    def __init__(self, output: type[BaseModel], config: ExtractorConfig, token: str) -> None:
+        self.description = f"{output.__name__}, model={config.model!r}"
         self.token = token
         buffer = io.BytesIO()
-        _LockFreePickler(buffer).dump(extractor)
+        _LockFreePickler(buffer).dump((output, config))
         self.payload = buffer.getvalue()
 
     def __repr__(self) -> str:
@@ -202,8 +211,8 @@ class ShippedExtractor:
 
     def load(self) -> Extractor[Any]:
         """A fresh extractor (one per partition: runs record their report on it)."""
-        extractor: Extractor[Any] = cloudpickle.loads(self.payload)
-        return extractor
+        output, config = cloudpickle.loads(self.payload)
+        return Extractor(output, config=config)
 
 
 _LOCK_TYPES = (type(threading.Lock()), type(threading.RLock()))
