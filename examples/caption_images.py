@@ -65,7 +65,7 @@ def main() -> None:
     if extractor.last_run is not None:
         print(extractor.last_run.summary())
     if args.out:
-        from kimi_extract.cli import write_table
+        from kimi_extract.table.export import write_table
 
         write_table(out, Path(args.out))
 

@@ -70,7 +70,7 @@ def main() -> None:
     if extractor.last_run is not None:
         print(extractor.last_run.summary())
     if args.out:
-        from kimi_extract.cli import write_table
+        from kimi_extract.table.export import write_table
 
         write_table(table, Path(args.out))
 

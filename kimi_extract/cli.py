@@ -14,7 +14,6 @@ import argparse
 import contextlib
 import importlib
 import importlib.util
-import json
 import logging
 import sys
 import warnings
@@ -74,74 +73,15 @@ def read_table(path: Path) -> Any:
     raise SystemExit(f"unsupported input format {suffix!r}; use .csv, .jsonl or .parquet")
 
 
-def _jsonable_cell(value: Any) -> Any:
-    if isinstance(value, dict | list | tuple | set):
-        return json.dumps(value, default=str, ensure_ascii=False)
-    return value
-
-
-OUTPUT_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".parquet")
-
-
 def check_output(path: Path) -> None:
     """Refuse an output file we could not write, before the first request (exit 2)."""
-    suffix = path.suffix.lower()
-    if suffix not in OUTPUT_SUFFIXES:
-        raise SystemExit(
-            f"error: unsupported output format {suffix or path.name!r}; "
-            "use .csv, .jsonl or .parquet"
-        )
-    if suffix == ".parquet":
-        try:
-            import pyarrow  # noqa: F401
-        except ImportError:
-            raise SystemExit(
-                "error: writing .parquet needs pyarrow: pip install 'kimi-extract[parquet]' "
-                "(or write .csv / .jsonl)"
-            ) from None
+    from .exceptions import ConfigurationError
+    from .table.export import check_format
 
-
-def _informative_index(frame: Any) -> bool:
-    """False for the default 0..n-1 index, which only numbers the rows."""
-    import pandas as pd
-
-    index = frame.index
-    default = pd.RangeIndex(len(frame))
-    return not (index.name is None and isinstance(index, pd.RangeIndex) and index.equals(default))
-
-
-def _with_named_index(frame: Any) -> Any:
-    """The frame with its index as a first column (named ``index`` if it had no name)."""
-    if frame.index.name is None and frame.index.nlevels == 1:
-        name = "index" if "index" not in frame.columns else "kx_index"
-        frame = frame.rename_axis(name)
-    return frame.reset_index()
-
-
-def write_table(frame: Any, path: Path) -> None:
-    """Write .csv (nested cells as JSON text), .jsonl or .parquet, via a temp file + rename.
-
-    The index is written (as a named first column) only when it carries information: a table
-    read from a file has the default 0..n-1 index, which is left out.
-    """
-    check_output(path)
-    suffix = path.suffix.lower()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    if _informative_index(frame):
-        frame = _with_named_index(frame)
-    else:
-        frame = frame.reset_index(drop=True)
-    if suffix == ".csv":
-        frame.map(_jsonable_cell).to_csv(tmp, index=False)
-    elif suffix in (".jsonl", ".ndjson"):
-        frame.to_json(tmp, orient="records", lines=True, force_ascii=False, default_handler=str)
-    else:
-        try:
-            frame.to_parquet(tmp, index=False)
-        except Exception:  # nested values pyarrow cannot type: store them as JSON text
-            frame.map(_jsonable_cell).to_parquet(tmp, index=False)
-    tmp.replace(path)
+    try:
+        check_format(path)
+    except ConfigurationError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 @contextlib.contextmanager
@@ -232,7 +172,7 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
 
     from .exceptions import KimiExtractError, RunInterrupted, RunStopped
     from .extractor import Extractor
-    from .table.export import partial_path
+    from .table.export import partial_path, write_table
 
     output = load_model(args.schema)
     dry_run = getattr(args, "dry_run", False)

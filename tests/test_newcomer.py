@@ -20,6 +20,7 @@ from pydantic import BaseModel
 import kimi_extract as kx
 from kimi_extract import cli
 from kimi_extract.simulator.protocol import DEFAULT_API_KEY
+from kimi_extract.table.export import TableWriter, write_table
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -73,12 +74,37 @@ def test_unknown_output_format_exits_before_any_request(
 
 def test_csv_output_keeps_an_informative_index_under_a_name(tmp_path: Path) -> None:
     frame = pd.DataFrame({"a": [1, 2]}, index=pd.Index(["x", "y"]))
-    cli.write_table(frame, tmp_path / "labelled.csv")
+    write_table(frame, tmp_path / "labelled.csv")
     assert pd.read_csv(tmp_path / "labelled.csv").columns.tolist() == ["index", "a"]
-    cli.write_table(frame.reset_index(drop=True), tmp_path / "plain.csv")
+    write_table(frame.reset_index(drop=True), tmp_path / "plain.csv")
     assert pd.read_csv(tmp_path / "plain.csv").columns.tolist() == ["a"]
-    cli.write_table(frame.rename_axis("sku"), tmp_path / "named.jsonl")
+    write_table(frame.rename_axis("sku"), tmp_path / "named.jsonl")
     assert pd.read_json(tmp_path / "named.jsonl", lines=True).columns.tolist() == ["sku", "a"]
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".csv", ".jsonl"])
+def test_the_cli_and_run_to_write_a_frame_the_same_way(tmp_path: Path, suffix: str) -> None:
+    """One writer: ``--out`` and ``run_to`` give the same file for the same rows (nested values
+    as JSON text in parquet and csv)."""
+    frame = pd.DataFrame(
+        {"index": ["taken", "too"], "tags": [["a", "b"], []], "where": [{"x": 1}, None]},
+        index=pd.Index(["r1", "r2"]),
+    )
+    write_table(frame, tmp_path / f"cli{suffix}")
+    writer = TableWriter(tmp_path / f"run_to{suffix}")
+    writer.write(frame.iloc[:1])
+    writer.write(frame.iloc[1:])
+    writer.commit()
+    read = {
+        ".parquet": pd.read_parquet,
+        ".csv": pd.read_csv,
+        ".jsonl": lambda p: pd.read_json(p, lines=True),
+    }[suffix]
+    cli_back, run_to_back = read(tmp_path / f"cli{suffix}"), read(tmp_path / f"run_to{suffix}")
+    pd.testing.assert_frame_equal(cli_back, run_to_back)
+    assert cli_back.columns.tolist() == ["kx_index", "index", "tags", "where"]
+    if suffix != ".jsonl":
+        assert cli_back["tags"].tolist() == ['["a", "b"]', "[]"]
 
 
 def test_images_without_pillow_fail_only_the_rows_that_need_it(

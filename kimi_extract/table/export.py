@@ -1,12 +1,14 @@
-"""Incremental writers for ``Extractor.run_to``: results go to disk batch by batch, in order.
+"""The one table writer: ``Extractor.run_to`` (batch by batch, in order) and the CLI's ``--out``.
 
 Formats by suffix: ``.jsonl`` / ``.ndjson`` (nested values stay JSON objects and arrays),
 ``.parquet`` (pyarrow; nested values are stored as JSON text so every batch has the same schema),
-``.csv`` (nested values as JSON text). The file is written under a temporary name beside the
-target (``.NAME.part``) and renamed over the target only when the run finishes (``commit``). A run
-that stops, raises or is interrupted never touches the target: an existing file stays as it was,
-and the rows written so far are kept beside it as ``STEM.partial.SUFFIX`` (``abort`` returns that
-path, which the error message names).
+``.csv`` (nested values as JSON text). ``TableWriter`` appends batches; ``write_table`` writes one
+finished frame (the CLI) through it, so both write a given frame the same way.
+
+The file is written under a temporary name beside the target (``.NAME.part``) and renamed over
+the target only when the run finishes (``commit``). A run that stops, raises or is interrupted
+never touches the target: an existing file stays as it was, and the rows written so far are kept
+beside it as ``STEM.partial.SUFFIX`` (``abort`` returns that path, which the error message names).
 """
 
 from __future__ import annotations
@@ -19,22 +21,34 @@ from typing import Any
 import pandas as pd
 
 from ..exceptions import ConfigurationError
+from ..records import is_missing
+from .columns import INDEX
 
 SUFFIXES = (".jsonl", ".ndjson", ".parquet", ".csv")
 
 
-def check_path(path: str | os.PathLike[str]) -> Path:
-    """Validate the output path before any request; returns it as a Path."""
+def check_format(path: str | os.PathLike[str]) -> Path:
+    """Refuse a format we cannot write (unknown suffix, or .parquet without pyarrow)."""
     target = Path(path)
-    if target.suffix.lower() not in SUFFIXES:
-        raise ConfigurationError(f"run_to writes {', '.join(SUFFIXES)} files; got {target.name!r}")
-    if target.suffix.lower() == ".parquet":
+    suffix = target.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise ConfigurationError(
+            f"unsupported output format {suffix or target.name!r}; use .csv, .jsonl or .parquet"
+        )
+    if suffix == ".parquet":
         try:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ConfigurationError(
-                "writing .parquet needs pyarrow: pip install 'kimi-extract[parquet]'"
+                "writing .parquet needs pyarrow: pip install 'kimi-extract[parquet]' "
+                "(or write .csv / .jsonl)"
             ) from None
+    return target
+
+
+def check_path(path: str | os.PathLike[str]) -> Path:
+    """Validate the output path before any request; returns it as a Path."""
+    target = check_format(path)
     if not target.parent.exists():
         raise ConfigurationError(f"output directory {target.parent} does not exist")
     return target
@@ -46,11 +60,52 @@ def _json_text(value: Any) -> Any:
     return value
 
 
-class TableWriter:
-    """Appends DataFrame batches to one output file; ``close()`` moves it into place."""
+def _parquet_text(value: Any) -> str | None:
+    """An object cell as parquet stores it: text (nested values as JSON), or None if missing."""
+    if is_missing(value):
+        return None
+    return value if isinstance(value, str) else str(_json_text(value))
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+
+def informative_index(frame: pd.DataFrame) -> bool:
+    """False for the default 0..n-1 index, which only numbers the rows."""
+    index = frame.index
+    default = pd.RangeIndex(len(frame))
+    return not (index.name is None and isinstance(index, pd.RangeIndex) and index.equals(default))
+
+
+def _index_as_column(frame: pd.DataFrame) -> pd.DataFrame:
+    """The frame with its index as a first column (named ``index``, or ``kx_index`` when an
+    ``index`` column exists, if it had no name)."""
+    if frame.index.name is None and frame.index.nlevels == 1:
+        frame = frame.rename_axis("index" if "index" not in frame.columns else INDEX)
+    return frame.reset_index()
+
+
+def write_table(frame: pd.DataFrame, path: str | os.PathLike[str]) -> None:
+    """Write one finished frame to ``path`` (.csv, .jsonl or .parquet) via a temp file + rename.
+
+    The index is written (as a named first column) only when it carries information: a table
+    read from a file has the default 0..n-1 index, which is left out. Missing directories are
+    created. Raises ``ConfigurationError`` for a format it cannot write.
+    """
+    target = check_format(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    writer = TableWriter(target, index=informative_index(frame))
+    writer.write(frame)
+    writer.commit()
+
+
+class TableWriter:
+    """Appends DataFrame batches to one output file; ``close()`` moves it into place.
+
+    ``index``: write each batch's index as the first column (``run_to`` does: its rows keep the
+    input's labels).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, index: bool = True) -> None:
         self.path = check_path(path)
+        self.index = index
         self.format = self.path.suffix.lower().lstrip(".")
         self.tmp = self.path.with_name(f".{self.path.name}.part")
         #: Where the rows written so far are kept when the run does not finish.
@@ -62,10 +117,10 @@ class TableWriter:
         self._schema: Any = None
 
     def write(self, frame: pd.DataFrame) -> None:
-        """Append one batch (its index becomes the first column)."""
+        """Append one batch (its index becomes the first column unless ``index=False``)."""
         if frame.empty:
             return
-        table = frame.reset_index()
+        table = _index_as_column(frame) if self.index else frame.reset_index(drop=True)
         if self.format in ("jsonl", "ndjson"):
             self._text_handle().write(
                 table.to_json(orient="records", lines=True, force_ascii=False, default_handler=str)
@@ -88,12 +143,10 @@ class TableWriter:
         table = table.copy()
         for column in table.columns:
             if table[column].dtype == object:
-                table[column] = [
-                    None if v is None else (_json_text(v) if not isinstance(v, str) else v)
-                    for v in table[column]
-                ]
-                table[column] = table[column].map(
-                    lambda v: v if v is None or isinstance(v, str) else str(v)
+                # A Series, not a list: a list assigned to a column turns None into NaN, which
+                # would then be written as the text "nan".
+                table[column] = pd.Series(
+                    [_parquet_text(v) for v in table[column]], index=table.index, dtype=object
                 )
         if self._schema is None:
             fields = []
