@@ -70,8 +70,8 @@ import kimi_extract as kx
 SIMULATE = True  # False: the real Kimi API (reads KIMI_API_KEY / KIMI_BASE_URL)
 if SIMULATE:
     sim = kx.Simulator().start()  # a local HTTP server on 127.0.0.1, stopped at the end
-    # cache=False: simulated answers stay out of the on-disk result store.
-    connection = {"base_url": sim.base_url, "api_key": sim.api_key, "cache": False}
+    # store=False: simulated answers stay out of the on-disk result store.
+    connection = {"base_url": sim.base_url, "api_key": sim.api_key, "store": False}
 else:
     connection = {}  # the key and URL come from the environment; results are stored for resume
 """
@@ -218,7 +218,7 @@ def enrichment() -> list[Any]:
             Every row carries what it cost, summed over all attempts for that row (reasks
             included). `kx_prompt_tokens` includes the cached and cache-write tokens;
             `kx_completion_tokens` includes the reasoning tokens. `kx_error` is None on success;
-            `kx_from_cache` is True for rows served from the result store (no request, no tokens).
+            `kx_from_store` is True for rows served from the result store (no request, no tokens).
             """
         ),
         code(
