@@ -95,6 +95,27 @@ def test_configuration_errors_raised_by_the_http_layer():
 
 
 @pytest.mark.parametrize(
+    ("examples", "match"),
+    [
+        ([("only one",)], "pair"),
+        ([("text", 42)], "output must be"),
+        ([(42, {"name": "x"})], "input must be"),
+        ([("text", {"name": ["not", "a", "string"]})], "does not validate"),
+    ],
+)
+def test_bad_examples_are_configuration_errors(examples, match):
+    from pydantic import BaseModel
+
+    import kimi_extract as kx
+
+    class Thing(BaseModel):
+        name: str
+
+    with pytest.raises(ConfigurationError, match=match):
+        kx.Extractor(Thing, examples=examples, api_key="sk-test", store=None)
+
+
+@pytest.mark.parametrize(
     "options",
     [
         {"schema_level": "loose"},

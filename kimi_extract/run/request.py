@@ -12,9 +12,10 @@ import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from .. import tokens
+from ..exceptions import ConfigurationError
 from ..http.wire import Answer
 from ..records import Content
 from ..schema.compiled import CompiledSchema
@@ -45,16 +46,22 @@ def example_messages(
         try:
             example_input, example_output = pair
         except (TypeError, ValueError):
-            raise ValueError(f"examples[{index}] must be an (input, output) pair") from None
+            raise ConfigurationError(f"examples[{index}] must be an (input, output) pair") from None
         if isinstance(example_output, dict):
-            example_output = compiled.model.model_validate(example_output)
+            try:
+                example_output = compiled.model.model_validate(example_output)
+            except ValidationError as exc:
+                raise ConfigurationError(
+                    f"examples[{index}] output does not validate as {compiled.model.__name__}: "
+                    f"{exc.errors(include_url=False)}"
+                ) from None
         if not isinstance(example_output, compiled.model):
-            raise TypeError(
+            raise ConfigurationError(
                 f"examples[{index}] output must be a {compiled.model.__name__} or a dict, "
                 f"got {type(example_output).__name__}"
             )
         if not isinstance(example_input, str | list):
-            raise TypeError(
+            raise ConfigurationError(
                 f"examples[{index}] input must be a str, got {type(example_input).__name__}"
             )
         dumped = compiled.encode(example_output.model_dump(mode="json", by_alias=True))
