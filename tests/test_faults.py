@@ -221,7 +221,8 @@ def extractor_for(server: Simulator, **options) -> kx.Extractor:
 
 
 @pytest.mark.parametrize("stream", [False, True])
-def test_resets_and_cut_streams_are_retried_and_nothing_is_lost(stream):
+def test_resets_and_cut_streams_are_retried_and_nothing_is_lost(fast_time, stream):
+    # The backoff waits (fast_time) are not what is checked here: that every row comes out.
     with Simulator(fault_reset=0.15, fault_stream_cut=0.15, seed=3) as server:
         ex = extractor_for(server, stream=stream)
         out = ex.run(rows(200))
@@ -283,7 +284,7 @@ def test_permanently_invalid_rows_are_reported_with_status_type_and_request_id(s
     assert statuses[400] == 50 and statuses[200] == 950
 
 
-def test_key_never_leaks_into_logs_errors_store_or_outputs(tmp_path: Path, caplog):
+def test_key_never_leaks_into_logs_errors_store_or_outputs(tmp_path: Path, caplog, fast_time):
     for name in ("kimi_extract", "httpx", "httpcore", "tenacity", "aiohttp", "asyncio"):
         logging.getLogger(name).setLevel(logging.DEBUG)
     caplog.set_level(logging.DEBUG)

@@ -23,7 +23,9 @@ from pydantic import BaseModel
 
 import kimi_extract as kx
 from kimi_extract.http.backends import BACKENDS
+from kimi_extract.http.clock import use_clock
 
+from .conftest import SPEEDUP, FastClock
 from .hostile import HostileServer, Pieces, Request, completion, http, sse, stream_completion
 
 KEY = "sk-hypo-Zq9Wm3Lx7Rt2Vb8Nc4Hk6Jd1Fs5Gp0Ya"
@@ -271,7 +273,8 @@ def test_any_server_answer_ends_in_row_errors_and_never_leaks_the_key(
     )
     texts: list[str] = []
     try:
-        frame = extractor.run(ROWS)
+        with use_clock(FastClock(SPEEDUP)):  # retry waits are not what is checked here
+            frame = extractor.run(ROWS)
     except DOCUMENTED as stopped:
         event(f"stopped: {type(stopped.cause).__name__}")
         frame = stopped.partial
