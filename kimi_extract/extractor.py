@@ -30,7 +30,13 @@ from .http.limiter import Limiter
 from .http.routing import Router
 from .http.transport import Transport
 from .http.wire import BodyEncoder
-from .kimi import CACHE_MIN_TOKENS, DEFAULT_BASE_URL, ModelInfo
+from .kimi import (
+    CACHE_MIN_TOKENS,
+    DEFAULT_BASE_URL,
+    DEFAULT_CACHE_TTL,
+    WEB_SEARCH_TOOL,
+    ModelInfo,
+)
 from .media.documents import PageSpec, PdfMode
 from .media.parts import MediaOptions, current_options
 from .records import Content, Pricing, RowInput, RowResult, Usage
@@ -47,7 +53,7 @@ from .run.request import (
     response_format_for,
     system_prompt,
 )
-from .run.scheduler import run_engine
+from .run.scheduler import RunSetup, run_engine
 from .run.store import ResultStore, check_location, endpoint_identity, open_store
 from .run.sync import run_sync
 from .schema.compiled import compile_schema
@@ -648,10 +654,10 @@ class Extractor(Generic[T]):
             prompt_cache_options=cache_options,
             pricing=self.pricing,
             separate_cache_writes=self.info.separate_cache_writes,
-            cache_ttl=ttl or "5m",
+            cache_ttl=ttl or DEFAULT_CACHE_TTL,
             prefix_tokens=prefix_tokens,
             stream=self.config.stream,
-            tools=({"type": "web_search"},) if self.web_search else (),
+            tools=(dict(WEB_SEARCH_TOOL),) if self.web_search else (),
             max_tool_rounds=self.config.max_tool_rounds,
             mode=self.mode,
             endpoint=self.endpoint,
@@ -710,22 +716,23 @@ class Extractor(Generic[T]):
                 separate_cache_writes=self.info.separate_cache_writes,
                 cache_ttl=settings.cache_ttl,
             )
-        kept, stop_cause, report = await run_engine(
-            rows,
+        setup = RunSetup(
             settings=settings,
             transport=transport,
             limiter=limiter,
             budget=budget,
             store=open_store(self.store_path, progress),
-            total=total,
-            progress=progress,
             concurrency=self.concurrency,
             warm_first=self.config.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
+        )
+        kept, stop_cause, report = await run_engine(
+            rows,
+            setup,
+            total=total,
+            progress=progress,
+            sink=sink,
             keep_records=keep_records,
             lookahead=lookahead,
-            sink=sink,
-            model=self.model,
-            priced=self.pricing is not None,
         )
         self.usage = self.usage + report.usage
         self.last_run = report

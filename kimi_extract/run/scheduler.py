@@ -15,6 +15,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from ..exceptions import BudgetExceeded, RunStopped
@@ -260,29 +261,44 @@ class Progress:
             self._bar.close()
 
 
+@dataclass(frozen=True)
+class RunSetup:
+    """What one run uses besides its rows, built by the ``Extractor`` from its config.
+
+    ``settings``: what every request shares (model, prefix, schema, prices ...). ``transport`` /
+    ``limiter``: where and how fast requests go. ``budget`` / ``store``: the run's budget and
+    result store, if any (the store is closed when the run ends). ``concurrency``: rows in
+    flight. ``warm_first``: send one request before the fan-out so the shared prefix is cached.
+    """
+
+    settings: RowSettings
+    transport: Transport
+    limiter: Limiter
+    budget: Budget | None = None
+    store: ResultStore | None = None
+    concurrency: int = 16
+    warm_first: bool = False
+
+
 async def run_engine(
     rows: Any,
+    setup: RunSetup,
     *,
-    settings: RowSettings,
-    transport: Transport,
-    limiter: Limiter,
-    budget: Budget | None,
-    store: ResultStore | None,
     total: int | None,
     progress: bool,
-    concurrency: int,
-    warm_first: bool,
+    sink: Callable[[list[RowResult]], None] | None = None,
+    keep_records: bool = False,
     lookahead: int | None = None,
-    keep_records: bool,
-    sink: Callable[[list[RowResult]], None] | None,
-    model: str,
-    priced: bool,
 ) -> tuple[list[RowResult], BaseException | None, RunReport]:
-    """Run rows through a scheduler on ``transport``; tally usage; log the summary; close the store.
+    """Run rows through a scheduler as ``setup`` says; tally usage; log the summary; close the
+    store.
 
     Results go to ``sink`` in input order when given (and are not returned), else they are
-    returned as a list.
+    returned as a list. ``total``: the row count when known; ``progress``: show a bar;
+    ``keep_records``: keep each row's input values on its result; ``lookahead``: see
+    ``Scheduler.run``.
     """
+    transport, limiter, store = setup.transport, setup.limiter, setup.store
     kept: list[RowResult] = []
     tally = Tally()
 
@@ -296,15 +312,15 @@ async def run_engine(
     started = time.perf_counter()
     try:
         async with transport:
-            runner = RowRunner(settings, transport, store=store, budget=budget)
+            runner = RowRunner(setup.settings, transport, store=store, budget=setup.budget)
             scheduler = Scheduler(runner, limiter, keep_records=keep_records)
             _, stop_cause = await scheduler.run(
                 rows,
                 total=total,
                 progress=progress,
-                concurrency=concurrency,
+                concurrency=setup.concurrency,
                 sink=deliver,
-                warm_first=warm_first,
+                warm_first=setup.warm_first,
                 lookahead=lookahead,
             )
     finally:
@@ -316,8 +332,8 @@ async def run_engine(
         failed=tally.rows - tally.ok,
         usage=tally.usage,
         wall_s=time.perf_counter() - started,
-        model=model,
-        priced=priced,
+        model=setup.settings.model,
+        priced=setup.settings.pricing is not None,
         retries=transport.retries,
         throttles=limiter.throttles,
         from_store=tally.from_store,
