@@ -69,8 +69,10 @@ from .http.backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
 from .http.transport import RetryPolicy, Secret
 from .kimi import (
     DEFAULT_MAX_COMPLETION_TOKENS,
+    CACHE_TTLS,
     DEFAULT_MODEL,
     MAX_COMPLETION_TOKENS,
+    MAX_CONCURRENCY,
     ModelInfo,
     model_info,
     normalize_effort,
@@ -99,8 +101,6 @@ __all__ = [
 
 API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
-#: The largest ``concurrency`` accepted: the highest Kimi tier allows 1,000 requests in flight.
-MAX_CONCURRENCY = 1000
 
 
 @dataclass(frozen=True)
@@ -206,7 +206,7 @@ class ExtractorConfig:
             raise ConfigurationError(
                 f"mode must be 'json_schema' or 'json_object', got {self.mode!r}"
             )
-        if self.cache_ttl not in (None, "auto", "5m", "1h"):
+        if self.cache_ttl not in (None, "auto", *CACHE_TTLS):
             raise ConfigurationError(
                 f"cache_ttl must be 'auto', '5m', '1h' or None, got {self.cache_ttl!r}"
             )
@@ -231,7 +231,7 @@ class ExtractorConfig:
             )
 
         info = model_info(self.model)
-        if self.cache_ttl in ("5m", "1h") and not info.cache_options:
+        if self.cache_ttl in CACHE_TTLS and not info.cache_options:
             raise ConfigurationError(
                 f"{self.model} does not accept prompt_cache_options (K3.1 series only); drop "
                 "cache_ttl"

@@ -49,17 +49,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import re
 from collections import Counter, deque
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..kimi import LIMIT_MESSAGES, RATE_WINDOW_S
 from .clock import Clock, default_clock
 
 logger = logging.getLogger("kimi_extract")
 
-WINDOW_S = 60.0
+WINDOW_S = RATE_WINDOW_S
 #: Slots open at the start; far below the lowest Kimi tier's 50, so the opening never overshoots.
 SLOW_START = 8
 #: While no 429 signals a limit, the window doubles this often (and grows by one per answer).
@@ -83,18 +83,13 @@ BELOW_LIMIT = 0.8
 REFUSAL_SHARE = 0.6
 REFUSAL_WEIGHT = 0.02
 
-_LIMIT_PATTERNS = {
-    "concurrency": re.compile(r"max(?:imum)?\s+(?:organization\s+)?concurrency:?\s*(\d+)", re.I),
-    "rpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?RPM:?\s*(\d+)", re.I),
-    "tpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?TPM:?\s*(\d+)", re.I),
-}
 _LABELS = {"concurrency": "concurrency", "rpm": "RPM", "tpm": "TPM"}
 
 
 def limits_in_message(message: str) -> dict[str, int]:
     """The limits a Kimi 429 message names, e.g. ``{"rpm": 3000}``."""
     found = {}
-    for name, pattern in _LIMIT_PATTERNS.items():
+    for name, pattern in LIMIT_MESSAGES.items():
         match = pattern.search(message)
         if match:
             found[name] = int(match.group(1))

@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..exceptions import APIConnectionError, APIError, ConfigurationError
-from ..kimi import DEFAULT_BASE_URL, MULTIMODAL_BASE_URL
+from ..kimi import DEFAULT_BASE_URL, MEDIA_PART_TYPES, MULTIMODAL_BASE_URL
 from .clock import Clock, default_clock
 
 logger = logging.getLogger("kimi_extract")
@@ -43,7 +43,6 @@ MEDIA_BASE_URL = MULTIMODAL_BASE_URL
 FAILOVER_AFTER = 3
 #: Seconds a failing host is set aside before it gets traffic again.
 COOLDOWN_S = 60.0
-MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
 
 
 def has_media(body: Mapping[str, Any]) -> bool:

@@ -49,6 +49,7 @@ from ..exceptions import (
     RateLimitError,
     ServerError,
 )
+from ..kimi import QUOTA_ERROR_TYPE, RETRY_AFTER_MESSAGE, STATUS_OF_ERROR_TYPE
 from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
 from .clock import Clock, default_clock
 from .routing import Router
@@ -57,7 +58,6 @@ from .wire import Answer, ErrorObject, StreamAssembler, encode_body, parse_compl
 logger = logging.getLogger("kimi_extract")
 
 CHAT_PATH = "/v1/chat/completions"
-_RETRY_AFTER_MESSAGE = re.compile(r"try again after (\d+(?:\.\d+)?) ?(milliseconds|ms|seconds|s)\b")
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "msh-request-id", "x-trace-id")
 #: Default stall limit between stream lines (never above ``timeout``).
 DEFAULT_STALL_TIMEOUT = 120.0
@@ -229,7 +229,7 @@ def retry_after_seconds(headers: Mapping[str, str], message: str | None) -> floa
         except (TypeError, ValueError, OverflowError, IndexError):
             pass
     if message:
-        match = _RETRY_AFTER_MESSAGE.search(message)
+        match = RETRY_AFTER_MESSAGE.search(message)
         if match:
             amount = float(match.group(1))
             return amount / 1000.0 if match.group(2) in ("milliseconds", "ms") else amount
@@ -244,22 +244,6 @@ def _seconds(value: str, scale: float = 1.0) -> float | None:
     if math.isnan(number):
         return None
     return max(0.0, number / scale)  # inf stays inf: longer than any max_wait, so the row fails
-
-
-#: For an error object in a 200 body or a stream event: the HTTP status it stands for.
-_STATUS_OF_ERROR_TYPE = {
-    "invalid_request_error": 400,
-    "content_filter": 400,
-    "invalid_authentication_error": 401,
-    "authentication_error": 401,
-    "permission_denied_error": 403,
-    "resource_not_found_error": 404,
-    "not_found_error": 404,
-    "rate_limit_reached_error": 429,
-    "engine_overloaded_error": 429,
-    "exceeded_current_quota_error": 429,
-    "server_error": 500,
-}
 
 
 def error_from_response(
@@ -297,7 +281,7 @@ def error_from_object(
     """
     error_type = error.get("type")
     if status == 200:
-        status = _STATUS_OF_ERROR_TYPE.get(error_type, 500) if isinstance(error_type, str) else 500
+        status = STATUS_OF_ERROR_TYPE.get(error_type, 500) if isinstance(error_type, str) else 500
     return _api_error(status, headers, error.get("message"), error_type, error.get("code"), secret)
 
 
@@ -322,7 +306,7 @@ def _api_error(
     elif status == 404:
         cls = NotFoundError
     elif status == 429:
-        cls = QuotaExceededError if kind == "exceeded_current_quota_error" else RateLimitError
+        cls = QuotaExceededError if kind == QUOTA_ERROR_TYPE else RateLimitError
     elif status >= 500 or status in (408, 409):
         cls = ServerError
     else:

@@ -8,6 +8,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from ..kimi import DEFAULT_CACHE_TTL, LONG_CACHE_TTL
+
 #: Prompt tokens are estimated before sending (``kimi_extract.tokens``); the budget reserves this
 #: much more, for tokenizer differences, so a billed prompt never outgrows its reservation.
 PROMPT_MARGIN = 1.10
@@ -43,7 +45,7 @@ class Budget:
         max_tokens: int | None,
         pricing: Any = None,
         separate_cache_writes: bool = True,
-        cache_ttl: str = "5m",
+        cache_ttl: str = DEFAULT_CACHE_TTL,
     ) -> None:
         self.max_cost = max_cost
         self.max_tokens = max_tokens
@@ -66,7 +68,7 @@ class Budget:
             input_rate = max(pricing.input, pricing.cached_input)
             if self.separate_cache_writes:
                 write = pricing.cache_write
-                if self.cache_ttl == "1h" and pricing.cache_write_1h is not None:
+                if self.cache_ttl == LONG_CACHE_TTL and pricing.cache_write_1h is not None:
                     write = pricing.cache_write_1h
                 input_rate = max(input_rate, write)
             cost = (prompt * input_rate + completion_tokens * pricing.output) / 1_000_000

@@ -41,7 +41,7 @@ from ..exceptions import (
     ValidationFailedError,
 )
 from ..http.transport import Exchange, Transport
-from ..kimi import MAX_COMPLETION_TOKENS
+from ..kimi import DEFAULT_CACHE_TTL, MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
 from ..records import Pricing, RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid, CompiledSchema
 from .budget import Budget, Reservation
@@ -79,7 +79,7 @@ class RowSettings:
     prompt_cache_options: dict[str, Any] | None = None
     pricing: Pricing | None = None
     separate_cache_writes: bool = True
-    cache_ttl: str = "5m"
+    cache_ttl: str = DEFAULT_CACHE_TTL
     #: Tokens of the static prefix and schema, counted once (used for the context check).
     prefix_tokens: int = 0
     stream: bool = False
@@ -362,7 +362,7 @@ class RowRunner:
                 result.web_searches += sum(
                     1
                     for call in answer.tool_calls
-                    if (call.get("function") or {}).get("name") == "$web_search"
+                    if (call.get("function") or {}).get("name") == WEB_SEARCH_FUNCTION
                 )
                 added = [assistant_message(answer), *tool_result_messages(answer)]
                 messages = [*messages, *added]
