@@ -68,8 +68,8 @@ from .exceptions import ConfigurationError
 from .http.backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
 from .http.transport import RetryPolicy, Secret
 from .kimi import (
-    DEFAULT_MAX_COMPLETION_TOKENS,
     CACHE_TTLS,
+    DEFAULT_MAX_COMPLETION_TOKENS,
     DEFAULT_MODEL,
     MAX_COMPLETION_TOKENS,
     MAX_CONCURRENCY,
