@@ -242,7 +242,7 @@ class RowResult:
     exception: BaseException | None = field(default=None, repr=False)
     web_searches: int = 0
     #: Served from the result store without a request; ``saved`` is its original usage.
-    from_cache: bool = False
+    from_store: bool = False
     saved: Usage | None = None
     #: The row's input values, kept only for streaming outputs.
     record: Mapping[str, Any] | None = field(default=None, repr=False)

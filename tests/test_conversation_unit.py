@@ -279,11 +279,11 @@ class MemoryStore:
 def test_a_stored_row_is_served_without_a_request_and_a_fresh_one_is_committed():
     store = MemoryStore()
     first = run_row([answer()], store=store)
-    assert first.result.ok and not first.result.from_cache and len(store.rows) == 1
+    assert first.result.ok and not first.result.from_store and len(store.rows) == 1
     [stored] = store.rows.values()
     assert stored.output == GOOD and stored.attempts == 1
     again = run_row([], store=store)
-    assert again.result.from_cache and again.result.value == first.result.value
+    assert again.result.from_store and again.result.value == first.result.value
     assert again.bodies == [] and again.result.saved.prompt_tokens == 100
 
 
@@ -293,7 +293,7 @@ def test_a_stored_answer_the_model_no_longer_accepts_is_asked_again():
     for row in store.rows.values():
         row.output = '{"sentiment": "meh", "aspects": []}'
     out = run_row([answer()], store=store)
-    assert out.result.ok and not out.result.from_cache and len(out.bodies) == 1
+    assert out.result.ok and not out.result.from_store and len(out.bodies) == 1
 
 
 # -- the budget ----------------------------------------------------------------------------------

@@ -113,7 +113,7 @@ def one_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
-class ResultCache(Protocol):
+class RowStore(Protocol):
     """Where validated rows are kept between runs (``store.ResultStore``); lookups and commits
     are grouped per event-loop turn."""
 
@@ -170,7 +170,7 @@ class RowRunner:
         settings: RowSettings,
         transport: Transport,
         *,
-        store: ResultCache | None = None,
+        store: RowStore | None = None,
         budget: Budget | None = None,
     ) -> None:
         self.settings = settings
@@ -264,7 +264,7 @@ class RowRunner:
             result.value = self.settings.compiled.parse(stored.output)
         except Exception:
             return False  # the output model no longer accepts it: ask again
-        result.from_cache = True
+        result.from_store = True
         result.saved = stored.usage
         result.web_searches = stored.web_searches
         result.usage = Usage(cost=0.0 if self.settings.pricing is not None else math.nan)

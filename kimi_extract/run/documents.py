@@ -163,7 +163,7 @@ class DocumentPlan:
                 result.web_searches += chunk.web_searches
                 if chunk.saved is not None:
                     result.saved = (result.saved or Usage()) + chunk.saved
-            result.from_cache = all(c.from_cache for c in chunks)
+            result.from_store = all(c.from_store for c in chunks)
             result.error = _chunks_error(len(unit.chunks), [c.error for c in chunks])
         return merged
 

@@ -141,7 +141,7 @@ def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[st
         kx.ATTEMPTS: [r.attempts for r in results],
         kx.LATENCY_S: [r.latency_s for r in results],
         kx.ERROR: [r.error for r in results],
-        kx.FROM_STORE: [r.from_cache for r in results],
+        kx.FROM_STORE: [r.from_store for r in results],
     }
     return {
         name: pd.Series(cells[name], index=index, dtype=dtype)
