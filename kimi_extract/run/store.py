@@ -423,10 +423,6 @@ class ResultStore:
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
 
-    def integrity(self) -> str:
-        """``PRAGMA integrity_check``'s answer ("ok" when the file is sound)."""
-        return str(self._db.execute("PRAGMA integrity_check").fetchone()[0])
-
     def close(self) -> None:
         """Commit the rows still queued by ``commit``, then close the connection."""
         try:
