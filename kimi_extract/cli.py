@@ -172,6 +172,7 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
 
     from .exceptions import KimiExtractError, RunInterrupted, RunStopped
     from .extractor import Extractor
+    from .table import columns
     from .table.export import partial_path, write_table
 
     output = load_model(args.schema)
@@ -211,7 +212,7 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
         print(frame.head(args.show))
     if extractor.last_run is not None:
         print(summary_table(extractor.last_run))
-    if code == EXIT_OK and frame["kx_error"].notna().any():
+    if code == EXIT_OK and frame[columns.ERROR].notna().any():
         code = EXIT_ROWS_FAILED
     return code
 
@@ -222,7 +223,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     text: str | list[str] | None = None
     if args.text:
         text = args.text[0] if len(args.text) == 1 else list(args.text)
-    inputs = {"text": text, "template": args.template, "images": args.images}
+    inputs = {"text": text, "template": args.template, "images": args.images, "videos": args.videos}
     return _run_command(
         args,
         run=lambda ex: ex.run(data, **inputs),
@@ -341,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--text", action="append", help="text column (repeat for several)")
     run.add_argument("--template", help="str.format template over columns, e.g. 'Title: {title}'")
     run.add_argument("--images", help="column of image paths / URLs")
+    run.add_argument("--videos", help="column of video paths / URLs")
     run.add_argument(
         "--dry-run",
         action="store_true",

@@ -198,6 +198,12 @@ def test_old_cache_flag_warns_and_still_works(monkeypatch, capsys, value: str, s
     assert "--cache is deprecated" in capsys.readouterr().err
 
 
+def test_videos_flag_names_the_video_column(capsys):
+    # The column is checked before any request: an unknown one exits 2 naming it.
+    assert main(demo_args("--videos", "no_such_column", "--no-progress", "--dry-run")) == 2
+    assert "no_such_column" in capsys.readouterr().err
+
+
 def test_run_docs_with_media_flags(tmp_path: Path, capsys):
     out = tmp_path / "tables.jsonl"
     schema = f"{EXAMPLES / 'tables_from_pdf.py'}:PageTable"
