@@ -47,7 +47,7 @@ def check_clashes(input_columns: Sequence[str], model: type[BaseModel], prefix: 
     if clashes:
         hint = (
             "drop the kx_ columns from the input (it looks like an earlier output)"
-            if all(c.startswith("kx_") for c in clashes)
+            if all(c.startswith(RESERVED_PREFIX) for c in clashes)
             else "pass prefix='out_' (or another prefix) to name the output columns apart"
         )
         raise InputError(f"output column(s) {clashes} already exist in the input; {hint}")
