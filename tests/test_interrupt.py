@@ -7,8 +7,11 @@ import subprocess
 import sys
 import textwrap
 import time
+from pathlib import Path
 
 import pytest
+
+from kimi_extract.run.store import ResultStore
 
 from .conftest import INTERRUPTIBLE
 
@@ -81,3 +84,99 @@ def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
         "unclosed event loop",
     ):
         assert leak not in err, err
+
+
+ENTRY_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
+    """
+    import asyncio, sys
+    from pathlib import Path
+    import kimi_extract as kx
+    from kimi_extract.simulator import Reply, Simulator
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        value: str
+
+    ENTRY, WHERE, folder, store = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
+    # Three documents of four chunks each; only document 0's chunks are answered.
+    for i in range(3):
+        words = " ".join(f"w{i}x{j}" for j in range(60))
+        (folder / f"doc{i}.txt").write_text("\\n\\n".join(f"doc {i} {words}" for _ in range(4)))
+    slow = lambda r: None if "doc0" in r.user_text else Reply(delay=60)
+    with Simulator(responder=slow) as sim:
+        ex = kx.Extractor(Out, base_url=sim.base_url, api_key=sim.api_key, progress=False,
+                          concurrency=4, store=store)
+        if ENTRY == "extract":
+            call = lambda: ex.extract("doc 1: hangs")
+        elif ENTRY == "run":
+            call = lambda: ex.run(["doc0 answered", "doc1 hangs", "doc2 hangs"])
+        else:
+            call = lambda: ex.run_documents(folder, chunk_chars=500)
+        print("started", flush=True)
+        try:
+            if WHERE == "sync":
+                call()
+            else:  # a notebook cell: a running loop, SIGINT raises KeyboardInterrupt
+                async def cell():
+                    return call()
+                loop = asyncio.new_event_loop()
+                try:
+                    loop.run_until_complete(cell())
+                finally:
+                    loop.close()
+        except KeyboardInterrupt as stop:
+            part = getattr(stop, "partial", None)
+            shape = "none" if part is None else (
+                f"{len(part)}:{list(part.get('kx_chunks', []))}:"
+                f"{int(part['kx_error'].isna().sum())}:"
+                f"{sorted(c for c in part.columns if c.startswith('kx_doc'))}"
+            )
+            print(type(stop).__name__, shape, flush=True)
+    """
+)
+
+
+def _wait_for_stored(store: Path, rows: int) -> None:
+    """Until ``rows`` rows are committed to ``store`` (then a moment for their delivery)."""
+    deadline = time.monotonic() + 30
+    while rows and time.monotonic() < deadline:
+        if store.exists():
+            opened = ResultStore(store)
+            try:
+                if len(opened) >= rows:
+                    break
+            finally:
+                opened.close()
+        time.sleep(0.05)
+    time.sleep(0.5)
+
+
+@pytest.mark.parametrize("where", ["sync", "in-running-loop"])
+@pytest.mark.parametrize(
+    ("entry", "expected"),
+    [
+        # Every row; the answered one holds its value (in a notebook too: the wait for the run
+        # to hand over its partial must survive the Ctrl-C).
+        ("run", "RunInterrupted 3:[]:1:[]"),
+        # One row per document (not per chunk): document 0 finished, the others say why not.
+        ("run_documents", "RunInterrupted 3:[4, 4, 4]:1:[]"),
+        ("extract", "RunInterrupted none"),
+    ],
+)
+def test_ctrl_c_raises_run_interrupted_with_the_entry_points_partial(
+    tmp_path, entry, expected, where
+):
+    store = tmp_path / "store.sqlite3"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", ENTRY_SCRIPT, entry, where, str(tmp_path), str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "started"
+    # Document 0's chunks (the first row) are answered and stored; the other requests hang.
+    _wait_for_stored(store, {"run": 1, "run_documents": 4, "extract": 0}[entry])
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=30)
+    assert out.strip() == expected, err

@@ -23,27 +23,34 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
         return asyncio.run(coro)
     outcome: dict[str, Any] = {}
     ready = threading.Event()
+    # Not ``thread.join``: a KeyboardInterrupt inside ``join`` can leave the thread looking
+    # finished (``is_alive()`` False) while it still runs, so the wait after a Ctrl-C returned
+    # at once and the caller raised before the run had set its partial result.
+    finished = threading.Event()
 
     def worker() -> None:
-        with asyncio.Runner() as runner:
-            outcome["loop"] = runner.get_loop()
-            task = outcome["task"] = outcome["loop"].create_task(coro)
-            ready.set()
-            try:
-                outcome["value"] = runner.run(_await(task))
-            except BaseException as exc:  # delivered to the calling thread below
-                outcome["error"] = exc
+        try:
+            with asyncio.Runner() as runner:
+                outcome["loop"] = runner.get_loop()
+                task = outcome["task"] = outcome["loop"].create_task(coro)
+                ready.set()
+                try:
+                    outcome["value"] = runner.run(_await(task))
+                except BaseException as exc:  # delivered to the calling thread below
+                    outcome["error"] = exc
+        finally:
+            finished.set()
 
     thread = threading.Thread(target=worker, name="kimi_extract-run", daemon=True)
     thread.start()
     try:
-        while thread.is_alive():
-            thread.join(0.1)
+        while not finished.wait(0.1):
+            pass
     except KeyboardInterrupt:
         ready.wait(5)
         if "task" in outcome:
             outcome["loop"].call_soon_threadsafe(outcome["task"].cancel)
-        thread.join(10)
+        finished.wait(10)
         raise
     if "error" in outcome:
         raise outcome["error"]
