@@ -124,7 +124,7 @@ RESERVED_PROPERTY_NAMES = frozenset({"$defs", "$ref", "anyOf", "required", "addi
 
 
 @dataclass(frozen=True)
-class Limits:
+class SchemaLimits:
     """walle's size limits (``conf.go`` defaults; walle.md quotes older, smaller numbers).
 
     ``max_depth`` counts nested ``properties`` levels (a ``$ref`` adds its target's depth);
@@ -143,7 +143,7 @@ class Limits:
 
 
 #: walle's defaults: what the server enforces.
-DEFAULT_LIMITS = Limits()
+DEFAULT_LIMITS = SchemaLimits()
 
 #: seed, ``reasoning_effort``: "For generic client compatibility, `medium` maps to `high`,
 #: `xhigh` to `max`, and `minimal` / `none` to `low`; `none` does not disable reasoning."

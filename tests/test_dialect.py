@@ -405,7 +405,7 @@ def test_limit_enum_items_and_anyof_items() -> None:
     assert mfjs.first_problem({"anyOf": branches}, "strict") == at(
         "anyOf", "anyOf must have 1-500 items"
     )
-    small = mfjs.Limits(max_enum_items=3)
+    small = mfjs.SchemaLimits(max_enum_items=3)
     assert mfjs.first_problem({"type": "integer", "enum": [1, 2, 3, 4]}, limits=small) == at(
         "enum", "enum array cannot have more than 3 items"
     )

@@ -105,3 +105,19 @@ def test_response_format_shape():
     assert rf["type"] == "json_schema"
     assert set(rf["json_schema"]) == {"name", "strict", "schema"}
     assert rf["json_schema"]["strict"] is True and rf["json_schema"]["name"] == "Thing"
+
+
+def test_no_two_public_classes_share_a_name():
+    """One name, one thing: the client's and the simulator's records are named apart
+    (``Exchange`` / ``SimExchange``, ``Answer`` / ``SimAnswer``, ``HttpReply`` / ``Reply``)."""
+    import ast
+    from collections import defaultdict
+    from pathlib import Path
+
+    root = Path(kx.__file__).parent
+    homes: dict[str, list[str]] = defaultdict(list)
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
+                homes[node.name].append(path.relative_to(root).as_posix())
+    assert {name: where for name, where in homes.items() if len(where) > 1} == {}

@@ -77,7 +77,7 @@ class RedactingFilter(logging.Filter):
 
 
 @dataclass
-class Reply:
+class HttpReply:
     """A finished HTTP response."""
 
     status: int
@@ -102,7 +102,7 @@ class Backend(Protocol):
 
     async def close(self) -> None: ...
 
-    async def post(self, url: str, payload: bytes) -> Reply: ...
+    async def post(self, url: str, payload: bytes) -> HttpReply: ...
 
     def stream(self, url: str, payload: bytes) -> Any: ...
 
@@ -306,13 +306,13 @@ class AiohttpBackend:
         if self.log_filter is not None:
             self.log_filter.remove()
 
-    async def post(self, url: str, payload: bytes) -> Reply:
+    async def post(self, url: str, payload: bytes) -> HttpReply:
         with self._mapping("request"):
             async with self._session.post(url, data=payload, allow_redirects=False) as response:
                 limit = self.max_response_bytes
                 _check_declared_length(response.status, response.headers, limit)
                 body = await _read_capped(response.content.iter_any(), response.status, limit)
-                return Reply(response.status, response.headers, body)
+                return HttpReply(response.status, response.headers, body)
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
@@ -391,11 +391,11 @@ class HttpxBackend:
         if self.log_filter is not None:
             self.log_filter.remove()
 
-    async def post(self, url: str, payload: bytes) -> Reply:
+    async def post(self, url: str, payload: bytes) -> HttpReply:
         # Streamed, so the body is counted as it is decoded and never held past the cap.
         async with self.stream(url, payload) as reply:
             body = await reply.read()
-            return Reply(reply.status, reply.headers, body)
+            return HttpReply(reply.status, reply.headers, body)
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:

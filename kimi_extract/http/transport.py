@@ -50,7 +50,7 @@ from ..exceptions import (
     ServerError,
 )
 from ..kimi import QUOTA_ERROR_TYPE, RETRY_AFTER_MESSAGE, STATUS_OF_ERROR_TYPE
-from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, Reply, make_backend
+from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, HttpReply, make_backend
 from .clock import Clock, default_clock
 from .routing import Router
 from .wire import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
@@ -537,7 +537,7 @@ class Transport:
         # Raised outside the except blocks, so no chained context carries the server's raw text.
         raise failure
 
-    def _read_reply(self, reply: Reply) -> Answer:
+    def _read_reply(self, reply: HttpReply) -> Answer:
         secret = self._api_key
         if reply.status != 200:
             raise error_from_response(reply.status, reply.headers, reply.body, secret)

@@ -38,7 +38,7 @@ from typing import Any
 from ..exceptions import ConfigurationError
 
 # walle's levels, reserved names and size limits are Kimi rules: they live in the Kimi profile.
-from ..kimi import DEFAULT_LIMITS, LEVELS, RESERVED_PROPERTY_NAMES, Level, Limits
+from ..kimi import DEFAULT_LIMITS, LEVELS, RESERVED_PROPERTY_NAMES, Level, SchemaLimits
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -47,7 +47,7 @@ __all__ = [
     "MAX_NESTING",
     "RESERVED_PROPERTY_NAMES",
     "Level",
-    "Limits",
+    "SchemaLimits",
     "check_schema",
     "first_problem",
     "schema_size",
@@ -114,7 +114,9 @@ class _Problem(Exception):
         return f"At path '{where}': {self.message}"
 
 
-def check_schema(schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_LIMITS) -> list[str]:
+def check_schema(
+    schema: Any, level: Level = "ultra", limits: SchemaLimits = DEFAULT_LIMITS
+) -> list[str]:
     """The problem walle reports for ``schema`` at ``level`` (``[]`` when it is valid).
 
     Like walle, the check stops at the first problem, so the list has at most one item, in
@@ -132,7 +134,7 @@ def check_schema(schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_L
 
 
 def first_problem(
-    schema: Any, level: Level = "ultra", limits: Limits = DEFAULT_LIMITS
+    schema: Any, level: Level = "ultra", limits: SchemaLimits = DEFAULT_LIMITS
 ) -> str | None:
     """The problem walle reports for ``schema`` at ``level``, or None when it is valid."""
     problems = check_schema(schema, level, limits)
@@ -224,7 +226,7 @@ def _go_float(value: float) -> str:
     return f"{prefix}{text[:point]}.{text[point:]}"
 
 
-def _depth_message(limits: Limits) -> str:
+def _depth_message(limits: SchemaLimits) -> str:
     return f"schema depth exceeds maximum limit of {limits.max_depth}"
 
 
@@ -255,7 +257,7 @@ def _scan(schema: Any, bound: int) -> tuple[int, bool]:
 class _Walle:
     """One validation run: walle's passes over the schema, in walle's order."""
 
-    def __init__(self, root: Any, level: Level, limits: Limits) -> None:
+    def __init__(self, root: Any, level: Level, limits: SchemaLimits) -> None:
         self.root = root
         self.ultra = level == "ultra"
         self.limits = limits
