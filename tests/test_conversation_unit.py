@@ -16,7 +16,7 @@ import pytest
 from multidict import CIMultiDict
 
 import kimi_extract as kx
-from kimi_extract.http.backends import Reply
+from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.transport import RetryPolicy, Secret, Transport
 from kimi_extract.records import Pricing, RowInput, Usage
@@ -50,7 +50,7 @@ class VirtualClock:
 class ScriptedBackend:
     """Answers each POST with the next scripted reply (an exception is raised); keeps the bodies."""
 
-    def __init__(self, replies: list[Reply | BaseException]) -> None:
+    def __init__(self, replies: list[HttpReply | BaseException]) -> None:
         self.replies = list(replies)
         self.bodies: list[dict[str, Any]] = []
         self.overrun = False
@@ -61,7 +61,7 @@ class ScriptedBackend:
     async def close(self) -> None:
         pass
 
-    async def post(self, url: str, payload: bytes) -> Reply:
+    async def post(self, url: str, payload: bytes) -> HttpReply:
         self.bodies.append(json.loads(payload))
         if not self.replies:
             self.overrun = True
@@ -82,7 +82,7 @@ def answer(
     tool_calls: list[dict[str, Any]] | None = None,
     prompt: int = 100,
     completion: int = 20,
-) -> Reply:
+) -> HttpReply:
     message: dict[str, Any] = {"role": "assistant", "content": content, "reasoning_content": "hm"}
     if tool_calls:
         message["tool_calls"] = tool_calls
@@ -95,13 +95,13 @@ def answer(
             "total_tokens": prompt + completion,
         },
     }
-    return Reply(200, CIMultiDict(), json.dumps(body).encode())
+    return HttpReply(200, CIMultiDict(), json.dumps(body).encode())
 
 
 def error(status: int, kind: str, message: str = "no", headers: dict[str, str] | None = None):
     body = {"error": {"type": kind, "message": message}}
     # Header names are case-insensitive, as every HTTP backend gives them.
-    return Reply(status, CIMultiDict(headers or {}), json.dumps(body).encode())
+    return HttpReply(status, CIMultiDict(headers or {}), json.dumps(body).encode())
 
 
 def settings(**overrides: Any) -> RowSettings:
@@ -131,7 +131,7 @@ class Outcome:
 
 
 def run_rows(
-    replies: list[Reply | BaseException],
+    replies: list[HttpReply | BaseException],
     *,
     rows: int = 1,
     store: Any = None,
@@ -170,7 +170,7 @@ def run_rows(
     return outcomes
 
 
-def run_row(replies: list[Reply | BaseException], **options: Any) -> Outcome:
+def run_row(replies: list[HttpReply | BaseException], **options: Any) -> Outcome:
     return run_rows(replies, **options)[0]
 
 
@@ -403,7 +403,7 @@ def test_a_limit_named_in_a_429_paces_the_retry_on_the_same_clock():
 
 
 def test_connection_errors_are_retried_and_the_key_never_reaches_the_rows_error():
-    replies: list[Reply | BaseException] = [kx.APIConnectionError(f"reset by {KEY}")] * 9
+    replies: list[HttpReply | BaseException] = [kx.APIConnectionError(f"reset by {KEY}")] * 9
     out = run_row(replies, retry=RetryPolicy(max_retries=8))
     assert out.result.error.startswith("APIConnectionError") and len(out.bodies) == 9
     assert KEY not in out.result.error and KEY[:8] not in out.result.error
