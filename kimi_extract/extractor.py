@@ -367,6 +367,7 @@ class Extractor(Generic[T]):
         name that file.
         """
         writer: list[TableWriter] = []
+        self.last_partial = None  # the rows are in the file: RunInterrupted.partial stays None
         try:
             return run_sync(
                 self.arun_to(

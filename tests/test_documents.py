@@ -16,8 +16,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from kimi_extract.cli import main as cli_main
-from kimi_extract.exceptions import InputError
-from kimi_extract.media.parts import DEFAULT_MAX_IMAGE_PIXELS
+from kimi_extract.exceptions import AuthenticationError, InputError, RunStopped
 from kimi_extract.media.documents import (
     Page,
     html_to_text,
@@ -26,6 +25,8 @@ from kimi_extract.media.documents import (
     plan_chunks,
     split_text,
 )
+from kimi_extract.media.parts import DEFAULT_MAX_IMAGE_PIXELS
+from kimi_extract.simulator import Reply
 
 from .conftest import chat_requests, usage_sum
 
@@ -279,6 +280,45 @@ def test_chunk_chars_splits_long_text(sim, make_extractor, tmp_path):
     assert out.loc[0, "kx_chunks"] == len(sent) == 3
     assert all(", part " in t for t in sent)
     assert all(len(t.split("\n\n", 1)[1]) <= 500 for t in sent)
+
+
+def _chunked_folder(folder: Path, documents: int) -> list[str]:
+    """``documents`` .md files of two ~500-character chunks each; their paths, sorted."""
+    paths = []
+    for i in range(documents):
+        path = folder / f"doc{i}.md"
+        path.write_text("\n\n".join(f"doc{i} part {j} " + "word " * 80 for j in range(2)))
+        paths.append(str(path))
+    return paths
+
+
+def test_a_stopped_run_raises_with_one_row_per_document(sim, make_extractor, tmp_path):
+    paths = _chunked_folder(tmp_path, 3)
+    sim.responder = lambda request: Reply(status=401)
+    with pytest.raises(RunStopped) as caught:
+        make_extractor(Table, concurrency=1).run_documents(tmp_path, chunk_chars=500)
+    assert isinstance(caught.value.cause, AuthenticationError)
+    part = caught.value.partial
+    # The documents' rows (not the chunks'): every one says why it has no value.
+    assert part is not None and list(part["kx_source"]) == paths
+    assert list(part["kx_chunks"]) == [2, 2, 2]
+    assert part["kx_error"].notna().all() and part["rows"].isna().all()
+    assert not any(c.startswith("kx_doc") for c in part.columns)
+
+
+def test_documents_rerun_comes_from_the_store(sim, make_extractor, tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    _chunked_folder(folder, 2)
+    store = tmp_path / "store.sqlite3"
+    first = make_extractor(Table, store=store).run_documents(folder, chunk_chars=500)
+    sent = len(chat_requests(sim))
+    again = make_extractor(Table, store=store).run_documents(folder, chunk_chars=500)
+    assert sent == 4 and len(chat_requests(sim)) == sent  # 2 documents x 2 chunks, once
+    assert list(again["kx_from_store"]) == [True, True]
+    assert not first["kx_from_store"].any()
+    assert again["rows"].tolist() == first["rows"].tolist()
+    assert again["kx_prompt_tokens"].sum() == 0
 
 
 def test_split_text_and_plan_chunks():

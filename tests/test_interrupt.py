@@ -180,3 +180,24 @@ def test_ctrl_c_raises_run_interrupted_with_the_entry_points_partial(
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)
     assert out.strip() == expected, err
+
+
+def test_run_to_and_extract_never_carry_an_earlier_runs_partial(
+    make_extractor, monkeypatch, tmp_path
+):
+    import pandas as pd
+
+    import kimi_extract as kx
+    import kimi_extract.extractor as extractor_module
+
+    def ctrl_c(coro):  # the sync shell's view of a Ctrl-C during the run
+        coro.close()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(extractor_module, "run_sync", ctrl_c)
+    ex = make_extractor()
+    for call in (lambda: ex.run_to(tmp_path / "out.jsonl", ["a"]), lambda: ex.extract("a")):
+        ex.last_partial = pd.DataFrame({"from an earlier run": [1]})
+        with pytest.raises(kx.RunInterrupted) as caught:
+            call()
+        assert caught.value.partial is None

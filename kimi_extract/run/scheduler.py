@@ -67,7 +67,6 @@ class Scheduler:
         order = _Reorder(window=lookahead or 2 * max(1, concurrency), sink=sink)
         bar = Progress(total, enabled=progress, limiter=self.limiter)
         stop: list[BaseException] = []
-
         runner = self.runner
 
         async def handle(row: RowInput) -> RowResult:

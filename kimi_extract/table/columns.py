@@ -34,9 +34,6 @@ ITEM = "kx_item"
 SOURCE = "kx_source"
 PAGE = "kx_page"
 CHUNKS = "kx_chunks"
-#: ``run_documents``: the internal text / image columns of the chunk rows.
-DOC_TEXT = "kx_doc_text"
-DOC_IMAGES = "kx_doc_images"
 #: The CLI's column for a named or non-trivial index when writing a file.
 INDEX = "kx_index"
 
