@@ -7,7 +7,6 @@ import dataclasses
 import json
 import logging
 import math
-import warnings
 
 import pandas as pd
 import pytest

@@ -534,4 +534,3 @@ class Limiter:
         wait, cause = max(waits)
         # Sleep a hair past the boundary so float rounding cannot leave it a hair short.
         return (wait + 1e-6 if wait > 0 else wait), cause
-

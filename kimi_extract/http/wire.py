@@ -24,7 +24,6 @@ class Answer:
     request_id: str | None = None
 
 
-
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
@@ -255,4 +254,4 @@ class StreamAssembler:
             usage=Usage.from_api(self.usage),
             tool_calls=[self.tool_calls[i] for i in sorted(self.tool_calls)] or None,
             request_id=request_id or self.response_id,
-            )
+        )
