@@ -59,9 +59,9 @@ WEB_SEARCH_FUNCTION = "$web_search"
 BUILTIN_FUNCTION = "builtin_function"
 #: seed ``tools``: how a request offers web search (``{"type":"web_search"}``).
 WEB_SEARCH_TOOL = {"type": "web_search"}
-#: notes (Structured output): tool names must match this; seed ``tools.maxItems``: 128.
+#: notes (Structured output): tool names must match this. (At most 128 tools: seed
+#: ``tools.maxItems``, which the simulator checks with the seed's OpenAPI schema.)
 TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9-_]{2,63}$")
-MAX_TOOLS = 128
 
 # -- Errors and rate limits ----------------------------------------------------------------------
 #: notes (Errors and limits) and seed ``ErrorResponse``: the HTTP status each error ``type``

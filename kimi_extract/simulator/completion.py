@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .. import tokens
-from ..kimi import CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
+from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
 from . import answers, values
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text
@@ -177,7 +177,7 @@ def compose(
             tool_calls = [
                 {
                     "id": _call_id(rng),
-                    "type": "builtin_function",
+                    "type": BUILTIN_FUNCTION,
                     "function": {"name": WEB_SEARCH, "arguments": json.dumps(arguments)},
                 }
             ]
