@@ -697,7 +697,7 @@ class Extractor(Generic[T]):
         keep_records: bool = False,
         lookahead: int | None = None,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
-        """Run rows through a fresh transport and engine; tally usage; log the summary.
+        """Run rows through a fresh transport and scheduler; tally usage; log the summary.
 
         Results go to ``sink`` in input order when given (and are not returned), else they are
         returned as a list.

@@ -325,10 +325,10 @@ def _from_iterator(
 
 class BlockingRows(Iterator[RowInput]):
     """Rows whose production blocks (reading, decoding and encoding media; downloads): the
-    engine pulls them in a worker thread, one at a time, so the event loop keeps serving the
+    scheduler pulls them in a worker thread, one at a time, so the event loop keeps serving the
     requests in flight.
 
-    ``cancel()`` (the engine calls it when the run is cancelled, e.g. by Ctrl-C) stops a
+    ``cancel()`` (the scheduler calls it when the run is cancelled, e.g. by Ctrl-C) stops a
     download in progress within ~50 ms and ends the rows, so the worker thread finishes and the
     run can exit instead of waiting for a slow server.
     """

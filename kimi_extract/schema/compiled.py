@@ -65,7 +65,7 @@ class AnswerInvalid(ValueError):
 
     ``errors`` holds one line per problem: ``path.to.field: message`` with property names and
     list indexes as sent (aliases, e.g. ``aspects.0.score``), or ``$: message`` for the whole
-    answer. The engine sends these lines back to the model when it reasks.
+    answer. The conversation (``run.conversation``) sends these lines back when it reasks.
     """
 
     def __init__(self, kind: AnswerKind, errors: Sequence[str]) -> None:
