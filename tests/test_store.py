@@ -364,7 +364,7 @@ def test_rows_of_one_turn_share_one_transaction_and_one_lookup(tmp_path: Path, m
     store = ResultStore(path)
     counting = _CountingDB(store._db)
     store._db = counting  # type: ignore[assignment]
-    monkeypatch.setattr(store_module, "GROUP_ROWS", 100)
+    monkeypatch.setattr(store_module, "GROUP_ROWS", 200)
 
     async def commit_then_check(i: int) -> int:
         usage = kx.Usage(prompt_tokens=i, completion_tokens=2, requests=1, cost=0.25)
@@ -372,15 +372,16 @@ def test_rows_of_one_turn_share_one_transaction_and_one_lookup(tmp_path: Path, m
         return _committed(path)  # durable the moment commit returns
 
     async def main() -> None:
-        seen = await asyncio.gather(*(commit_then_check(i) for i in range(250)))
-        assert min(seen) >= 100  # nobody returned before its group (of at most 100) was committed
-        assert (store.commits, store.committed_rows) == (3, 250)  # 100 + 100 + 50
+        seen = await asyncio.gather(*(commit_then_check(i) for i in range(450)))
+        assert min(seen) >= 200  # nobody returned before its group (of at most 200) was committed
+        # 200 (two statements, one transaction) + 200 + 50 (one statement each)
+        assert (store.commits, store.committed_rows) == (3, 450)
         selects = counting.selects
         found = await asyncio.gather(*(store.lookup(f"k{i}") for i in range(0, 500, 2)))
         # 250 keys in one turn: one SELECT ... IN per power-of-two chunk (128, 64, 32, 16, 8, 2)
         assert counting.selects - selects <= 6
         hits = [f for f in found if f is not None]
-        assert len(hits) == 125 and hits[7].usage.prompt_tokens == 14 and hits[7].attempts == 1
+        assert len(hits) == 225 and hits[7].usage.prompt_tokens == 14 and hits[7].attempts == 1
         assert hits[7].output == '{"i": 14}' and hits[7].usage.cost == 0.25
         # A row queued for a commit in the same turn is found by a lookup of that turn.
         usage = kx.Usage(requests=1, cost=math.nan)
@@ -392,7 +393,7 @@ def test_rows_of_one_turn_share_one_transaction_and_one_lookup(tmp_path: Path, m
 
     asyncio.run(main())
     store.close()
-    assert _committed(path) == 251
+    assert _committed(path) == 451
 
 
 def test_a_failed_group_commit_fails_every_row_in_it_and_keeps_none(tmp_path: Path):

@@ -291,7 +291,8 @@ class ResultStore:
         file fails."""
         found: dict[str, Stored] = {}
         try:
-            for chunk in _chunks(list(keys)):
+            wanted = list(keys)
+            for chunk in [wanted] if len(wanted) <= _CHUNK else _chunks(wanted):
                 sql = _SELECT_IN.get(len(chunk)) or _SELECT_IN.setdefault(
                     len(chunk), _select_in(len(chunk))
                 )
@@ -327,22 +328,20 @@ class ResultStore:
         transaction: all of them or, when the file fails (``StoreError``), none."""
         created = time.time()
         try:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for chunk in _chunks(rows):
-                    sql = _INSERT.get(len(chunk)) or _INSERT.setdefault(
-                        len(chunk), _insert(len(chunk))
-                    )
-                    values: list[object] = []
-                    for row in chunk:
-                        values.extend(row)
-                        values.append(created)
-                    self._db.execute(sql, values)
-                self._db.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back already
-                    self._db.execute("ROLLBACK")
-                raise
+            if len(rows) <= _CHUNK:
+                # One statement is one transaction (autocommit): a single call to SQLite, whose
+                # cost per call dominates small groups.
+                self._db.execute(*_insert_of(rows, created))
+            else:
+                self._db.execute("BEGIN IMMEDIATE")
+                try:
+                    for chunk in _chunks(rows):
+                        self._db.execute(*_insert_of(chunk, created))
+                    self._db.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
+                        self._db.execute("ROLLBACK")
+                    raise
         except sqlite3.Error as exc:
             raise self._failed("write", exc) from None
         self.committed_rows += len(rows)
@@ -433,9 +432,11 @@ class ResultStore:
 
 #: The most rows one group commit holds: a larger group is committed at once, not next turn.
 GROUP_ROWS = 512
-#: Rows per SQL statement: a power of two at most this, so a few statements serve every size
-#: (7 parameters a row stays under SQLite's oldest limit of 999 parameters).
+#: Rows per SQL statement: a group of at most this many is one statement; a larger one is cut
+#: into power-of-two chunks (7 parameters a row stays under SQLite's oldest limit of 999).
 _CHUNK = 128
+#: Prepared statements a connection keeps: one INSERT and one SELECT per group size.
+_CACHED_STATEMENTS = 2 * _CHUNK + 32
 #: A row as written: key, model, output, usage JSON, attempts, web searches.
 _Row = tuple[str, str, str, str, int, int]
 _T = TypeVar("_T")
@@ -461,6 +462,16 @@ def _select_in(n: int) -> str:
 
 def _insert(n: int) -> str:
     return "INSERT OR REPLACE INTO results VALUES " + ",".join(["(?,?,?,?,?,?,?)"] * n)
+
+
+def _insert_of(rows: Sequence[_Row], created: float) -> tuple[str, list[object]]:
+    """One ``INSERT`` statement of ``rows`` and its parameters."""
+    sql = _INSERT.get(len(rows)) or _INSERT.setdefault(len(rows), _insert(len(rows)))
+    values: list[object] = []
+    for row in rows:
+        values.extend(row)
+        values.append(created)
+    return sql, values
 
 
 def encode_usage(usage: Usage) -> str:
@@ -504,7 +515,11 @@ def _connect(path: Path) -> sqlite3.Connection:
     of the file: once any opener has set it, the others find it set and skip the change.
     """
     db = sqlite3.connect(
-        path, timeout=BUSY_TIMEOUT_S, isolation_level=None, check_same_thread=False
+        path,
+        timeout=BUSY_TIMEOUT_S,
+        isolation_level=None,
+        check_same_thread=False,
+        cached_statements=_CACHED_STATEMENTS,
     )
     deadline = time.monotonic() + BUSY_TIMEOUT_S
     delay = 0.005
