@@ -865,4 +865,4 @@ def test_a_dask_budget_share_that_cannot_pay_for_one_request_is_refused_up_front
     ddf = dd.from_pandas(pd.DataFrame({"review": [f"r{i}" for i in range(8)]}), npartitions=4)
     ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, store=tmp_path / "s.db")
     with pytest.raises(kx.ConfigurationError, match="per partition"):
-        extract(ddf, ex, text="review", slots=2, client=object())  # type: ignore[arg-type]
+        extract(ddf, ex, text="review", client=object())  # type: ignore[arg-type]
