@@ -199,6 +199,72 @@ class Usage:
         )
 
 
+#: The match kinds of a ``Span``, best first; "none" means the leaf was not found in the text.
+SPAN_KINDS = ("exact", "normalized", "fuzzy", "none")
+
+
+@dataclass(frozen=True)
+class Span:
+    """Where one leaf of an answer sits in the text that was sent (grounding, ``kx_spans``).
+
+    ``path`` names the leaf (``"vendor"``, ``"items[2].name"``); ``value`` is the leaf as text.
+    ``start``/``end`` are Python ``str`` indices into the exact text that was sent, so
+    ``text[start:end]`` is the evidence; both are None when the leaf was not grounded.
+    ``kind`` is one of ``SPAN_KINDS``; ``score`` is 0..100 (100 for exact and normalized
+    matches, the RapidFuzz similarity for fuzzy ones, 0 for none). ``page`` is the 1-based page
+    of a document (None for plain rows); ``boxes`` are character boxes (left, top, right,
+    bottom) on that page when its text layer gives them, else ``()``. ``quote`` is the
+    supporting quote the model gave (``grounding="quotes"``), else None.
+    """
+
+    path: str
+    value: str
+    start: int | None = None
+    end: int | None = None
+    kind: str = "none"
+    score: float = 0.0
+    page: int | None = None
+    boxes: tuple[tuple[float, float, float, float], ...] = ()
+    quote: str | None = None
+
+    @property
+    def grounded(self) -> bool:
+        """True when the leaf was found in the text (``kind != "none"``)."""
+        return self.start is not None and self.kind != "none"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (a ``kx_spans`` cell holds a list of these); boxes become lists."""
+        return {
+            "path": self.path,
+            "value": self.value,
+            "start": self.start,
+            "end": self.end,
+            "kind": self.kind,
+            "score": float(self.score),
+            "page": self.page,
+            "boxes": [list(box) for box in self.boxes],
+            "quote": self.quote,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Span:
+        """The inverse of ``to_dict`` (missing keys take their defaults)."""
+        return cls(
+            path=str(data["path"]),
+            value=str(data["value"]),
+            start=data.get("start"),
+            end=data.get("end"),
+            kind=str(data.get("kind", "none")),
+            score=float(data.get("score", 0.0)),
+            page=data.get("page"),
+            boxes=tuple(
+                (float(box[0]), float(box[1]), float(box[2]), float(box[3]))
+                for box in data.get("boxes") or ()
+            ),
+            quote=data.get("quote"),
+        )
+
+
 #: A row's content: a text, or a list of chat content parts (images and videos first, then text).
 Content = str | list[dict[str, Any]]
 

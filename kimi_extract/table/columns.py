@@ -36,6 +36,10 @@ PAGE = "kx_page"
 CHUNKS = "kx_chunks"
 #: The CLI's column for a named or non-trivial index when writing a file.
 INDEX = "kx_index"
+#: ``grounding=``: per row, a list of span dicts (``records.Span.to_dict``), one per leaf of the
+#: answer, grounded or not; and the share of leaves grounded (NaN without leaves or on error).
+SPANS = "kx_spans"
+GROUNDED = "kx_grounded"
 
 #: Token buckets (nested: cached and cache write are part of prompt, reasoning of completion).
 TOKEN_COLUMNS = (
