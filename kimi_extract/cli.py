@@ -306,7 +306,7 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         "--max-image-pixels",
         type=int,
         help="downscale images (and rendered pages) above this many pixels; 0 = never "
-        "(default 1048576)",
+        f"(default {_default('max_image_pixels')})",
     )
     parser.add_argument(
         "--fetch-urls", action="store_true", help="download http(s) media and send it inline"
