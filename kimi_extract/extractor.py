@@ -148,10 +148,12 @@ class Extractor(Generic[T]):
 
     @property
     def model(self) -> str:
+        """The model name sent."""
         return self.config.model
 
     @property
     def info(self) -> ModelInfo:
+        """The model's rules (``kx.ModelInfo``)."""
         return self.config.model_info
 
     @property
@@ -161,34 +163,42 @@ class Extractor(Generic[T]):
 
     @property
     def instructions(self) -> str | None:
+        """The system prompt, or None."""
         return self.config.instructions
 
     @property
     def mode(self) -> Mode:
+        """``"json_schema"`` or ``"json_object"``."""
         return self.config.mode
 
     @property
     def concurrency(self) -> int:
+        """Rows in flight at once."""
         return self.config.concurrency
 
     @property
     def rpm(self) -> int | None:
+        """Client-side requests per minute, or None."""
         return self.config.rpm
 
     @property
     def tpm(self) -> int | None:
+        """Client-side tokens per minute, or None."""
         return self.config.tpm
 
     @property
     def max_cost(self) -> float | None:
+        """The budget in USD, or None."""
         return self.config.max_cost
 
     @property
     def max_tokens(self) -> int | None:
+        """The budget in tokens, or None."""
         return self.config.max_tokens
 
     @property
     def max_completion_tokens(self) -> int:
+        """The output budget of one request, reasoning included."""
         return self.config.max_completion_tokens
 
     @property
@@ -198,18 +208,22 @@ class Extractor(Generic[T]):
 
     @property
     def progress(self) -> bool:
+        """Whether runs show a progress bar."""
         return self.config.progress
 
     @property
     def prefix(self) -> str:
+        """Prepended to output column names."""
         return self.config.prefix
 
     @property
     def web_search(self) -> bool:
+        """Whether Kimi's ``$web_search`` tool is offered."""
         return self.config.web_search
 
     @property
     def media(self) -> MediaOptions:
+        """How media cells become content parts (``MediaOptions``)."""
         return self.config.media
 
     @property
