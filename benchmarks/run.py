@@ -13,7 +13,8 @@ time, and the machine's load average before and after it.
 
 Measurements (see each ``bench_*.py``): 1 CPU per row at zero latency, 2 latency-bound
 throughput, 3 rate-limited server, 4 prompt-cache warm-up, 5 memory of ``run_to``, 6 import
-time, 7 the limiter matrix (every limiter shape, limits untold and told). Peers (openai SDK,
+time, 7 the limiter matrix (every limiter shape, limits untold and told), 8 one RPM quota
+shared by a Dask cluster (4 worker processes). Peers (openai SDK,
 instructor) that are not installed are skipped and said so; install them with
 ``pip install -e '.[bench]'``.
 """
@@ -34,6 +35,7 @@ sys.path.insert(0, str(HERE))
 
 import bench_cache  # noqa: E402
 import bench_cpu  # noqa: E402
+import bench_dask_limits  # noqa: E402
 import bench_import  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_limiters  # noqa: E402
@@ -50,6 +52,7 @@ MEASUREMENTS = {
     "5": bench_memory.measure,
     "6": bench_import.measure,
     "7": bench_limiters.measure,
+    "8": bench_dask_limits.measure,
 }
 
 

@@ -65,6 +65,8 @@ PACE_SHARE = 0.99
 BURST_S = 0.05
 #: The scheduler waits at most this long for a permit before answering "none yet, ask again".
 MAX_HOLD_S = 5.0
+#: A waiting grant looks again this often (token corrections arrive meanwhile).
+RECHECK_S = 0.05
 #: The most permits one worker asks for at once.
 MAX_BATCH = 64
 #: Token corrections are sent to the scheduler this long after the first one (batched).
@@ -210,6 +212,8 @@ class RateState:
         self._entries: dict[int, list[Any]] = {}
         self._batches = 0
         self.granted = 0
+        #: Tokens counted over the whole run: estimates, corrected by the real usage reported.
+        self.spent = 0
         self.last_used = now
         self.lock = asyncio.Lock()
 
@@ -287,6 +291,7 @@ class RateState:
         self.requests += len(tokens)
         self.tokens += total
         self.granted += len(tokens)
+        self.spent += total
         if self.request_pace is not None:
             self.request_pace.level -= len(tokens)
         if self.token_pace is not None:
@@ -300,6 +305,7 @@ class RateState:
             delta = max(delta, -entry[2])
             entry[2] += delta
             self.tokens += delta
+        self.spent += delta
         if self.token_pace is not None:
             self.token_pace.level -= delta
 
@@ -343,7 +349,8 @@ class RateService:
                     return {"granted": count, "batch": batch, "held_s": now - start}
                 if now - start + wait > MAX_HOLD_S:
                     return {"granted": 0, "batch": 0, "held_s": now - start}
-                await self.clock.sleep(wait)
+                # Look again soon: a correction returning tokens may shorten the wait.
+                await self.clock.sleep(min(wait, RECHECK_S))
 
     def settle(self, name: str = "", deltas: list[list[int]] | None = None) -> None:
         """Apply token corrections ``[[batch, real - estimated], ...]`` of one run."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -236,3 +237,52 @@ def test_the_cluster_never_exceeds_the_quota_and_a_lone_partition_uses_all_of_it
         assert len(alone) == 60
         assert 0.6 * CAP < most_in_any_window(alone, WINDOW_S) <= CAP
         assert all(h.status == 200 for h in sim.history)  # the server refused nothing
+
+
+def rate_states(client: Any) -> dict[str, tuple[int, int]]:
+    """Every run's (granted, tokens spent) at the scheduler's rate service."""
+
+    def read(dask_scheduler: Any) -> dict[str, tuple[int, int]]:
+        service = dask_scheduler.extensions.get("kimi_extract_rate")
+        states = service.states if service is not None else {}
+        return {name: (s.granted, s.spent) for name, s in states.items()}
+
+    result: dict[str, tuple[int, int]] = client.run_on_scheduler(read)
+    return result
+
+
+@pytest.mark.slow
+def test_tokens_are_settled_to_the_billed_usage_across_the_cluster(
+    client: Any, short_window: None, tmp_path: Any
+) -> None:
+    """TPM only: no window at the server holds more tokens than the quota, and the scheduler's
+    count ends at exactly what the server billed (each estimate replaced by the real usage)."""
+    tpm = 120_000  # 4,000 tokens in any 2 s: a dozen requests of this size
+    with Simulator(tpm=tpm, window_s=WINDOW_S, ttft_s=0.02) as sim:
+        extractor = kx.Extractor(
+            Review, base_url=sim.base_url, api_key=sim.api_key, progress=False, tpm=tpm
+        )
+        ddf = dd.from_pandas(reviews(30).assign(review=lambda f: f.review + " Tokens."), 2)
+        before = rate_states(client)
+        lazy = kxd.extract(
+            ddf, extractor, text="review", store=tmp_path / "t.sqlite3", client=client
+        )
+        out = lazy.compute()
+        assert out["kx_error"].isna().all()
+        exchanges = chat_requests(sim)
+        assert all(h.status == 200 for h in exchanges)
+        billed = [
+            (h.t_start, h.usage["prompt_tokens"] + h.usage["completion_tokens"]) for h in exchanges
+        ]
+    most = 0
+    for t, _ in billed:
+        most = max(most, sum(n for s, n in billed if t - WINDOW_S < s <= t))
+    assert most <= tpm * WINDOW_S / 60
+    deadline = time.monotonic() + 10
+    while True:  # corrections reach the scheduler a moment after the answers
+        (run,) = set(rate_states(client)) - set(before)
+        granted, spent = rate_states(client)[run]
+        if spent == sum(n for _, n in billed) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert granted == len(billed) and spent == sum(n for _, n in billed)
