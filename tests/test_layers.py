@@ -51,6 +51,10 @@ LAYERS: dict[str, int] = {
     "media.fetch": 1,
     "media.formats": 1,
     "media.parts": 1,
+    "ground": 1,
+    "ground.align": 1,
+    "ground.forms": 1,
+    "ground.normalize": 1,
     # 2: talking to the server
     "http": 2,
     "http.backends": 2,
@@ -79,6 +83,8 @@ LAYERS: dict[str, int] = {
     "table.export": 4,
     "table.frame": 4,
     "table.plot": 4,
+    "table.review": 4,
+    "table.review_page": 4,
     # 5..8
     "config": 5,
     "extractor": 6,
