@@ -48,6 +48,7 @@ from .schema.compiled import CompiledSchema, compile_schema, response_format
 if typing.TYPE_CHECKING:
     from .simulator import Simulator
     from .table.plot import plot_usage
+    from .table.review import review
 
 __version__ = "0.1.0"
 
@@ -93,12 +94,14 @@ __all__ = [
     "compile_schema",
     "plot_usage",
     "response_format",
+    "review",
 ]
 
 #: Public names whose modules load on first use, so ``import kimi_extract`` stays fast: the
 #: simulator pulls in its HTTP server stack, which most runs against the real API never need;
-#: ``plot_usage`` is only for notebooks (it imports matplotlib when called).
-_LAZY = {"Simulator": ".simulator", "plot_usage": ".table.plot"}
+#: ``plot_usage`` is only for notebooks (it imports matplotlib when called); ``review`` writes a
+#: page after a run.
+_LAZY = {"Simulator": ".simulator", "plot_usage": ".table.plot", "review": ".table.review"}
 
 
 def __getattr__(name: str) -> typing.Any:

@@ -54,6 +54,7 @@ EXPECTED = [
     "compile_schema",
     "plot_usage",
     "response_format",
+    "review",
 ]
 
 
