@@ -3,6 +3,7 @@
     kimi-extract run INPUT --schema FILE.py:Class --text COL --out OUT [--simulate] ...
     kimi-extract run-docs DIR|FILES --schema FILE.py:Class [--explode FIELD] --out OUT ...
     kimi-extract simulate --port 8000
+    kimi-extract review OUT.parquet --html review.html [--text COL]
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
 could not start (bad arguments, configuration, authentication, quota).
@@ -245,6 +246,31 @@ def cmd_run_docs(args: argparse.Namespace) -> int:
     return _run_command(args, run=lambda ex: ex.run_documents(args.sources, **options))
 
 
+def cmd_review(args: argparse.Namespace) -> int:
+    """``kimi-extract review``: an output table -> one static HTML page to check it."""
+    from .exceptions import KimiExtractError
+    from .table.review import review
+
+    frame = read_table(Path(args.table))
+    text: str | list[str] | None = None
+    if args.text:
+        text = args.text[0] if len(args.text) == 1 else list(args.text)
+    try:
+        out = review(
+            frame,
+            args.html,
+            text_column=text,
+            template=args.template,
+            documents=False if args.no_documents else None,
+            title=args.title,
+        )
+    except (KimiExtractError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_STOPPED
+    print(f"wrote the review page of {len(frame):,} rows to {out}", file=sys.stderr)
+    return EXIT_OK
+
+
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``kimi-extract simulate``: serve the local Kimi API until interrupted."""
     from .simulator import serve
@@ -365,6 +391,27 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--recursive", action="store_true", help="also read subfolders")
     _add_run_args(docs)
     docs.set_defaults(func=cmd_run_docs)
+
+    rev = sub.add_parser(
+        "review",
+        help="write an HTML page to check an output table against its sources",
+        description="One self-contained HTML page (no network): each row's source text with "
+        "its grounded values highlighted (kx_spans), unsupported values, errors, tokens and "
+        "cost; PDF pages of run-docs outputs with boxes over the evidence.",
+    )
+    rev.add_argument("table", help="an output table: .parquet, .jsonl or .csv")
+    rev.add_argument(
+        "--html", default="review.html", help="the page to write (default review.html)"
+    )
+    rev.add_argument("--text", action="append", help="the text column(s) given to run")
+    rev.add_argument("--template", help="the template given to run")
+    rev.add_argument(
+        "--no-documents",
+        action="store_true",
+        help="do not read the kx_source documents again (no page texts or images)",
+    )
+    rev.add_argument("--title", help="the page title (default: the file name)")
+    rev.set_defaults(func=cmd_review)
 
     sim = sub.add_parser(
         "simulate",

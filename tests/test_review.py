@@ -1,0 +1,168 @@
+"""``kx.review`` without a browser: the embedded data, its escaping, reading spans back from files,
+and the ``kimi-extract review`` command (the page in a real browser: test_review_browser.py)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import kimi_extract as kx
+from kimi_extract.cli import main as cli_main
+from kimi_extract.exceptions import InputError
+from kimi_extract.records import Span
+from kimi_extract.table.export import write_table
+from kimi_extract.table.review import script_json, spans_of, utf16_offsets
+
+HOSTILE = "</script><script>window.__pwned=1</script><!-- \u2028 \u2029 & <b>"
+
+
+def span(text: str, value: str, path: str, kind: str = "exact", **extra: Any) -> dict[str, Any]:
+    start = text.find(value)
+    grounded = start >= 0 and kind != "none"
+    return Span(
+        path=path,
+        value=value,
+        start=start if grounded else None,
+        end=start + len(value) if grounded else None,
+        kind=kind if grounded else "none",
+        score=100.0 if grounded else 0.0,
+        **extra,
+    ).to_dict()
+
+
+def frame(texts: list[str], values: list[list[tuple[str, str]]]) -> pd.DataFrame:
+    """An output frame: a text column, one field column, kx_spans and the accounting columns."""
+    spans = [[span(t, v, p) for p, v in leaves] for t, leaves in zip(texts, values, strict=True)]
+    n = len(texts)
+    return pd.DataFrame(
+        {
+            "text": texts,
+            "vendor": [leaves[0][1] if leaves else None for leaves in values],
+            "kx_spans": spans,
+            "kx_grounded": [1.0] * n,
+            "kx_prompt_tokens": [120] * n,
+            "kx_cached_tokens": [0] * n,
+            "kx_completion_tokens": [15] * n,
+            "kx_reasoning_tokens": [0] * n,
+            "kx_cost": [0.0004] * n,
+            "kx_error": [None] * n,
+        }
+    )
+
+
+def page_data(path: Path) -> dict[str, Any]:
+    """The JSON embedded in a review page."""
+    page = path.read_text(encoding="utf-8")
+    block = re.search(r'<script type="application/json" id="kx-data">(.*?)</script>', page, re.S)
+    assert block is not None
+    data: dict[str, Any] = json.loads(block.group(1))
+    return data
+
+
+def test_script_json_cannot_end_its_block_and_round_trips():
+    text = script_json({"text": HOSTILE, HOSTILE: [HOSTILE]})
+    assert not set(text) & {"<", ">", "&", "\u2028", "\u2029"}
+    assert json.loads(text) == {"text": HOSTILE, HOSTILE: [HOSTILE]}
+
+
+def test_hostile_data_is_never_markup(tmp_path):
+    df = frame([f"ACME {HOSTILE}"], [[("vendor", "ACME")]])
+    df.index = pd.Index([HOSTILE])
+    df["kx_error"] = [HOSTILE]
+    out = kx.review(df, tmp_path / "r.html", text_column="text", title=HOSTILE)
+    page = out.read_text(encoding="utf-8")
+    # Exactly the page's own two script blocks, and the data only inside the JSON one.
+    assert page.count("<script") == 2 and page.count("</script>") == 2
+    assert "window.__pwned" in page and "<b>" not in page
+    assert page_data(out)["cards"][0]["error"] == HOSTILE
+
+
+def test_the_page_is_self_contained(tmp_path):
+    out = kx.review(frame(["ACME sells"], [[("vendor", "ACME")]]), tmp_path / "r.html")
+    page = out.read_text(encoding="utf-8")
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", page, re.I)
+    assert "default-src 'none'" in page  # the CSP forbids any network access
+
+
+def test_text_is_the_text_the_run_sent(tmp_path):
+    """A template renders as the run rendered it, so offsets land on the same characters."""
+    df = pd.DataFrame({"title": ["Order"], "body": ["ACME ships 4 cups"]})
+    template = "Title: {title}\nBody: {body}"
+    sent = template.format(title="Order", body="ACME ships 4 cups")
+    spans = [span(sent, "ACME", "vendor"), span(sent, "4", "count")]
+    df["kx_spans"] = pd.Series([spans], dtype=object)
+    data = page_data(kx.review(df, tmp_path / "r.html", template=template))
+    card = data["cards"][0]
+    text = data["texts"][card["sections"][0]["text"]]
+    assert text == sent
+    assert [text[s["s"] : s["e"]] for s in card["spans"]] == ["ACME", "4"]
+    with pytest.raises(InputError, match="nope"):
+        kx.review(df, tmp_path / "r.html", text_column="nope")
+
+
+def test_offsets_count_utf16_units_past_the_bmp():
+    text = "😀 ACME 𠀋 Corp"
+    start = text.index("Corp")
+    assert utf16_offsets(text, [0, 2, start, start + 4]) == [0, 3, start + 2, start + 6]
+    assert utf16_offsets("plain", [1, 3]) == [1, 3]
+
+
+def test_offsets_outside_the_text_are_not_highlighted(tmp_path):
+    df = frame(["short"], [[]])
+    bad = {"path": "x", "value": "v", "start": 3, "end": 99, "kind": "exact"}
+    df["kx_spans"] = pd.Series([[bad]], dtype=object)
+    card = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))["cards"][0]
+    assert card["spans"][0]["s"] is None and card["spans"][0]["kind"] == "exact"
+
+
+@pytest.mark.parametrize(
+    "cell",
+    [
+        [Span("a", "x", 0, 1, "exact", 100.0)],
+        np.array([Span("a", "x", 0, 1, "exact", 100.0).to_dict()], dtype=object),
+        json.dumps([Span("a", "x", 0, 1, "exact", 100.0).to_dict()]),
+    ],
+)
+def test_span_cells_as_objects_arrays_or_json_text(cell):
+    assert spans_of(cell) == [Span("a", "x", 0, 1, "exact", 100.0).to_dict()]
+
+
+def test_missing_span_cells_and_bad_ones():
+    assert spans_of(None) == spans_of(float("nan")) == spans_of("") == []
+    with pytest.raises(InputError, match="not JSON"):
+        spans_of("[{")
+    with pytest.raises(InputError):
+        spans_of(42)
+
+
+def test_counts_errors_unsupported_and_cost(tmp_path):
+    df = frame(["ACME a", "Bolt b", "Cog c"], [[("vendor", "ACME")], [], [("vendor", "Zed")]])
+    df.at[1, "kx_error"] = "ValidationFailedError: row 1"
+    data = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))
+    assert [c["error"] is not None for c in data["cards"]] == [False, True, False]
+    assert [c["unsupported"] for c in data["cards"]] == [0, 0, 1]
+    assert data["cards"][0]["usage"]["prompt"] == 120 and data["cards"][0]["cost"] == 0.0004
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "3 rows · 1 with errors · 1 with unsupported values · $0.0012" in page
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
+def test_cli_review_reads_spans_back_from_files(tmp_path, suffix, capsys):
+    text = "发票 ACME 株式会社 total 42"
+    df = frame([text], [[("vendor", "ACME 株式会社"), ("total", "42")]])
+    source = tmp_path / f"out{suffix}"
+    write_table(df, source)
+    html = tmp_path / "review.html"
+    assert cli_main(["review", str(source), "--html", str(html), "--text", "text"]) == 0
+    card = page_data(html)["cards"][0]
+    assert [(s["path"], s["s"], s["e"]) for s in card["spans"]] == [
+        ("vendor", 3, 12),
+        ("total", 19, 21),
+    ]
+    assert str(html) in capsys.readouterr().err
