@@ -4,6 +4,7 @@ Ctrl-C with a partial frame, and estimates."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import math
 import os
 import signal
@@ -18,11 +19,13 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kimi_extract as kx
 import kimi_extract.run.store as store_module
 from kimi_extract.run.report import Tally
-from kimi_extract.run.request import request_key
+from kimi_extract.run.request import RequestKeys, _canonical, request_key
 from kimi_extract.run.store import ResultStore, resolve
 from kimi_extract.simulator import Reply
 
@@ -491,3 +494,20 @@ def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(sim, tmp_p
         text = h.body["messages"][-1]["content"]
         asked[text] = asked.get(text, 0) + 1
     assert len(asked) == n and sum(1 for c in asked.values() if c > 1) <= concurrency
+
+
+@given(content=st.text(), role=st.sampled_from(["user", "assistant"]))
+@settings(max_examples=200, deadline=None)
+def test_a_text_rows_key_is_the_key_of_its_canonical_json(content: str, role: str):
+    """Text rows take a shortcut to their key (#16); it must give the general path's bytes."""
+    keys = RequestKeys(
+        model="kimi-k3.1-pro",
+        static_messages=[{"role": "system", "content": "S"}],
+        response_format=kx.response_format(Review),
+        reasoning_effort="low",
+        tools=None,
+        mode="json_schema",
+    )
+    for message in ({"role": role, "content": content}, {"content": content, "role": role}):
+        general = hashlib.sha256(keys._prefix + _canonical(message)).hexdigest()
+        assert keys.key(message) == general

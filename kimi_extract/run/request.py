@@ -196,6 +196,10 @@ def request_key(
     return keys.key(messages[-1])
 
 
+#: A str as JSON without escaping non-ASCII: what ``json.dumps(..., ensure_ascii=False)`` uses.
+_json_string = json.encoder.encode_basestring
+
+
 def _canonical(value: Any) -> bytes:
     text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return text.encode()
@@ -230,4 +234,10 @@ class RequestKeys:
 
     def key(self, user: dict[str, Any]) -> str:
         """The key of the request whose last message is ``user``."""
+        content = user.get("content")
+        if type(content) is str and len(user) == 2 and user.get("role") == "user":
+            # The canonical JSON of a text row, written directly: the same bytes as
+            # ``_canonical`` (sorted keys, no spaces, ensure_ascii=False), a fraction of the CPU.
+            text = '{"content":' + _json_string(content) + ',"role":"user"}'
+            return hashlib.sha256(self._prefix + text.encode()).hexdigest()
         return hashlib.sha256(self._prefix + _canonical(user)).hexdigest()
