@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import math
+import unicodedata
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -186,6 +187,7 @@ def _fuzzy(
     normalized = source.normalized
     folded = normalized.text
     text = source.text
+    composed = unicodedata.normalize("NFC", needle)
     best: tuple[float, int, int, int] | None = None  # (score, -free, distance, start), end
     best_span: tuple[int, int] | None = None
     for low, high in _windows(source, needle):
@@ -204,7 +206,9 @@ def _fuzzy(
             continue
         start, end = normalized.to_original(a, b)
         start, end = _snap(text, start, end)
-        score = float(fuzz.ratio(needle, fold(text[start:end])))
+        # scored composed, so that a kana with its voicing mark or an accented letter (two folded
+        # characters) counts as one character
+        score = float(fuzz.ratio(composed, unicodedata.normalize("NFC", fold(text[start:end]))))
         if score < min_score:
             continue
         distance = abs(start - anchor) if anchor is not None else start

@@ -6,8 +6,10 @@ came from, so a match found in the folded text maps back to ``text[start:end]``.
 
 Folding, character by character (each original character becomes zero or more folded ones):
 
-- Unicode NFKC (full-width Latin letters, digits and punctuation become ASCII, ``ﬁ`` -> ``fi``,
-  the ideographic space becomes a space, half-width katakana become full-width);
+- Unicode compatibility normalisation (NFKC's equivalences: full-width Latin letters, digits and
+  punctuation become ASCII, ``ﬁ`` -> ``fi``, the ideographic space becomes a space, half-width
+  katakana become full-width), in its decomposed form (NFKD), because it is applied character
+  by character: ``é`` and ``e`` + U+0301, ``プ`` and half-width ``ﾌﾟ`` fold the same;
 - ``str.casefold`` (``ß`` -> ``ss``);
 - punctuation width and shape: dashes and minus signs -> ``-``, curly and CJK quotes and corner
   brackets -> ``'`` / ``"``, ``、`` -> ``,``, ``。`` -> ``.``, wave dashes -> ``~``;
@@ -16,8 +18,7 @@ Folding, character by character (each original character becomes zero or more fo
   layer) never decides a match. Nothing here splits text into words, so scripts written without
   spaces (Chinese, Japanese, Thai) fold the same way as the others.
 
-Not folded: accents and other combining marks are kept (``が`` is not ``か``); a decomposed
-``e`` + U+0301 stays two characters (NFKC per character), so it matches ``é`` only fuzzily.
+Not folded: accents and other combining marks are kept (``が`` is not ``か``, ``é`` is not ``e``).
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ _PUNCTUATION = str.maketrans(
 def _fold_char(char: str) -> str:
     if char.isspace() or char in _INVISIBLE:
         return ""
-    folded = unicodedata.normalize("NFKC", char).casefold().translate(_PUNCTUATION)
+    folded = unicodedata.normalize("NFKD", char).casefold()
+    folded = unicodedata.normalize("NFKD", folded).translate(_PUNCTUATION)
     if any(c.isspace() for c in folded):  # NFKC spells some marks with a space ("¨" -> " ̈")
         folded = "".join(c for c in folded if not c.isspace())
     return folded

@@ -1,0 +1,394 @@
+"""The aligner (``kimi_extract.ground``): every value traced to its place in the source text.
+
+Documents are generated with known spans (English, Chinese, Japanese, mixed scripts). Exact values
+must be found at their offsets, perturbed ones (case, spacing, full-width, a typo) with the kind
+the perturbation calls for, and values absent from the text must never get a span.
+"""
+
+from __future__ import annotations
+
+import random
+import string
+import unicodedata
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from enum import Enum
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+from kimi_extract.ground import DEFAULT_MIN_SCORE, align, fold, leaves_of, normalize
+from kimi_extract.ground.forms import surface_forms
+from kimi_extract.records import Span
+
+# -- generated documents -------------------------------------------------------------------------
+
+_CJK = [chr(c) for c in range(0x4E00, 0x4E00 + 2000)]
+_KANA = [chr(c) for c in range(0x3041, 0x3097)] + [chr(c) for c in range(0x30A1, 0x30FB)]
+_THAI = [chr(c) for c in range(0x0E01, 0x0E2F)]
+
+
+def _word(rng: random.Random, low: int = 3, high: int = 9) -> str:
+    return "".join(rng.choice(string.ascii_lowercase) for _ in range(rng.randint(low, high)))
+
+
+@dataclass
+class Doc:
+    text: str
+    #: (value, start): values placed at known offsets, each occurring once in the text
+    placed: list[tuple[str, int]]
+    script: str
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.size = 0
+        self.placed: list[tuple[str, int]] = []
+
+    def add(self, piece: str) -> None:
+        self.parts.append(piece)
+        self.size += len(piece)
+
+    def place(self, value: str) -> None:
+        self.placed.append((value, self.size))
+        self.add(value)
+
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def _filler(rng: random.Random, script: str, vocab: list[str]) -> str:
+    if script == "en":
+        words = [rng.choice(vocab) for _ in range(rng.randint(3, 12))]
+        return " " + " ".join(words) + rng.choice((". ", ", ", ".\n", " "))
+    if script == "zh":
+        return "".join(rng.choice(_CJK[:300]) for _ in range(rng.randint(4, 15))) + rng.choice(
+            "，。、"
+        )
+    if script == "ja":
+        pool = _KANA[:60] + _CJK[:150]
+        return "".join(rng.choice(pool) for _ in range(rng.randint(4, 15))) + rng.choice("、。")
+    # mixed: English words, CJK, Thai, full-width digits
+    choice = rng.randrange(4)
+    if choice == 0:
+        return " " + " ".join(rng.choice(vocab) for _ in range(rng.randint(2, 6))) + " "
+    if choice == 1:
+        return "".join(rng.choice(_CJK[:300]) for _ in range(rng.randint(3, 10))) + "。"
+    if choice == 2:
+        return "".join(rng.choice(_THAI) for _ in range(rng.randint(3, 10))) + " "
+    return "".join(chr(0xFF10 + rng.randrange(10)) for _ in range(rng.randint(1, 4))) + "、"
+
+
+def _value(rng: random.Random, script: str) -> str:
+    if script == "en" or (script == "mixed" and rng.random() < 0.4):
+        return " ".join(_word(rng, 4, 9).capitalize() for _ in range(rng.randint(1, 3)))
+    if script == "zh":
+        return "".join(rng.choice(_CJK[:300]) for _ in range(rng.randint(4, 10)))
+    if script == "ja":
+        return "".join(rng.choice(_KANA[60:]) for _ in range(rng.randint(4, 10)))
+    if rng.random() < 0.5:
+        return "".join(rng.choice(_THAI) for _ in range(rng.randint(5, 10)))
+    return "".join(rng.choice(_CJK[300:600]) for _ in range(2)) + _word(rng, 3, 6).upper()
+
+
+def make_doc(seed: int, script: str, values: int = 12, fillers: int = 60) -> Doc:
+    """A document of filler with ``values`` values placed at known offsets (each unique)."""
+    rng = random.Random(seed)
+    vocab = [_word(rng) for _ in range(300)]
+    builder = _Builder()
+    slots = sorted(rng.sample(range(fillers), values))
+    for index in range(fillers):
+        builder.add(_filler(rng, script, vocab))
+        if slots and slots[0] == index:
+            slots.pop(0)
+            builder.add(" " if script in ("en", "mixed") else "")
+            builder.place(_value(rng, script))
+            builder.add(" " if script in ("en", "mixed") else "")
+    text = builder.text()
+    folded = fold(text)
+    placed = [
+        (value, start)
+        for value, start in builder.placed
+        if text.count(value) == 1 and folded.count(fold(value)) == 1
+    ]
+    return Doc(text, placed, script)
+
+
+SCRIPTS = ("en", "zh", "ja", "mixed")
+
+# -- exact values ----------------------------------------------------------------------------------
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), script=st.sampled_from(SCRIPTS))
+def test_exact_values_are_found_at_their_offsets(seed, script):
+    doc = make_doc(seed, script)
+    leaves = [(f"v[{i}]", value) for i, (value, _) in enumerate(doc.placed)]
+    spans = align(doc.text, leaves)
+    for span, (value, start) in zip(spans, doc.placed, strict=True):
+        assert (span.kind, span.start, span.end) == ("exact", start, start + len(value)), span
+        assert doc.text[span.start : span.end] == value
+        assert span.score == 100.0
+
+
+def test_a_repeated_value_takes_the_next_free_occurrence():
+    text = "Qty 1 of Widget; qty 1 of Gadget; qty 1 of Widget."
+    spans = align(text, [("a", "Widget"), ("b", "Widget"), ("c", "Widget")])
+    first, second = text.find("Widget"), text.rfind("Widget")
+    assert [s.start for s in spans[:2]] == [first, second]
+    assert spans[2].start in (first, second)  # every occurrence is taken: reused, still grounded
+
+
+# -- perturbed values ------------------------------------------------------------------------------
+
+
+def _full_width(value: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+
+
+def _perturb(rng: random.Random, value: str, kind: str) -> str | None:
+    if kind == "case":
+        changed = value.swapcase() if rng.random() < 0.5 else value.upper()
+        return changed if changed != value else None
+    if kind == "spacing":
+        if " " in value:
+            return value.replace(" ", rng.choice(("", "  ", "\n")), 1)
+        return value[:2] + " " + value[2:]
+    if kind == "width":
+        changed = _full_width(value)
+        return changed if changed != value else None
+    # typo: one character in the middle replaced (only values long enough to be fuzzy-matched)
+    if len(unicodedata.normalize("NFC", fold(value))) < 10:
+        return None
+    middle = len(value) // 2
+    while value[middle].isspace():
+        middle += 1
+    replacement = "q" if value[middle].casefold() != "q" else "z"
+    return value[:middle] + replacement + value[middle + 1 :]
+
+
+_EXPECTED_KIND = {"case": "normalized", "spacing": "normalized", "width": "normalized"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    script=st.sampled_from(SCRIPTS),
+    kind=st.sampled_from(("case", "spacing", "width", "typo")),
+)
+def test_perturbed_values_are_found_with_the_right_kind(seed, script, kind):
+    doc = make_doc(seed, script, values=8)
+    rng = random.Random(seed)
+    cases = []
+    for value, start in doc.placed:
+        changed = _perturb(rng, value, kind)
+        if changed is not None and changed != value and changed not in doc.text:
+            cases.append((changed, value, start))
+    spans = align(doc.text, [(f"v[{i}]", c[0]) for i, c in enumerate(cases)])
+    for span, (changed, value, start) in zip(spans, cases, strict=True):
+        if kind == "typo":
+            assert span.kind == "fuzzy", (changed, value, span)
+            assert DEFAULT_MIN_SCORE <= span.score < 100
+            overlap = min(span.end, start + len(value)) - max(span.start, start)
+            assert overlap >= 0.8 * len(value), (span, value, doc.text[span.start : span.end])
+        else:
+            assert span.kind == _EXPECTED_KIND[kind], (changed, value, span)
+            assert (span.start, span.end) == (start, start + len(value)), (changed, span)
+
+
+def test_full_width_digits_and_punctuation_and_cjk_spacing():
+    text = "合同编号：ＡＢ－１２３４５，金额１，２００．５０元。签约方：北 京 字 节 跳 动。"
+    spans = align(
+        text,
+        [("no", "AB-12345"), ("amount", "1200.5"), ("party", "北京字节跳动"), ("colon", "编号:")],
+    )
+    got = {s.path: (s.kind, text[s.start : s.end]) for s in spans if s.start is not None}
+    assert got == {
+        "no": ("normalized", "ＡＢ－１２３４５"),
+        "amount": ("normalized", "１，２００．５０"),
+        "party": ("normalized", "北 京 字 节 跳 动"),
+        "colon": ("normalized", "编号："),
+    }
+
+
+def test_japanese_half_width_katakana_and_thai():
+    text = "株式会社ｻﾝﾌﾟﾙの契約。ผู้ซื้อคือบริษัทตัวอย่าง จำกัด"
+    spans = align(text, [("ja", "サンプル"), ("th", "บริษัทตัวอย่าง")])
+    assert [(s.kind, text[s.start : s.end]) for s in spans] == [
+        ("normalized", "ｻﾝﾌﾟﾙ"),
+        ("exact", "บริษัทตัวอย่าง"),
+    ]
+
+
+# -- numbers and dates ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "expected"),
+    [
+        ("1200.5", "Total: USD 1,200.50 due", ("exact", "1,200.50")),
+        ("1200.5", "Summe 1.200,50 EUR", ("exact", "1.200,50")),
+        ("1200.5", "合计１，２００．５０元", ("normalized", "１，２００．５０")),
+        ("1200", "paid 1 200 in cash", ("normalized", "1 200")),
+        ("-42.1", "loss of (42.10) this year", ("exact", "(42.10)")),
+        ("2024-03-05", "signed on 5 March 2024 in", ("exact", "5 March 2024")),
+        ("2024-03-05", "signed on March 5th, 2024.", ("exact", "March 5th, 2024")),
+        ("2024-03-05", "于2024年3月5日签署", ("exact", "2024年3月5日")),
+        ("2024-03-05", "于２０２４年３月５日签署", ("normalized", "２０２４年３月５日")),
+        ("2024-03-05", "DATED 05-MAR-2024", ("normalized", "05-MAR-2024")),
+        ("2024-03-05T14:30:00", "at 2024-03-05 14:30 UTC", ("exact", "2024-03-05 14:30")),
+    ],
+)
+def test_numbers_and_dates_are_found_in_their_written_forms(value, text, expected):
+    (span,) = align(text, [("x", value)])
+    assert (span.kind, text[span.start : span.end]) == expected
+    assert span.value == expected[1] or span.kind == "normalized"
+
+
+@pytest.mark.parametrize(
+    ("value", "text"),
+    [
+        ("200.5", "Total: 1,200.50"),
+        ("1200", "Total: 1,200.50"),
+        ("1200.55", "Total: 1,200.50"),
+        ("1200.5", "Total: 21,200.50"),
+        ("5", "page 15 of 25, 5.5 kg"),
+        ("2024-03-06", "signed on 5 March 2024"),
+        ("2024-03-05", "signed on 15 March 2024"),
+        ("art", "the start of it"),
+        ("Acme", "Acmeology Inc"),
+    ],
+)
+def test_a_number_date_or_word_inside_a_longer_one_is_not_grounded(value, text):
+    (span,) = align(text, [("x", value)])
+    assert span == Span("x", value), span
+
+
+def test_surface_forms_list_the_value_first():
+    assert surface_forms("1200.5")[0] == "1200.5"
+    assert "1,200.50" in surface_forms("1200.5")
+    assert "2024年3月5日" in surface_forms("2024-03-05")
+    assert surface_forms("Acme") == ["Acme"]
+
+
+# -- absent values --------------------------------------------------------------------------------
+
+
+def _absent_values(rng: random.Random, doc: Doc, script: str, count: int) -> list[str]:
+    found: list[str] = []
+    folded = fold(doc.text)
+    while len(found) < count:
+        if script in ("en", "mixed") and rng.random() < 0.5:
+            value = " ".join(_word(rng, 5, 9).capitalize() for _ in range(rng.randint(1, 3)))
+        elif rng.random() < 0.2:
+            value = f"{rng.randint(1000, 999999) / 100:.2f}"
+        else:
+            value = _value(rng, script)
+        if fold(value) not in folded:
+            found.append(value)
+    return found
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), script=st.sampled_from(SCRIPTS))
+def test_values_absent_from_the_text_never_get_a_span(seed, script):
+    doc = make_doc(seed, script, values=6, fillers=120)
+    values = _absent_values(random.Random(seed ^ 0x5EED), doc, script, 20)
+    spans = align(doc.text, [(f"a[{i}]", v) for i, v in enumerate(values)])
+    grounded = [(s.value, doc.text[s.start : s.end], s.score) for s in spans if s.kind != "none"]
+    assert not grounded
+
+
+def test_absent_values_stay_absent_in_a_long_document():
+    """The indexed fuzzy stage (texts past 20,000 folded characters) does not ground them either."""
+    doc = make_doc(7, "en", values=20, fillers=4000)
+    assert len(doc.text) > 100_000
+    values = _absent_values(random.Random(1), doc, "en", 200)
+    spans = align(doc.text, [(f"a[{i}]", v) for i, v in enumerate(values)])
+    assert [s for s in spans if s.kind != "none"] == []
+    typos = [(f"t[{i}]", v[:-3] + "q" + v[-2:]) for i, (v, _) in enumerate(doc.placed)]
+    typos = [t for t in typos if len(fold(t[1])) >= 10]
+    found = align(doc.text, typos)
+    assert typos and all(s.kind == "fuzzy" for s in found), found
+
+
+# -- normalisation and leaves ---------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=60))
+def test_normalized_offsets_map_back_to_the_characters_that_folded(text):
+    normalized = normalize(text)
+    assert normalized.text == fold(text)
+    assert len(normalized.origin) == len(normalized.text)
+    for i in range(len(normalized.text)):
+        start, end = normalized.to_original(i, i + 1)
+        assert normalized.text[i] in fold(text[start:end])
+
+
+def test_fold_drops_spacing_and_folds_width_and_case():
+    assert fold("ＡＣＭＥ　Ｃｏｒｐ．") == fold("acme corp.") == "acmecorp."
+    assert fold("“Straße” – 北京\u200b") == '"strasse"-北京'
+    assert fold("が") != fold("か")
+
+
+class Kind(Enum):
+    A = "alpha"
+
+
+class Address(BaseModel):
+    city: str
+    zip: int | None = None
+
+
+class Item(BaseModel):
+    name: str
+    price: float
+    when: date | None = None
+
+
+class Answer(BaseModel):
+    vendor: str
+    ok: bool
+    kind: Kind
+    total: Decimal
+    items: list[Item]
+    address: Address
+    extra: dict[str, str]
+
+
+def test_leaves_of_walks_models_lists_and_dicts_in_field_order():
+    answer = Answer(
+        vendor="Acme",
+        ok=True,
+        kind=Kind.A,
+        total=Decimal("1200.50"),
+        items=[Item(name="bolt", price=1e20), Item(name="nut", price=0.5, when=date(2024, 3, 5))],
+        address=Address(city="Paris"),
+        extra={"po number": "X1", "ref": "Y2"},
+    )
+    assert leaves_of(answer) == [
+        ("vendor", "Acme"),
+        ("kind", "alpha"),
+        ("total", "1200.50"),
+        ("items[0].name", "bolt"),
+        ("items[0].price", "100000000000000000000"),
+        ("items[1].name", "nut"),
+        ("items[1].price", "0.5"),
+        ("items[1].when", "2024-03-05"),
+        ("address.city", "Paris"),
+        ('extra["po number"]', "X1"),
+        ("extra.ref", "Y2"),
+    ]
+    assert leaves_of({"a": [1, None, {"b": "c"}]}) == [("a[0]", "1"), ("a[2].b", "c")]
+
+
+def test_span_round_trips_through_a_dict():
+    span = Span("items[0].name", "bolt", 3, 7, "fuzzy", 91.5, page=2, boxes=((1, 2, 3, 4),))
+    assert Span.from_dict(span.to_dict()) == span
+    assert span.to_dict()["boxes"] == [[1.0, 2.0, 3.0, 4.0]]
+    assert not Span("x", "y").grounded and span.grounded
