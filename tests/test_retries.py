@@ -61,7 +61,7 @@ def test_429_waits_what_the_server_said(sim, make_extractor, request, headers, m
     assert out.loc[0, "kx_attempts"] == 1  # error responses are not model answers
 
 
-def test_500_is_retried_with_backoff(sim, make_extractor):
+def test_500_is_retried_with_backoff(sim, make_extractor, fast_time):
     sim.responder = fail_first(
         2, Reply(status=500, error_type="server_error", error_message="boom")
     )
@@ -70,7 +70,7 @@ def test_500_is_retried_with_backoff(sim, make_extractor):
     assert [h.status for h in chat_requests(sim)] == [500, 500, 200]
 
 
-def test_engine_overloaded_is_retried(sim, make_extractor):
+def test_engine_overloaded_is_retried(sim, make_extractor, fast_time):
     sim.responder = fail_first(
         1,
         Reply(

@@ -136,6 +136,13 @@ def server():
         yield running
 
 
+@pytest.fixture(autouse=True)
+def _fast_retry_waits(fast_time):
+    """Retry waits on the fast clock: this module checks what is retried and what errors say, not
+    how long a retry waits (test_retries.py, test_faults.py and test_conversation_unit.py do)."""
+    return fast_time
+
+
 def make(server, **options):
     options.setdefault("base_url", server.base_url)
     options.setdefault("api_key", KEY)
