@@ -41,6 +41,33 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 )
 
 
+#: The benchmark smoke run: a minute or more in its own processes (tests/test_benchmarks_smoke.py).
+BENCHMARK_SMOKE = "test_quick_benchmark_run_writes_its_report"
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The benchmark smoke test goes last: its run starts at collection and goes on meanwhile."""
+    items.sort(key=lambda item: item.name == BENCHMARK_SMOKE)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start the benchmark smoke run as soon as its test is collected, so it runs beside the rest
+    of the suite (on the other core); the test, last, waits for it."""
+    if session.config.option.collectonly:
+        return
+    for item in session.items:
+        if item.name == BENCHMARK_SMOKE:
+            item.module.start_in_background()  # type: ignore[attr-defined]
+            return
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    for item in session.items:
+        if item.name == BENCHMARK_SMOKE:
+            item.module.stop_background()  # type: ignore[attr-defined]
+            return
+
+
 @pytest.fixture(autouse=True)
 def _no_default_store(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tests never touch the user's default store; store tests pass ``store=`` a tmp path."""
