@@ -111,6 +111,4 @@ def check_quick_run(run: QuickRun) -> None:
     assert "--quick run" in results
     for number in range(1, 9):
         assert f"\n## {number}. " in results
-    assert (out / "results.png").exists() == (
-        importlib.util.find_spec("matplotlib") is not None
-    )
+    assert (out / "results.png").exists() == (importlib.util.find_spec("matplotlib") is not None)
