@@ -279,6 +279,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     names: tuple[str, ...] = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s")
     names += ("schema_level",)
     names += ("rate_shape", "window_s", "spurious_429_rate", "latency")
+    names += ("answers", "perturb")
     for name in names:
         value = getattr(args, name)
         if value is not None:
@@ -461,6 +462,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--latency",
         choices=("fixed", "lognormal"),
         help="answer delay: fixed (--ttft-s) or lognormal (median 1 s, p99 10 s, seeded)",
+    )
+    sim.add_argument(
+        "--answers",
+        choices=("generated", "extractive"),
+        help="string fields: words of the user text (generated, default) or spans copied from "
+        "it (extractive, to test grounding offline)",
+    )
+    sim.add_argument(
+        "--perturb",
+        type=float,
+        help="with --answers extractive: share of strings perturbed (case, spacing, a typo, "
+        "full-width), 0..1",
     )
     sim.set_defaults(func=cmd_simulate)
     return parser

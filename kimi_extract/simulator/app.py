@@ -377,7 +377,15 @@ class Service:
     def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> SimAnswer:
         model = body["model"]
         seed = answers.request_seed(body, prompt.schema_text)
-        outcome = completion.compose(body, seed, reply, prompt.schema_text)
+        outcome = completion.compose(
+            body,
+            seed,
+            reply,
+            prompt.schema_text,
+            answers_mode=self.config.answers,
+            perturb=self.config.perturb,
+            perturb_kinds=self.config.perturb_kinds,
+        )
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))
         total, _ = outcome.completion_tokens()

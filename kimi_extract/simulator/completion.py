@@ -15,6 +15,8 @@ Pure functions (no I/O). ``compose`` decides what the model does:
   Schema the prompt states (``answers.prompt_guide``: the last object, fenced or not, that reads
   as a schema, system messages before user messages), else shaped like the last JSON object the
   prompt shows as an example, else a small object ``{"answer": ...}``; a short sentence for text.
+  With ``answers_mode="extractive"`` the plain strings of JSON answers are spans of the user text
+  (``extractive``).
 
 Completion tokens = reasoning + content + tool calls (name and arguments), counted with
 ``kimi_extract.tokens``. When they exceed the output budget (``max_completion_tokens`` or legacy
@@ -32,6 +34,7 @@ from typing import Any
 from .. import tokens
 from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
 from . import answers, values
+from .extractive import PERTURBATIONS, Source
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
@@ -140,17 +143,28 @@ def _call_id(rng: random.Random) -> str:
 
 
 def compose(
-    body: dict[str, Any], seed: int, reply: Reply | None, schema_key: str | None = None
+    body: dict[str, Any],
+    seed: int,
+    reply: Reply | None,
+    schema_key: str | None = None,
+    *,
+    answers_mode: str = "generated",
+    perturb: float = 0.0,
+    perturb_kinds: tuple[str, ...] = PERTURBATIONS,
 ) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
 
     ``schema_key``: the response_format schema's compact JSON, when the caller has it.
+    ``answers_mode`` "extractive": plain strings are spans of the user text, perturbed with
+    probability ``perturb`` by one of ``perturb_kinds`` (``extractive``).
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
     scripting the content does not change the reasoning.
     """
     text = user_text(body["messages"])
     words = answers.words_of(text)
+    if answers_mode == "extractive":
+        words = Source(text, words, perturb, perturb_kinds)
     effort = normalized_effort(body)
     response_format = body.get("response_format") or {}
     schema = (response_format.get("json_schema") or {}).get("schema")

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from ..kimi import CACHE_MIN_TOKENS
 from . import completion
 from .cache import Lookup
+from .extractive import PERTURBATIONS
 from .limits import FaultRates
 from .protocol import SimRequest
 
@@ -41,6 +42,11 @@ class Config:
     cache_refresh_on_read: bool = False
     history_limit: int | None = None
     schema_level: Literal["strict", "ultra"] = "strict"
+    #: "generated" or "extractive" (string fields copy spans of the user text), with the share
+    #: of extractive strings perturbed and the perturbations allowed (``extractive``).
+    answers: Literal["generated", "extractive"] = "generated"
+    perturb: float = 0.0
+    perturb_kinds: tuple[str, ...] = PERTURBATIONS
     #: Limiter shapes and latency model (``limits``): see ``Simulator``.
     rate_shape: str = "sliding"
     window_s: float = 60.0

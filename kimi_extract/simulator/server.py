@@ -8,7 +8,7 @@ import socket
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -18,6 +18,7 @@ from ..exceptions import ConfigurationError
 from ..kimi import CACHE_MIN_TOKENS
 from .app import Service
 from .config import Config, Responder
+from .extractive import PERTURBATIONS
 from .limits import FaultRates
 from .protocol import DEFAULT_API_KEY, SimExchange
 
@@ -61,6 +62,11 @@ class Simulator:
     - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
       (``kimi_extract.schema.dialect``, MoonshotAI/walle's levels): "strict" (default; what
       Moonshot's server enforces) or "ultra" (walle's most thorough check).
+    - ``answers``: "generated" (default: strings are words of the user text) or "extractive"
+      (every plain string of a JSON answer is a span of the last user message, deterministic
+      per request, so grounding can be tested offline); ``perturb`` (0..1): the share of those
+      strings changed by one of ``perturb_kinds`` ("case", "spacing", "typo", "width"; default
+      all). See ``extractive``.
     """
 
     def __init__(
@@ -101,7 +107,20 @@ class Simulator:
         latency: str = "fixed",
         latency_median_s: float = 1.0,
         latency_p99_s: float = 10.0,
+        answers: str = "generated",
+        perturb: float = 0.0,
+        perturb_kinds: Sequence[str] = PERTURBATIONS,
     ) -> None:
+        if answers not in ("generated", "extractive"):
+            raise ConfigurationError(
+                f"answers must be 'generated' or 'extractive', got {answers!r}"
+            )
+        unknown = sorted(set(perturb_kinds) - set(PERTURBATIONS))
+        if unknown or not perturb_kinds:
+            raise ConfigurationError(
+                f"perturb_kinds must be a non-empty subset of {PERTURBATIONS}, got "
+                f"{list(perturb_kinds)!r}"
+            )
         if schema_level not in ("strict", "ultra"):
             raise ConfigurationError(
                 f"schema_level must be 'strict' or 'ultra', got {schema_level!r}"
@@ -119,6 +138,7 @@ class Simulator:
             "fault_truncate": fault_truncate,
             "overload_rate": overload_rate,
             "spurious_429_rate": spurious_429_rate,
+            "perturb": perturb,
         }
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
@@ -161,6 +181,9 @@ class Simulator:
             latency=latency,
             latency_median_s=latency_median_s,
             latency_p99_s=latency_p99_s,
+            answers="extractive" if answers == "extractive" else "generated",
+            perturb=perturb,
+            perturb_kinds=tuple(perturb_kinds),
         )
         self._service = Service(config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None

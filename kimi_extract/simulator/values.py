@@ -7,7 +7,8 @@ every row of a run shares one schema); each request then only draws. Rules:
   non-null branch (null one time in eight when a null branch exists); ``$ref`` resolves in
   ``$defs`` / ``definitions`` (``#`` is the root), and past ``MAX_DEPTH`` nested refs the value
   ends recursion with null / [] / the smallest value; integers 0..99; numbers with 2 decimals;
-  strings are 1-3 consecutive words of the user text.
+  strings are 1-3 consecutive words of the user text (spans of it, perhaps perturbed, when
+  ``words`` is an ``extractive.Source``).
 - The constraint sentence the schema compiler writes into descriptions is honoured:
   ``Constraints: <item>; <item>.`` with items ``format: date|date-time|time|email|uri|uuid``,
   ``minimum: N``, ``maximum: N``, ``exclusive minimum: N``, ``exclusive maximum: N``,
@@ -33,6 +34,8 @@ import uuid
 from collections.abc import Callable
 from functools import lru_cache
 from typing import Any
+
+from .extractive import Source
 
 MAX_DEPTH = 4
 #: Generation caps, so a schema asking for absurd sizes cannot stall the simulator: arrays get at
@@ -326,6 +329,8 @@ def _plain_string(found: dict[str, Any]) -> Gen:
             return f"https://example.com/{_slug(rng.choice(words))}"
         if fmt == "uuid":
             return str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        if isinstance(words, Source) and (drawn := words.draw(rng)) is not None:
+            return drawn.value
         start = rng.randrange(len(words))
         return " ".join(words[start : start + rng.randint(1, 3)])
 

@@ -1,0 +1,146 @@
+"""Extractive answers: string fields copy spans of the user's text, optionally perturbed.
+
+With ``Simulator(answers="extractive")`` every plain string of a JSON answer (no ``format`` or
+``pattern``; enums, numbers and dates are drawn as usual) is a span of the last user message's
+text instead of words joined by spaces, so grounding (``kimi_extract.ground``) can be tested and
+benchmarked offline. ``Source.draw`` picks the span with the request-seeded ``random.Random``,
+so the same request gets the same spans:
+
+- a start word (a ``\\w+`` run; a number with its separators is one) uniformly, then 1-3
+  words: ``text[start:end]`` with the text's own punctuation and spacing between them, cut at
+  a line break; a run of a script written without spaces (Chinese, Japanese, Thai) longer than
+  8 characters gives 2-8 characters of it;
+- with probability ``perturb`` one perturbation of ``kinds`` (default all) is applied, drawn
+  among those that change the span: ``case`` (swap case), ``spacing`` (a space removed or
+  doubled, or one added), ``typo`` (one character in the middle replaced; spans of 8+
+  characters only), ``width`` (ASCII to full-width forms).
+
+``Draw`` keeps the span's offsets and the perturbation, the ground truth a test compares with.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+#: The perturbations ``Source.draw`` may apply, in the order they are tried.
+PERTURBATIONS = ("case", "spacing", "typo", "width")
+#: A word; a number with its thousands and decimal separators is one word (``1,200.50``).
+_WORD = re.compile(r"\d+(?:[.,]\d+)*|\w+")
+#: Words indexed per text (a 50,000-token document has fewer).
+_MAX_WORDS = 200_000
+_TYPO_MIN_CHARS = 8
+
+
+def _unspaced(char: str) -> bool:
+    """A character of a script written without spaces between words (CJK, kana, Thai...)."""
+    code = ord(char)
+    return (
+        0x0E00 <= code < 0x0F00
+        or 0x3040 <= code < 0x3100
+        or 0x3400 <= code < 0xA000
+        or 0xF900 <= code < 0xFB00
+        or 0xFF66 <= code < 0xFFA0
+    )
+
+
+@dataclass(frozen=True)
+class Draw:
+    """One drawn value: what the answer holds, the span it was copied from, how it was changed."""
+
+    value: str
+    start: int
+    end: int
+    #: One of ``PERTURBATIONS``, or None when the value is ``text[start:end]`` unchanged.
+    perturbation: str | None = None
+
+
+class Source(list[str]):
+    """The user's words (as ``answers.words_of`` gives them) and the text they come from.
+
+    A ``list`` so that every generator reading words still works; ``values`` asks ``draw`` for
+    plain strings when it is given a ``Source``.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        words: list[str],
+        perturb: float = 0.0,
+        kinds: tuple[str, ...] = PERTURBATIONS,
+    ) -> None:
+        super().__init__(words)
+        self.text = text
+        self.perturb = perturb
+        self.kinds = kinds
+        spans = []
+        for count, match in enumerate(_WORD.finditer(text)):
+            if count >= _MAX_WORDS:
+                break
+            spans.append(match.span())
+        self.spans = spans
+
+    def draw(self, rng: random.Random) -> Draw | None:
+        """A span of the text (perturbed with probability ``perturb``), or None without words."""
+        if not self.spans:
+            return None
+        text = self.text
+        first = rng.randrange(len(self.spans))
+        start, end = self.spans[first]
+        if end - start > 8 and all(_unspaced(c) for c in text[start : start + 2]):
+            size = rng.randint(2, 8)
+            start += rng.randrange(end - start - size + 1)
+            end = start + size
+        else:
+            last = min(len(self.spans) - 1, first + rng.randint(0, 2))
+            end = self.spans[last][1]
+            cut = text.find("\n", start, end)
+            if cut != -1:
+                end = cut
+            while end > start and text[end - 1].isspace():
+                end -= 1
+        value = text[start:end]
+        if self.perturb and rng.random() < self.perturb:
+            kinds = list(self.kinds)
+            rng.shuffle(kinds)
+            for kind in kinds:
+                changed = perturb(rng, value, kind)
+                if changed is not None:
+                    return Draw(changed, start, end, kind)
+        return Draw(value, start, end)
+
+
+def perturb(rng: random.Random, value: str, kind: str) -> str | None:
+    """``value`` changed by one perturbation ``kind``, or None when it would not change."""
+    if kind == "case":
+        changed = value.swapcase()
+    elif kind == "spacing":
+        spaces = [i for i, c in enumerate(value) if c == " "]
+        if spaces:
+            at = rng.choice(spaces)
+            changed = value[:at] + rng.choice(("", "  ")) + value[at + 1 :]
+        elif len(value) >= 2:
+            at = rng.randrange(1, len(value))
+            changed = value[:at] + " " + value[at:]
+        else:
+            return None
+    elif kind == "typo":
+        if len(value) < _TYPO_MIN_CHARS:
+            return None
+        at = len(value) // 2
+        while at < len(value) and not value[at].isalnum():
+            at += 1
+        if at == len(value):
+            return None
+        old = value[at]
+        if old.isascii():
+            new = "x" if old.lower() != "x" else "q"
+        else:
+            new = chr(ord(old) + 1)
+        changed = value[:at] + new + value[at + 1 :]
+    elif kind == "width":
+        changed = "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in value)
+    else:
+        raise ValueError(f"unknown perturbation {kind!r}; expected one of {PERTURBATIONS}")
+    return changed if changed != value else None
