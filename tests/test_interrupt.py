@@ -27,7 +27,15 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
         value: str
 
     MODE = sys.argv[1]
-    with Simulator(responder=lambda r: Reply(delay=60)) as sim:
+    arrived = []
+
+    def hang(request):
+        if not arrived:
+            arrived.append(request)
+            print("in flight", flush=True)
+        return Reply(delay=60)
+
+    with Simulator(responder=hang) as sim:
         ex = kx.Extractor(Out, base_url=sim.base_url, api_key=sim.api_key, progress=False,
                           concurrency=4)
         print("started", flush=True)
@@ -68,7 +76,8 @@ def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
-    time.sleep(1.0)  # requests are in flight now
+    assert proc.stdout.readline().strip() == "in flight"  # the first request reached the server
+    time.sleep(0.2)  # and the others are on their way too
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=30)

@@ -402,7 +402,15 @@ class Out(BaseModel):
 
 head = b"HTTP/1.1 200 OK\\r\\nContent-Type: text/event-stream\\r\\n"
 head += b"Content-Length: 99999\\r\\n\\r\\n"
-with HostileServer(lambda r: [(0.0, head)] + [(0.2, b" ")] * 1000) as server:
+arrived = []
+
+def trickle(request):
+    if not arrived:
+        arrived.append(request)
+        print("trickling", flush=True)
+    return [(0.0, head)] + [(0.2, b" ")] * 1000
+
+with HostileServer(trickle) as server:
     ex = kx.Extractor(Out, base_url=server.base_url, api_key="sk-x", progress=False,
                       concurrency=4, http_backend=sys.argv[1], stream=sys.argv[2] == "1")
     print("started", flush=True)
@@ -429,7 +437,8 @@ def test_ctrl_c_ends_a_run_against_a_trickling_server_within_2_s(backend, stream
     )
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
-    time.sleep(1.0)  # requests are trickling in now
+    assert proc.stdout.readline().strip() == "trickling"  # the first request is being answered
+    time.sleep(0.2)  # and the others are trickling in too
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     line = proc.stdout.readline().strip()  # printed as soon as run() has raised
