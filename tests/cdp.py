@@ -77,7 +77,7 @@ class Browser:
         ]
         # The shell moves the pipes to descriptors 3 and 4 and execs the browser.
         self.process = subprocess.Popen(
-            ["sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null', *args],
+            ["/bin/sh", "-c", 'exec "$0" "$@" 3<&0 4>&1 </dev/null >/dev/null', *args],
             stdin=commands_read,
             stdout=replies_write,
             stderr=subprocess.DEVNULL,
@@ -147,9 +147,7 @@ class Browser:
         if pages:
             target = pages[0]["targetId"]
         else:
-            target = self._send("Target.createTarget", {"url": "about:blank"}, None, 20)[
-                "targetId"
-            ]
+            target = self._send("Target.createTarget", {"url": "about:blank"}, None, 20)["targetId"]
         attached = self._send(
             "Target.attachToTarget", {"targetId": target, "flatten": True}, None, 20
         )
@@ -175,7 +173,9 @@ class Browser:
             raise CDPError(f"{expression!r} raised: {result['exceptionDetails']}")
         return result["result"].get("value")
 
-    def open(self, path: Path, ready: str = "document.body && document.body.dataset.ready") -> float:
+    def open(
+        self, path: Path, ready: str = "document.body && document.body.dataset.ready"
+    ) -> float:
         """Navigate to a local file and wait until ``ready`` is truthy; seconds it took."""
         started = time.monotonic()
         self.call("Page.navigate", {"url": path.resolve().as_uri()})

@@ -167,10 +167,15 @@ def merge_boxes(boxes: Sequence[Sequence[float]]) -> list[list[float]]:
     merged: list[list[float]] = []
     for box in boxes:
         left, top, right, bottom = (float(v) for v in box)
+        if right <= left or bottom <= top:
+            continue  # no area (a generated character): nothing to draw
         if merged:
             last = merged[-1]
-            height = max(last[3] - last[1], bottom - top, 1e-9)
-            same_line = abs(top - last[1]) < height / 2 and abs(bottom - last[3]) < height / 2
+            # Same line: the vertical extents overlap by half the shorter one (glyph boxes are
+            # tight: "o" is lower than "B", a space is a sliver on the baseline).
+            overlap = min(bottom, last[3]) - max(top, last[1])
+            same_line = overlap >= 0.5 * min(bottom - top, last[3] - last[1])
+            height = max(last[3] - last[1], bottom - top)
             if same_line and -height <= left - last[2] <= height:
                 last[0], last[1] = min(last[0], left), min(last[1], top)
                 last[2], last[3] = max(last[2], right), max(last[3], bottom)

@@ -52,7 +52,7 @@ mark.kx-hl { background:var(--hl); color:inherit; border-bottom:2px solid #d4b10
   border-radius:2px; }
 mark.kx-hl.fuzzy { border-bottom-color:var(--fuzzy); }
 mark.kx-hl.selected { background:var(--hl-sel); }
-.pagewrap { position:relative; display:inline-block; max-width:100%; margin-bottom:6px;
+.pagewrap { position:relative; display:inline-block; max-width:min(100%, 520px); margin-bottom:6px;
   border:1px solid var(--line); }
 .pagewrap img { display:block; max-width:100%; height:auto; }
 .box { position:absolute; background:rgba(255,214,0,.35); outline:1px solid rgba(200,150,0,.9);
@@ -188,7 +188,11 @@ SCRIPT = r"""
     if (i === current) card.classList.add("current");
     var head = el("div", "head");
     head.appendChild(el("span", "label", c.label));
-    if (c.source) head.appendChild(el("span", "src", c.source + (c.page !== null ? " · page " + c.page : "")));
+    if (c.source) {
+      var src = el("span", "src", c.source.split(/[\\/]/).pop() + (c.page !== null ? " · page " + c.page : ""));
+      src.title = c.source;
+      head.appendChild(src);
+    }
     if (c.error) head.appendChild(el("span", "badge err", "error"));
     if (c.unsupported) head.appendChild(el("span", "badge warn", c.unsupported + " unsupported"));
     if (c.grounded !== null) head.appendChild(el("span", "badge ok", Math.round(100 * c.grounded) + "% grounded"));

@@ -1,0 +1,331 @@
+"""The review page in a real browser: headless Chromium driven over the DevTools protocol
+(tests/cdp.py). Without a browser these tests skip locally and fail in CI (``KX_REQUIRE_BROWSER``
+or ``CI`` set; ``.ci/run`` installs Debian's ``chromium``).
+
+The screenshot test saves ``review.png`` under its tmp dir; set ``KX_REVIEW_PNG=path`` to copy it
+there (``KX_REVIEW_PNG=notebooks/review.png pytest -q tests/test_review_browser.py -k screenshot``
+refreshes the picture notebook 02 embeds).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+
+import kimi_extract as kx
+
+from .cdp import Browser, browser_required, find_chromium
+from .test_review import HOSTILE, frame, span
+
+BINARY = find_chromium()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if BINARY is None:
+        message = "no chromium on PATH (apt-get install chromium, or set KX_CHROMIUM)"
+        if browser_required():
+            pytest.fail(f"{message}; the browser tests are required here (CI)")
+        pytest.skip(message)
+    instance = Browser(BINARY)
+    try:
+        yield instance
+    finally:
+        instance.close()
+
+
+@pytest.fixture
+def page(browser: Browser) -> Iterator[Browser]:
+    """The browser with its problem list emptied; the test fails if the page logged any."""
+    with browser._lock:
+        browser.events.clear()
+    yield browser
+
+
+def show(browser: Browser, path: Path) -> float:
+    """Open a review page and wait until its first cards are rendered; seconds it took."""
+    took = browser.open(path)
+    browser.wait_for("document.querySelectorAll('.card.rendered').length > 0")
+    return took
+
+
+MIXED = [
+    "Invoice 2024-03-01 from ACME Corp, total 1,234.50 EUR.",
+    "发票号码：ＦＰ－２０２４０３０１，供应商：上海明德贸易有限公司，金额：￥12,800.00 元。",
+    "請求書：株式会社サクラ電機 御中　合計金額 ５４，０００円（税込）",
+    "Mixed 混合 text: 东京 Tokyo 😀 office, contact 山田太郎 (yamada@example.jp)",
+]
+LEAVES = [
+    [("vendor", "ACME Corp"), ("date", "2024-03-01"), ("total", "1,234.50")],
+    [
+        ("vendor", "上海明德贸易有限公司"),
+        ("number", "ＦＰ－２０２４０３０１"),
+        ("total", "12,800.00"),
+    ],
+    [("vendor", "株式会社サクラ電機"), ("total", "５４，０００円")],
+    [("city", "Tokyo"), ("contact", "山田太郎"), ("email", "yamada@example.jp")],
+]
+
+HIGHLIGHTS = """(() => {
+  const out = {};
+  document.querySelectorAll('.card.rendered').forEach(card => {
+    const got = {};
+    card.querySelectorAll('mark[data-spans]').forEach(mark => {
+      mark.getAttribute('data-spans').split(' ').forEach(k => {
+        got[k] = (got[k] || '') + mark.textContent;
+      });
+    });
+    out[card.getAttribute('data-card')] = got;
+  });
+  return out;
+})()"""
+
+
+def test_highlights_sit_on_the_right_characters(page, tmp_path):
+    df = frame(MIXED, LEAVES)
+    # An overlapping span (the whole vendor line of row 0) splits marks: each span still reads
+    # back exactly its characters.
+    overlap = span(MIXED[0], "from ACME Corp", "vendor_phrase")
+    df["kx_spans"] = pd.Series([[*df.at[0, "kx_spans"], overlap], *df["kx_spans"][1:]])
+    out = kx.review(df, tmp_path / "r.html", text_column="text")
+    show(page, out)
+    found = page.evaluate(HIGHLIGHTS)
+    for row, (text, spans) in enumerate(zip(MIXED, df["kx_spans"], strict=True)):
+        expected = {str(k): text[s["start"] : s["end"]] for k, s in enumerate(spans)}
+        assert found[str(row)] == expected, row
+    # Hovering a highlight names its field.
+    title = page.evaluate('document.querySelector(\'[data-card="1"] mark[data-spans="0"]\').title')
+    assert title.startswith("vendor: 上海明德贸易有限公司 (exact")
+    assert page.problems() == []
+
+
+def test_clicking_a_highlight_selects_its_field(page, tmp_path):
+    out = kx.review(frame(MIXED, LEAVES), tmp_path / "r.html", text_column="text")
+    show(page, out)
+    selected = "[...document.querySelectorAll('tr.selected')].map(r => r.textContent)"
+    assert page.evaluate(selected) == []
+    page.click('[data-card="1"] mark[data-spans="1"]')
+    assert page.evaluate(selected) == ["numberＦＰ－２０２４０３０１exact"]
+    mark = "document.querySelector('mark.selected').textContent"
+    assert page.evaluate(mark) == "ＦＰ－２０２４０３０１"
+    # Clicking a field row selects its highlight; the earlier selection goes.
+    page.click('[data-card="1"] tr[data-span="2"]')
+    assert page.evaluate(selected) == ["total12,800.00exact"]
+    assert page.evaluate(mark) == "12,800.00"
+    assert page.problems() == []
+
+
+def test_a_script_in_the_data_stays_text(page, tmp_path):
+    text = f"ACME {HOSTILE} <img src=x onerror=\"console.error('pwned');window.__pwned=2\">"
+    df = frame([text], [[("vendor", "ACME"), ("payload", HOSTILE)]])
+    df.index = pd.Index([HOSTILE])
+    df["kx_error"] = [HOSTILE]
+    df["vendor"] = [HOSTILE]
+    out = kx.review(df, tmp_path / "r.html", text_column="text", title=HOSTILE)
+    show(page, out)
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.scripts.length") == 2
+    assert page.evaluate("document.images.length") == 0
+    assert page.evaluate("document.querySelectorAll('b').length") == 0
+    assert page.evaluate("document.querySelector('.text').textContent") == text
+    assert page.evaluate("document.querySelector('.card .error').textContent") == HOSTILE
+    assert page.evaluate("document.title") == HOSTILE
+    # The payload is highlighted as the evidence of its field, still as text.
+    assert page.evaluate("document.querySelector('mark[data-spans=\"1\"]').textContent") == HOSTILE
+    assert page.problems() == []
+
+
+def test_ten_thousand_rows_render_lazily(page, tmp_path):
+    n = 10_000
+    texts = [f"Order {i}: ACME Corp ships {i % 97} cups to Hall {i % 13}." for i in range(n)]
+    df = frame(texts, [[("vendor", "ACME Corp"), ("hall", f"Hall {i % 13}")] for i in range(n)])
+    errors = df.index % 10 == 0
+    df.loc[errors, "kx_error"] = "ValidationFailedError: reasked twice"
+    out = kx.review(df, tmp_path / "big.html", text_column="text")
+    took = show(page, out)
+    assert took < 15, took  # "did not hang": about 0.5 s here
+    rendered = "document.querySelectorAll('.card.rendered').length"
+    assert page.evaluate("document.querySelectorAll('.slot').length") == n
+    assert 0 < page.evaluate(rendered) <= 40
+    page.evaluate("window.scrollTo(0, document.documentElement.scrollHeight / 2)")
+    page.wait_for("document.querySelector('.card.rendered[data-card=\"5000\"]') !== null")
+    assert page.evaluate(rendered) <= 40  # the cards scrolled past were emptied
+    assert page.evaluate("document.querySelector('[data-card=\"0\"]')") is None
+    # The errors filter keeps 1,000 cards, the search box narrows further.
+    page.click("#f-errors")
+    assert page.evaluate("document.getElementById('kx-shown').textContent") == (
+        "1,000 of 10,000 shown"
+    )
+    page.evaluate(
+        "const q = document.getElementById('f-query'); q.value = 'hall 7';"
+        "q.dispatchEvent(new Event('input'))"
+    )
+    expected = sum(1 for i in range(0, n, 10) if i % 13 == 7)
+    page.wait_for(
+        f"document.getElementById('kx-shown').textContent === '{expected:,} of 10,000 shown'"
+    )
+    assert page.problems() == []
+
+
+def test_keyboard_moves_between_visible_cards(page, tmp_path):
+    df = frame(MIXED, LEAVES)
+    df.loc[[1, 3], "kx_error"] = "boom"
+    out = kx.review(df, tmp_path / "r.html", text_column="text")
+    show(page, out)
+    current = "document.querySelector('.card.current').getAttribute('data-card')"
+    page.key("j")
+    assert page.evaluate(current) == "0"
+    page.key("j")
+    page.key("ArrowDown")
+    assert page.evaluate(current) == "2"
+    page.key("k")
+    assert page.evaluate(current) == "1"
+    page.click("#f-errors")  # only cards 1 and 3 remain
+    page.evaluate("document.activeElement.blur()")
+    page.key("j")
+    assert page.evaluate(current) == "3"
+    page.key("k")
+    assert page.evaluate(current) == "1"
+    assert page.problems() == []
+
+
+@pytest.fixture
+def invoice_pdf(tmp_path: Path) -> Path:
+    pytest.importorskip("pypdfium2")
+    from .test_documents import samples
+
+    path = tmp_path / "invoice.pdf"
+    samples.write_pdf(
+        path,
+        [
+            [(72, 700, 14, "Cover page"), (72, 660, 11, "Nothing to see here.")],
+            [(72, 700, 16, "INVOICE 0042"), (72, 650, 11, "Vendor: Bolt Supplies Ltd")],
+        ],
+    )
+    return path
+
+
+def pdf_span(path: Path, page: int, value: str, field: str) -> dict[str, Any]:
+    """A grounded span on a PDF page: offsets into the page's text as the library reads it,
+    boxes from pypdfium2's character boxes in PDF points from the top-left corner."""
+    import pypdfium2
+
+    from kimi_extract.media.documents import load_pages
+
+    text = {p.number: p.text for p in load_pages(path, pdf_mode="text")[1]}[page]
+    start = text.index(value)
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        pdf_page = pdf[page - 1]
+        height = pdf_page.get_size()[1]
+        textpage = pdf_page.get_textpage()
+        raw = textpage.get_text_range()
+        first = raw.index(value)
+        boxes = []
+        for i in range(first, first + len(value)):
+            left, bottom, right, top = textpage.get_charbox(i)
+            boxes.append((left, height - top, right, height - bottom))
+        textpage.close()
+        pdf_page.close()
+    finally:
+        pdf.close()
+    return {
+        "path": field,
+        "value": value,
+        "start": start,
+        "end": start + len(value),
+        "kind": "exact",
+        "score": 100.0,
+        "page": page,
+        "boxes": [list(b) for b in boxes],
+        "quote": None,
+    }
+
+
+INK = """(() => {
+  // Dark pixels of the page image under each evidence box, and in a blank strip below it.
+  const img = document.querySelector('.pagewrap img');
+  const canvas = document.createElement('canvas');
+  canvas.width = img.naturalWidth; canvas.height = img.naturalHeight;
+  const ctx = canvas.getContext('2d', {willReadFrequently: true});
+  ctx.drawImage(img, 0, 0);
+  const frame = img.getBoundingClientRect();
+  const sx = img.naturalWidth / frame.width, sy = img.naturalHeight / frame.height;
+  function dark(x, y, w, h) {
+    const d = ctx.getImageData(Math.round(x), Math.round(y), Math.max(1, Math.round(w)),
+      Math.max(1, Math.round(h))).data;
+    let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i] + d[i + 1] + d[i + 2] < 300) n++;
+    return n;
+  }
+  return [...document.querySelectorAll('.pagewrap .box')].map(b => {
+    const r = b.getBoundingClientRect();
+    const x = (r.left - frame.left) * sx, y = (r.top - frame.top) * sy;
+    return [dark(x, y, r.width * sx, r.height * sy), dark(x, y + 3 * r.height * sy, r.width * sx,
+      r.height * sy)];
+  });
+})()"""
+
+
+def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path, invoice_pdf):
+    spans = [pdf_span(invoice_pdf, 2, "Bolt Supplies Ltd", "vendor")]
+    spans.append({"path": "number", "value": "0042", "kind": "none", "score": 0.0, "page": 2})
+    df = pd.DataFrame(
+        {"kx_source": [str(invoice_pdf)], "kx_page": pd.array([2], dtype="Int64")}
+    ).assign(vendor=["Bolt Supplies Ltd"], kx_spans=[spans], kx_error=[None])
+    out = kx.review(df, tmp_path / "r.html")
+    show(page, out)
+    page.wait_for("document.querySelector('.pagewrap img').complete")
+    assert page.evaluate("document.images[0].src.startsWith('data:image/png;base64,')")
+    assert page.evaluate("document.querySelector('.ptitle').textContent") == "page 2"
+    assert page.evaluate("document.querySelector('mark').textContent") == "Bolt Supplies Ltd"
+    ink = page.evaluate(INK)
+    assert len(ink) == 1  # the word boxes merge into one per line
+    inside, below = ink[0]
+    assert inside > 50 and below == 0, ink  # the box covers the printed words, not blank paper
+    page.click(".pagewrap .box")
+    assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
+    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.problems() == []
+
+
+def test_screenshot_for_the_notebook(page, tmp_path, invoice_pdf):
+    df = frame(MIXED[:3], LEAVES[:3])
+    df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], span(MIXED[2], "田中", "contact")]
+    df.at[2, "kx_grounded"] = 2 / 3
+    pdf = pd.DataFrame(
+        {
+            "text": [None],
+            "kx_source": [str(invoice_pdf)],
+            "kx_page": [2],
+            "vendor": ["Bolt Supplies Ltd"],
+            "kx_spans": [[pdf_span(invoice_pdf, 2, "Bolt Supplies Ltd", "vendor")]],
+            "kx_grounded": [1.0],
+            "kx_prompt_tokens": [310],
+            "kx_completion_tokens": [22],
+            "kx_cost": [0.0009],
+            "kx_error": [None],
+        }
+    )
+    both = pd.concat([df, pdf], ignore_index=True)
+    out = kx.review(both, tmp_path / "review.html", text_column="text", title="invoices")
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 1480, "deviceScaleFactor": 1, "mobile": False},
+    )
+    show(page, out)
+    page.click('[data-card="1"] mark[data-spans="0"]')
+    page.evaluate("window.scrollTo(0, 0)")
+    shot = page.screenshot(tmp_path / "review.png")
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    page.call("Emulation.clearDeviceMetricsOverride")
+    target = os.environ.get("KX_REVIEW_PNG")
+    if target:
+        shutil.copyfile(shot, target)
+    assert page.problems() == []
