@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import email.utils
+import time
+
 import pandas as pd
 import pytest
 
@@ -35,15 +38,25 @@ def gaps(sim) -> list[float]:
     [
         ({"Retry-After": "1"}, "slow down", 1.0, False),
         ({"retry-after-ms": "400"}, "slow down", 0.4, False),
+        # Two seconds ahead when the test starts; HTTP dates have 1 s resolution.
+        ("http-date", "slow down", 1.0, False),
         ({}, "Engine overloaded, please try again after 1 seconds", 1.0, False),
         # Kimi's message names the RPM it hit (3), so the next send also keeps to 3 per minute:
         # ~40 s of pacing, on a fast clock.
         ({}, KIMI_429, 1.0, True),
     ],
-    ids=["retry-after", "retry-after-ms", "message-no-header", "kimi-message-no-header"],
+    ids=[
+        "retry-after",
+        "retry-after-ms",
+        "http-date",
+        "message-no-header",
+        "kimi-message-no-header",
+    ],
 )
 def test_429_waits_what_the_server_said(sim, make_extractor, request, headers, message, wait, fast):
     scale = request.getfixturevalue("fast_time").speedup if fast else 1.0
+    if headers == "http-date":
+        headers = {"Retry-After": email.utils.formatdate(time.time() + 2, usegmt=True)}
     sim.responder = fail_first(
         1,
         Reply(
