@@ -56,6 +56,64 @@ def frame(texts: list[str], values: list[list[tuple[str, str]]]) -> pd.DataFrame
     )
 
 
+def make_invoice_pdf(tmp_path: Path) -> Path:
+    """Two PDF pages with text layers; the vendor line is on page 2."""
+    pytest.importorskip("pypdfium2")
+    from .test_documents import samples
+
+    path = tmp_path / "invoice.pdf"
+    samples.write_pdf(
+        path,
+        [
+            [(72, 700, 14, "Cover page"), (72, 660, 11, "Nothing to see here.")],
+            [(72, 700, 16, "INVOICE 0042"), (72, 650, 11, "Vendor: Bolt Supplies Ltd")],
+        ],
+    )
+    return path
+
+
+@pytest.fixture
+def invoice_pdf(tmp_path: Path) -> Path:
+    return make_invoice_pdf(tmp_path)
+
+
+def pdf_span(path: Path, page: int, value: str, field: str) -> dict[str, Any]:
+    """A grounded span on a PDF page: offsets into the page's text as the library reads it,
+    boxes from pypdfium2's character boxes in PDF points from the top-left corner."""
+    import pypdfium2
+
+    from kimi_extract.media.documents import load_pages
+
+    text = {p.number: p.text for p in load_pages(path, pdf_mode="text")[1]}[page]
+    start = text.index(value)
+    pdf = pypdfium2.PdfDocument(str(path))
+    try:
+        pdf_page = pdf[page - 1]
+        height = pdf_page.get_size()[1]
+        textpage = pdf_page.get_textpage()
+        raw = textpage.get_text_range()
+        first = raw.index(value)
+        boxes = []
+        for i in range(first, first + len(value)):
+            left, bottom, right, top = textpage.get_charbox(i)
+            boxes.append((left, height - top, right, height - bottom))
+        textpage.close()
+        pdf_page.close()
+    finally:
+        pdf.close()
+    return {
+        "path": field,
+        "value": value,
+        "start": start,
+        "end": start + len(value),
+        "kind": "exact",
+        "score": 100.0,
+        "page": page,
+        "boxes": [list(b) for b in boxes],
+        "quote": None,
+    }
+
+
 def page_data(path: Path) -> dict[str, Any]:
     """The JSON embedded in a review page."""
     page = path.read_text(encoding="utf-8")
@@ -166,3 +224,37 @@ def test_cli_review_reads_spans_back_from_files(tmp_path, suffix, capsys):
         ("total", 19, 21),
     ]
     assert str(html) in capsys.readouterr().err
+
+
+def test_document_spans_index_their_page_text(tmp_path):
+    doc = tmp_path / "memo.txt"
+    doc.write_text("Cover\fMemo from Bolt Supplies Ltd about cups", encoding="utf-8")
+    page2 = "Memo from Bolt Supplies Ltd about cups"
+    vendor = {**span(page2, "Bolt Supplies Ltd", "vendor"), "page": 2}
+    df = pd.DataFrame({"kx_source": [str(doc)], "kx_page": [None], "kx_spans": [[vendor]]})
+    data = page_data(kx.review(df, tmp_path / "r.html"))
+    card = data["cards"][0]
+    assert [s["page"] for s in card["sections"]] == [1, 2]
+    (got,) = card["spans"]
+    assert got["sec"] == 1 and data["texts"][1][got["s"] : got["e"]] == "Bolt Supplies Ltd"
+
+
+def test_document_spans_into_the_joined_text_are_read_so(tmp_path, invoice_pdf):
+    """Offsets into the document's text as one piece (pages joined by a blank line, as
+    run_documents' text_column) are recognised: the exact spans read back there, not per page."""
+    from kimi_extract.media.documents import load_pages
+
+    joined = "\n\n".join(p.text for p in load_pages(invoice_pdf, pdf_mode="text")[1])
+    vendor = pdf_span(invoice_pdf, 2, "Bolt Supplies Ltd", "vendor")
+    start = joined.index("Bolt")
+    vendor.update(start=start, end=start + len("Bolt Supplies Ltd"))
+    df = pd.DataFrame({"kx_source": [str(invoice_pdf)], "kx_page": [None], "kx_spans": [[vendor]]})
+    data = page_data(kx.review(df, tmp_path / "r.html"))
+    card = data["cards"][0]
+    assert [(s["page"], s["text"] is None, s["image"] is None) for s in card["sections"]] == [
+        (None, False, True),  # the text as one piece
+        (2, True, False),  # page 2's image, for the boxes
+    ]
+    (got,) = card["spans"]
+    assert data["texts"][0][got["s"] : got["e"]] == "Bolt Supplies Ltd"
+    assert got["bsec"] == 1 and len(got["boxes"]) == 1

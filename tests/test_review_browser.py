@@ -13,7 +13,6 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import pytest
@@ -21,7 +20,7 @@ import pytest
 import kimi_extract as kx
 
 from .cdp import Browser, browser_required, find_chromium
-from .test_review import HOSTILE, frame, span
+from .test_review import HOSTILE, frame, make_invoice_pdf, pdf_span, span
 
 BINARY = find_chromium()
 
@@ -195,59 +194,6 @@ def test_keyboard_moves_between_visible_cards(page, tmp_path):
     assert page.problems() == []
 
 
-@pytest.fixture
-def invoice_pdf(tmp_path: Path) -> Path:
-    pytest.importorskip("pypdfium2")
-    from .test_documents import samples
-
-    path = tmp_path / "invoice.pdf"
-    samples.write_pdf(
-        path,
-        [
-            [(72, 700, 14, "Cover page"), (72, 660, 11, "Nothing to see here.")],
-            [(72, 700, 16, "INVOICE 0042"), (72, 650, 11, "Vendor: Bolt Supplies Ltd")],
-        ],
-    )
-    return path
-
-
-def pdf_span(path: Path, page: int, value: str, field: str) -> dict[str, Any]:
-    """A grounded span on a PDF page: offsets into the page's text as the library reads it,
-    boxes from pypdfium2's character boxes in PDF points from the top-left corner."""
-    import pypdfium2
-
-    from kimi_extract.media.documents import load_pages
-
-    text = {p.number: p.text for p in load_pages(path, pdf_mode="text")[1]}[page]
-    start = text.index(value)
-    pdf = pypdfium2.PdfDocument(str(path))
-    try:
-        pdf_page = pdf[page - 1]
-        height = pdf_page.get_size()[1]
-        textpage = pdf_page.get_textpage()
-        raw = textpage.get_text_range()
-        first = raw.index(value)
-        boxes = []
-        for i in range(first, first + len(value)):
-            left, bottom, right, top = textpage.get_charbox(i)
-            boxes.append((left, height - top, right, height - bottom))
-        textpage.close()
-        pdf_page.close()
-    finally:
-        pdf.close()
-    return {
-        "path": field,
-        "value": value,
-        "start": start,
-        "end": start + len(value),
-        "kind": "exact",
-        "score": 100.0,
-        "page": page,
-        "boxes": [list(b) for b in boxes],
-        "quote": None,
-    }
-
-
 INK = """(() => {
   // Dark pixels of the page image under each evidence box, and in a blank strip below it.
   const img = document.querySelector('.pagewrap img');
@@ -273,7 +219,8 @@ INK = """(() => {
 })()"""
 
 
-def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path, invoice_pdf):
+def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
+    invoice_pdf = make_invoice_pdf(tmp_path)
     spans = [pdf_span(invoice_pdf, 2, "Bolt Supplies Ltd", "vendor")]
     spans.append({"path": "number", "value": "0042", "kind": "none", "score": 0.0, "page": 2})
     df = pd.DataFrame(
@@ -295,7 +242,8 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path, invoice_pdf
     assert page.problems() == []
 
 
-def test_screenshot_for_the_notebook(page, tmp_path, invoice_pdf):
+def test_screenshot_for_the_notebook(page, tmp_path):
+    invoice_pdf = make_invoice_pdf(tmp_path)
     df = frame(MIXED[:3], LEAVES[:3])
     df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], span(MIXED[2], "田中", "contact")]
     df.at[2, "kx_grounded"] = 2 / 3

@@ -121,6 +121,18 @@ def spans_of(cell: Any) -> list[dict[str, Any]]:
     return spans
 
 
+def _verified(spans: list[dict[str, Any]], text_of: Any) -> int:
+    """How many exact spans read back their value from ``text_of(page)``."""
+    count = 0
+    for span in spans:
+        start, end = _int_or_none(span.get("start")), _int_or_none(span.get("end"))
+        if span.get("kind") != "exact" or start is None or end is None:
+            continue
+        text = text_of(_int_or_none(span.get("page")))
+        count += text is not None and text[start:end] == str(span.get("value"))
+    return count
+
+
 def _int_or_none(value: Any) -> int | None:
     if is_missing(value):
         return None
@@ -297,36 +309,42 @@ class _Builder:
         source = record.get(kx.SOURCE)
         source = None if is_missing(source) else str(source)
         page = _int_or_none(record.get(kx.PAGE))
-        sections: list[dict[str, Any]] = []
-        section_of_page: dict[int, int] = {}
-        note = None
+        note: str | None = None
+        page_texts: dict[int, str] = {}
         document = self._document(source) if source and self.documents else None
         if document is not None and document.error is None:
             numbers = [page] if page is not None else sorted(document.texts)
-            for number in numbers:
-                if number in document.texts:
-                    section_of_page[number] = len(sections)
-                    sections.append(
-                        {
-                            "page": number,
-                            "text": self._text_id(document.texts[number]),
-                            "image": None,
-                        }
-                    )
+            page_texts = {n: document.texts[n] for n in numbers if n in document.texts}
         elif document is not None:
             note = document.error
-        plain: int | None = None
+        text: str | None = None
         if self.spec is not None:
             try:
                 text = self.spec.render(record)
             except InputError as exc:
-                text, note = None, str(exc)
-            if text is not None and not section_of_page:
-                plain = len(sections)
-                sections.append({"page": None, "text": self._text_id(text), "image": None})
+                note = str(exc)
+        # Which text the offsets index: a page's text (spans carry their page), or one text (the
+        # row's, or a document's pages joined as run_documents' text_column). For a document
+        # the reading under which more exact spans read back their value wins (pages on a tie).
+        by_page = bool(page_texts)
+        if by_page:
+            flat = text if text is not None else "\n\n".join(t for t in page_texts.values() if t)
+            if _verified(spans, lambda _: flat) > _verified(spans, page_texts.get):
+                by_page, text = False, flat
+        sections: list[dict[str, Any]] = []
+        section_of_page: dict[int, int] = {}
+        if by_page:
+            for number, page_text in page_texts.items():
+                section_of_page[number] = len(sections)
+                sections.append({"page": number, "text": self._text_id(page_text), "image": None})
+        plain: int | None = None
+        if not by_page and text is not None:
+            plain = len(sections)
+            sections.append({"page": None, "text": self._text_id(text), "image": None})
         out_spans = []
         for number, span in enumerate(spans):
-            out_spans.append(self._span(number, span, sections, section_of_page, plain, document))
+            out = self._span(number, span, sections, section_of_page, plain, by_page, document)
+            out_spans.append(out)
         error = record.get(kx.ERROR)
         error = None if is_missing(error) else str(error)
         if error is not None and note:
@@ -376,8 +394,12 @@ class _Builder:
         sections: list[dict[str, Any]],
         section_of_page: dict[int, int],
         plain: int | None,
+        by_page: bool,
         document: _Document | None,
     ) -> dict[str, Any]:
+        """The span as the page's script reads it: ``sec`` is the section whose text it
+        highlights (-1: none), ``s``/``e`` UTF-16 offsets there, ``boxes`` fractions of the page
+        image of section ``bsec``."""
         kind = str(span.get("kind") or "none")
         start, end = _int_or_none(span.get("start")), _int_or_none(span.get("end"))
         page = _int_or_none(span.get("page"))
@@ -392,31 +414,35 @@ class _Builder:
             "sec": -1,
             "s": None,
             "e": None,
+            "bsec": -1,
             "boxes": [],
         }
         if kind == "none" or start is None or end is None:
             return out
-        section = section_of_page.get(page) if page is not None else None
-        if section is None:
-            section = plain
-        if section is None:
-            return out
-        out["sec"] = section
-        text = self.texts[sections[section]["text"]]
-        if 0 <= start <= end <= len(text):
-            out["s"], out["e"] = utf16_offsets(text, [start, end])
+        section = (section_of_page.get(page) if page is not None else None) if by_page else plain
+        if section is not None:
+            text = self.texts[sections[section]["text"]]
+            if 0 <= start <= end <= len(text):
+                out["sec"] = section
+                out["s"], out["e"] = utf16_offsets(text, [start, end])
         boxes: Any = span.get("boxes")
         if hasattr(boxes, "tolist"):
             boxes = boxes.tolist()
-        if boxes and document is not None and page is not None and page in section_of_page:
-            image = self._page_image(document, page)
-            if image is not None:
-                sections[section]["image"] = image
-                width, height = document.sizes[page]
-                out["boxes"] = [
-                    [b[0] / width, b[1] / height, b[2] / width, b[3] / height]
-                    for b in merge_boxes(boxes)
-                ]
+        if not boxes or document is None or page is None or page not in document.texts:
+            return out
+        image = self._page_image(document, page)
+        if image is None:
+            return out
+        target = section_of_page.get(page)
+        if target is None:  # the text is shown as one piece: the page image gets its own section
+            target = section_of_page[page] = len(sections)
+            sections.append({"page": page, "text": None, "image": None})
+        sections[target]["image"] = image
+        width, height = document.sizes[page]
+        out["bsec"] = target
+        out["boxes"] = [
+            [b[0] / width, b[1] / height, b[2] / width, b[3] / height] for b in merge_boxes(boxes)
+        ]
         return out
 
     def page(self, title: str, rows: int) -> str:

@@ -203,9 +203,10 @@ SCRIPT = r"""
     c.sections.forEach(function (sec, n) {
       var box = el("div", "section");
       if (sec.page !== null) box.appendChild(el("div", "ptitle", "page " + sec.page));
-      var mine = c.spans.filter(function (s) { return s.sec === n; });
-      if (sec.image !== null) box.appendChild(pageImage(images[sec.image], mine));
-      if (sec.text !== null) box.appendChild(highlighted(texts[sec.text], mine.filter(function (s) { return s.s !== null; })));
+      var boxed = c.spans.filter(function (s) { return s.bsec === n; });
+      var marked = c.spans.filter(function (s) { return s.sec === n && s.s !== null; });
+      if (sec.image !== null) box.appendChild(pageImage(images[sec.image], boxed));
+      if (sec.text !== null) box.appendChild(highlighted(texts[sec.text], marked));
       sources.appendChild(box);
     });
     body.appendChild(sources);
