@@ -22,7 +22,8 @@ for every permit its partitions are waiting for (up to ``MAX_BATCH``); the sched
 requests first come, first served, granting as many as the pace allows now (it waits up to
 ``MAX_HOLD_S`` for the first one). TPM: a permit reserves the request's estimated tokens (prompt
 estimate + expected completion); the real usage replaces the estimate at the scheduler when the
-answer arrives (sent in batches, ``SETTLE_DELAY_S`` apart), so an over-estimate is given back.
+answer arrives (sent in batches, ``SETTLE_DELAY_S`` apart), so an over-estimate is given back;
+an answer longer than expected can push a window over ``tpm`` by the excess, as on one machine.
 
 A worker that dies holds nothing: its permits count until their ``hold_s`` ends, as the server
 counts its requests. The state lives on the scheduler: the cluster's limits are as exact as the
