@@ -392,3 +392,39 @@ def test_span_round_trips_through_a_dict():
     assert Span.from_dict(span.to_dict()) == span
     assert span.to_dict()["boxes"] == [[1.0, 2.0, 3.0, 4.0]]
     assert not Span("x", "y").grounded and span.grounded
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    haystack=st.text(alphabet="ab", max_size=40),
+    needle=st.text(alphabet="ab", min_size=1, max_size=3),
+    data=st.data(),
+)
+def test_occurrences_come_forward_first_by_weighted_distance(haystack, needle, data):
+    """The bounded backward search yields exactly the order its definition gives."""
+    from kimi_extract.ground.align import _BACKWARD, _occurrences
+
+    anchor = data.draw(st.integers(0, len(haystack)))
+    starts = [i for i in range(len(haystack)) if haystack.startswith(needle, i)]
+    forward = [i for i in starts if i >= anchor]
+    backward = [i for i in reversed(starts) if i < anchor]
+    expected = []
+    while forward or backward:
+        if not backward or (forward and forward[0] - anchor <= _BACKWARD * (anchor - backward[0])):
+            expected.append(forward.pop(0))
+        else:
+            expected.append(backward.pop(0))
+    assert list(_occurrences(haystack, needle, anchor)) == expected
+    assert list(_occurrences(haystack, needle, None)) == starts
+
+
+def test_values_in_text_order_take_successive_occurrences():
+    text = "Item: bolt, qty 2. Item: nut, qty 2. Item: washer, qty 2. Item: nut, qty 5."
+    leaves = [("a[0].name", "bolt"), ("a[0].qty", "2"), ("a[1].name", "nut"), ("a[1].qty", "2")]
+    leaves += [("a[2].name", "washer"), ("a[2].qty", "2"), ("a[3].name", "nut")]
+    leaves += [("a[3].qty", "5")]
+    spans = align(text, leaves)
+    starts = [s.start for s in spans]
+    assert starts == sorted(starts)  # each value after the one before it
+    assert [text[s.start : s.end] for s in spans] == [v for _, v in leaves]
+    assert len({s.start for s in spans}) == len(spans)

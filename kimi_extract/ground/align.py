@@ -9,17 +9,22 @@ the first that finds it:
 2. **normalized**: the same forms found in the folded text (``normalize``: NFKC, casefold,
    punctuation shapes, whitespace dropped), the match mapped back to original offsets;
 3. **fuzzy**: strings (not numbers or dates) of at least ``MIN_FUZZY_CHARS`` folded characters,
-   compared with RapidFuzz (``fuzz.partial_ratio_alignment``, then ``fuzz.ratio`` on the chosen
-   window) inside candidate windows picked by a character-bigram index of the folded text (no
-   tokenisation, so it works for scripts without spaces); kept when the score reaches
-   ``min_score`` (default ``DEFAULT_MIN_SCORE`` = 85). Below it the leaf gets no span.
+   located with RapidFuzz (``fuzz.partial_ratio_alignment``) inside candidate windows picked by a
+   character-bigram index of the folded text (no tokenisation, so it works for scripts without
+   spaces), the ends moved to whole words of spaced scripts, and scored as
+   ``100 * (1 - Levenshtein distance / longer length)`` (RapidFuzz
+   ``Levenshtein.normalized_similarity``, on the folded, composed text): the share of
+   characters kept, so one typo in 10 characters scores 90. Kept when the score reaches
+   ``min_score`` (default ``DEFAULT_MIN_SCORE`` = 85: at most one edit in 7 characters, two in
+   14...). Below it the leaf gets no span.
 
 A match must not cut a word of a spaced script (Latin, Greek, Cyrillic...: ``art`` is not found
 inside ``start``) nor a number (``200`` is not found inside ``1,200`` or ``2005``); Chinese,
 Japanese, Thai and Hangul text has no such boundary. When a form occurs several times, the
-occurrence chosen is the first one not already used by an earlier leaf, nearest to the previous
-grounded leaf (looking forward first: backward distance counts double), else the first one.
-Scores: 100 for exact and normalized, the fuzzy ratio (0..100) for fuzzy, 0 for none.
+occurrence chosen is the first one not already used by an earlier leaf, nearest to the end of
+the previous grounded leaf (looking forward first: a backward distance counts four times, as
+answers mostly follow the text's order), else the first one.
+Scores: 100 for exact and normalized, the Levenshtein similarity (0..100) for fuzzy, 0 for none.
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 from rapidfuzz import fuzz
+from rapidfuzz.distance import Levenshtein
 
 from ..records import Span
 from .forms import is_numeric, surface_forms
 from .normalize import Normalized, fold, normalize
 
-#: Fuzzy matches scoring below this (RapidFuzz ratio, 0..100) give no span.
+#: Fuzzy matches scoring below this (Levenshtein similarity, 0..100) give no span.
 DEFAULT_MIN_SCORE = 85.0
 #: Strings shorter than this (folded characters) are grounded only exactly or normalized: one
 #: edit in a short string is as likely another word as a typo.
@@ -51,8 +57,11 @@ _MAX_OCCURRENCES = 64
 #: Folded texts up to this length are searched whole by the fuzzy stage (no index).
 _INDEX_FROM = 20_000
 #: Candidate windows the fuzzy stage scores per leaf.
-_CANDIDATES = 6
+_CANDIDATES = 48
 
+#: How much farther a match behind the previous leaf counts than one after it: answers usually
+#: list values in the order the text gives them.
+_BACKWARD = 4
 # accept() results
 _REJECT, _USED, _FREE = 0, 1, 2
 
@@ -82,7 +91,7 @@ def _bounded(text: str, start: int, end: int, numeric: bool) -> bool:
 
 def _occurrences(haystack: str, needle: str, anchor: int | None) -> Iterator[int]:
     """Start indices of ``needle``: from the first on without an anchor, else by distance from
-    ``anchor`` (a backward step counts double)."""
+    ``anchor`` (a backward step counts ``_BACKWARD`` times)."""
     size = len(needle)
     if anchor is None:
         found = haystack.find(needle)
@@ -91,14 +100,25 @@ def _occurrences(haystack: str, needle: str, anchor: int | None) -> Iterator[int
             found = haystack.find(needle, found + 1)
         return
     forward = haystack.find(needle, anchor)
-    backward = haystack.rfind(needle, 0, anchor + size - 1) if anchor > 0 else -1
-    while forward != -1 or backward != -1:
-        if backward == -1 or (forward != -1 and forward - anchor <= 2 * (anchor - backward)):
+    # backward occurrences start before ``anchor``: searched in ``haystack[:bound]``, and only as
+    # far back as could still beat the next forward one (a whole-text rfind per leaf is slow)
+    bound = anchor + size - 1
+    while True:
+        if forward != -1:
+            lowest = max(0, anchor - (forward - anchor) // _BACKWARD)
+            backward = haystack.rfind(needle, lowest, bound) if bound > lowest else -1
+            if backward != -1 and _BACKWARD * (anchor - backward) < forward - anchor:
+                yield backward
+                bound = backward + size - 1
+                continue
             yield forward
             forward = haystack.find(needle, forward + 1)
-        else:
-            yield backward
-            backward = haystack.rfind(needle, 0, backward + size - 1) if backward > 0 else -1
+            continue
+        backward = haystack.rfind(needle, 0, bound) if bound > 0 else -1
+        if backward == -1:
+            return
+        yield backward
+        bound = backward + size - 1
 
 
 def _pick(
@@ -147,7 +167,13 @@ def _bigram_keys(text: str) -> np.ndarray:
 
 
 def _windows(source: _Source, needle: str) -> list[tuple[int, int]]:
-    """Folded-text windows where many of ``needle``'s bigrams line up (a q-gram filter)."""
+    """Folded-text windows where many of ``needle``'s bigrams line up (a q-gram filter).
+
+    Each occurrence of a bigram of the needle votes for the diagonal (text position minus its
+    position in the needle) it lies on; diagonals are counted in cells of half the needle's
+    length, and the ``_CANDIDATES`` best pairs of adjacent cells become windows. Bigrams more
+    frequent than 2 % of the text are left out (unless fewer than two others remain).
+    """
     folded = source.normalized.text
     size = len(needle)
     if len(folded) <= _INDEX_FROM:
@@ -157,23 +183,28 @@ def _windows(source: _Source, needle: str) -> list[tuple[int, int]]:
     low = np.searchsorted(keys, wanted, side="left")
     high = np.searchsorted(keys, wanted, side="right")
     counts = high - low
-    # the rarer bigrams carry the information; skip the commonest when enough rare ones remain
-    order = np.argsort(counts, kind="stable")
-    keep = order[: max((len(order) + 1) // 2, int(np.sum(counts <= 2_000)))]
-    keep = keep[counts[keep] > 0]
-    if len(keep) == 0:
+    present = np.flatnonzero(counts)
+    if len(present) == 0:
         return []
+    keep = present[counts[present] <= max(1_000, len(folded) // 50)]
+    if len(keep) < 2:
+        keep = present[np.argsort(counts[present], kind="stable")[:2]]
     diagonals = np.concatenate([positions[low[j] : high[j]] - j for j in keep])
-    bucket = max(8, size // 2)
-    cells, votes = np.unique(diagonals // bucket, return_counts=True)
-    need = max(2, math.ceil(0.25 * len(keep)))
-    best = np.argsort(-votes, kind="stable")[:_CANDIDATES]
+    diagonals = diagonals[diagonals >= 0]
+    bucket = max(4, size // 2)
+    votes = np.bincount(diagonals // bucket)
+    if len(votes) < 2:
+        votes = np.append(votes, 0)
+    pairs = votes[:-1] + votes[1:]
+    need = max(2, math.ceil(0.3 * len(keep)))
+    count = min(_CANDIDATES, len(pairs))
+    best = np.argpartition(-pairs, count - 1)[:count]
     found = []
-    for cell_index in best:
-        if votes[cell_index] < need:
+    for cell in sorted(best.tolist(), key=lambda c: -int(pairs[c])):
+        if pairs[cell] < need:
             break
-        first = int(cells[cell_index]) * bucket
-        found.append((max(0, first - size // 2 - 2), min(len(folded), first + bucket + size + 2)))
+        first = cell * bucket
+        found.append((max(0, first - 2), min(len(folded), first + 2 * bucket + size + 2)))
     return found
 
 
@@ -206,9 +237,7 @@ def _fuzzy(
             continue
         start, end = normalized.to_original(a, b)
         start, end = _snap(text, start, end)
-        # scored composed, so that a kana with its voicing mark or an accented letter (two folded
-        # characters) counts as one character
-        score = float(fuzz.ratio(composed, unicodedata.normalize("NFC", fold(text[start:end]))))
+        score = _similarity(composed, unicodedata.normalize("NFC", fold(text[start:end])))
         if score < min_score:
             continue
         distance = abs(start - anchor) if anchor is not None else start
@@ -220,14 +249,23 @@ def _fuzzy(
     return best_span[0], best_span[1], best[0]
 
 
+def _similarity(needle: str, found: str) -> float:
+    """100 x (1 - Levenshtein distance / the longer length): the share of characters kept.
+
+    Scored on composed text (NFC), so that a kana with its voicing mark or an accented letter
+    (two folded characters) counts as one character.
+    """
+    return round(100.0 * Levenshtein.normalized_similarity(needle, found), 2)
+
+
 def _refine(needle: str, folded: str, a: int, b: int) -> tuple[int, int]:
-    """Move each end of a folded window by up to 2 characters to maximise the ratio."""
-    best = (fuzz.ratio(needle, folded[a:b]), a, b)
+    """Move each end of a folded window by up to 2 characters to maximise the similarity."""
+    best = (Levenshtein.normalized_similarity(needle, folded[a:b]), a, b)
     for da in (-2, -1, 0, 1, 2):
         for db in (-2, -1, 0, 1, 2):
             x, y = max(0, a + da), min(len(folded), b + db)
             if y > x:
-                score = fuzz.ratio(needle, folded[x:y])
+                score = Levenshtein.normalized_similarity(needle, folded[x:y])
                 if score > best[0]:
                     best = (score, x, y)
     return best[1], best[2]
@@ -316,7 +354,7 @@ def align(
         span = _align_one(source, path, value, anchor, used, min_score)
         if span.start is not None and span.end is not None:
             used.add((span.start, span.end))
-            anchor = span.start
+            anchor = span.end
         spans.append(span)
     return spans
 

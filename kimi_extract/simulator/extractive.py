@@ -6,7 +6,7 @@ text instead of words joined by spaces, so grounding (``kimi_extract.ground``) c
 benchmarked offline. ``Source.draw`` picks the span with the request-seeded ``random.Random``,
 so the same request gets the same spans:
 
-- a start word (a ``\\w+`` run; a number with its separators is one) uniformly, then 1-3
+- a start word (a run of letters, or a number with its separators) uniformly, then 1-3
   words: ``text[start:end]`` with the text's own punctuation and spacing between them, cut at
   a line break; a run of a script written without spaces (Chinese, Japanese, Thai) longer than
   8 characters gives 2-8 characters of it;
@@ -26,8 +26,9 @@ from dataclasses import dataclass
 
 #: The perturbations ``Source.draw`` may apply, in the order they are tried.
 PERTURBATIONS = ("case", "spacing", "typo", "width")
-#: A word; a number with its thousands and decimal separators is one word (``1,200.50``).
-_WORD = re.compile(r"\d+(?:[.,]\d+)*|\w+")
+#: A word: letters (a run of Chinese is one), or a number with its thousands and decimal
+#: separators (``1,200.50``), so that no span cuts a number.
+_WORD = re.compile(r"\d+(?:[.,]\d+)*|[^\W\d]+")
 #: Words indexed per text (a 50,000-token document has fewer).
 _MAX_WORDS = 200_000
 _TYPO_MIN_CHARS = 8
