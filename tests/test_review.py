@@ -129,6 +129,13 @@ def test_script_json_cannot_end_its_block_and_round_trips():
     assert json.loads(text) == {"text": HOSTILE, HOSTILE: [HOSTILE]}
 
 
+def test_a_lone_surrogate_is_escaped_not_fatal(tmp_path):
+    df = frame(["ACME sells"], [[("vendor", "ACME")]])
+    df["vendor"] = pd.Series(["bad \udc80 text"], dtype=object)
+    data = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))
+    assert data["cards"][0]["fields"][0] == ["vendor", "bad \udc80 text"]
+
+
 def test_hostile_data_is_never_markup(tmp_path):
     df = frame([f"ACME {HOSTILE}"], [[("vendor", "ACME")]])
     df.index = pd.Index([HOSTILE])

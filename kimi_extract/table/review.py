@@ -29,6 +29,7 @@ import html
 import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -481,4 +482,8 @@ def script_json(value: Any) -> str:
         ("\u2029", "\\u2029"),
     ):
         text = text.replace(char, escape)
-    return text
+    # A lone surrogate (left by broken JSON decoding) cannot be written as UTF-8: escape it.
+    return _SURROGATE.sub(lambda match: f"\\u{ord(match.group()):04x}", text)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
