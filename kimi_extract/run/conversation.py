@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import math
+from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -117,11 +118,11 @@ class RowStore(Protocol):
     """Where validated rows are kept between runs (``store.ResultStore``); lookups and commits
     are grouped per event-loop turn."""
 
-    async def lookup(self, key: str) -> Any: ...
+    def lookup(self, key: str) -> Awaitable[Any]: ...
 
-    async def commit(
+    def commit(
         self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
-    ) -> None: ...
+    ) -> Awaitable[None]: ...
 
 
 class _OverBudget(Exception):
@@ -208,7 +209,7 @@ class RowRunner:
         try:
             if self.store is not None:
                 key = settings.store_key(user)
-                if await self._serve_stored(key, result):
+                if self._serve_stored(await self.store.lookup(key), result):
                     return result
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
@@ -255,8 +256,7 @@ class RowRunner:
         if self.halt is None:
             self.halt = exc
 
-    async def _serve_stored(self, key: str, result: RowResult) -> bool:
-        stored = await self.store.lookup(key) if self.store is not None else None
+    def _serve_stored(self, stored: Any, result: RowResult) -> bool:
         if stored is None:
             return False
         try:

@@ -57,10 +57,10 @@ import sqlite3
 import sys
 import time
 import warnings
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import urlsplit
 
 from ..exceptions import StoreError
@@ -270,9 +270,12 @@ class ResultStore:
         except (OSError, sqlite3.Error) as exc:
             raise StoreError(f"result store {self.path} cannot be opened ({exc}); {FIX}") from None
         #: Rows looking themselves up this event-loop turn (``lookup``), and their waiters.
-        self._lookups: dict[str, list[asyncio.Future[Stored | None]]] | None = None
-        #: Rows waiting for the next group commit (``commit``), and their waiters.
-        self._queued: list[tuple[_Row, asyncio.Future[None]]] | None = None
+        self._lookup_keys: list[str] = []
+        self._lookup_waiters: list[asyncio.Future[Stored | None]] = []
+        #: Rows waiting for the next group commit (``commit``): their column values one after
+        #: another (``_WIDTH`` a row, the parameters of the INSERT as they are), and waiters.
+        self._queued_values: list[object] = []
+        self._queued_waiters: list[asyncio.Future[None]] = []
         #: Transactions committed and rows in them (rows / commits = the mean group size).
         self.commits = 0
         self.committed_rows = 0
@@ -292,10 +295,10 @@ class ResultStore:
         found: dict[str, Stored] = {}
         try:
             wanted = list(keys)
-            for chunk in [wanted] if len(wanted) <= _CHUNK else _chunks(wanted):
-                sql = _SELECT_IN.get(len(chunk)) or _SELECT_IN.setdefault(
-                    len(chunk), _select_in(len(chunk))
-                )
+            start = 0
+            for size in [len(wanted)] if len(wanted) <= _CHUNK else _chunk_sizes(len(wanted)):
+                chunk, start = wanted[start : start + size], start + size
+                sql = _SELECT_IN.get(size) or _SELECT_IN.setdefault(size, _select_in(size))
                 for key, output, usage, attempts, web_searches in self._db.execute(sql, chunk):
                     stored = _decode(output, usage, attempts, web_searches)
                     if stored is not None:
@@ -321,22 +324,25 @@ class ResultStore:
 
         ``output`` is the model's raw answer text. Raises ``StoreError`` when the file fails
         (disk full, read-only, corrupt)."""
-        self._write([(key, model, output, encode_usage(usage), attempts, web_searches)])
+        values = [key, model, output, encode_usage(usage), attempts, web_searches, time.time()]
+        self._write(values, 1)
 
-    def _write(self, rows: list[_Row]) -> None:
-        """Commit ``rows`` (key, model, output, usage JSON, attempts, web searches) in one
-        transaction: all of them or, when the file fails (``StoreError``), none."""
-        created = time.time()
+    def _write(self, values: list[object], rows: int) -> None:
+        """Commit ``rows`` rows in one transaction: all of them or, when the file fails
+        (``StoreError``), none. ``values`` holds their columns one row after another."""
         try:
-            if len(rows) <= _CHUNK:
+            if rows <= _CHUNK:
                 # One statement is one transaction (autocommit): a single call to SQLite, whose
                 # cost per call dominates small groups.
-                self._db.execute(*_insert_of(rows, created))
+                self._db.execute(_insert(rows), values)
             else:
                 self._db.execute("BEGIN IMMEDIATE")
                 try:
-                    for chunk in _chunks(rows):
-                        self._db.execute(*_insert_of(chunk, created))
+                    start = 0
+                    for size in _chunk_sizes(rows):
+                        end = start + size * _WIDTH
+                        self._db.execute(_insert(size), values[start:end])
+                        start = end
                     self._db.execute("COMMIT")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):  # SQLite may have rolled back
@@ -344,23 +350,26 @@ class ResultStore:
                     raise
         except sqlite3.Error as exc:
             raise self._failed("write", exc) from None
-        self.committed_rows += len(rows)
+        self.committed_rows += rows
         self.commits += 1
 
     # -- Grouped access for a run on an event loop --------------------------------------------
 
-    async def lookup(self, key: str) -> Stored | None:
+    def lookup(self, key: str) -> asyncio.Future[Stored | None]:
         """``get``, grouped: every row looking itself up in one event-loop turn shares one query.
 
-        Rows queued for a commit are committed first, so a row finishing just now is found."""
-        if self._lookups is None:
-            self._lookups = {}
-            asyncio.get_running_loop().call_soon(self._flush_lookups)
-        waiter: asyncio.Future[Stored | None] = asyncio.get_running_loop().create_future()
-        self._lookups.setdefault(key, []).append(waiter)
-        return await waiter
+        Await the returned future. Rows queued for a commit are committed first, so a row
+        finishing just now is found. (Plain lists and no coroutine per row: each object a row
+        allocates brings the garbage collector's next pass nearer.)"""
+        loop = asyncio.get_running_loop()
+        if not self._lookup_keys:
+            loop.call_soon(self._flush_lookups)
+        waiter: asyncio.Future[Stored | None] = loop.create_future()
+        self._lookup_keys.append(key)
+        self._lookup_waiters.append(waiter)
+        return waiter
 
-    async def commit(
+    def commit(
         self,
         key: str,
         *,
@@ -369,55 +378,60 @@ class ResultStore:
         usage: Usage,
         attempts: int,
         web_searches: int = 0,
-    ) -> None:
+    ) -> asyncio.Future[None]:
         """``put``, grouped: rows finishing in the same event-loop turn (at most ``GROUP_ROWS``)
-        share one transaction. Returns once this row's transaction is committed (or raises its
-        ``StoreError``): a caller that reports the row only after this never reports a row that
-        a ``kill -9`` could lose."""
+        share one transaction. The returned future is done once this row's transaction is
+        committed (or holds its ``StoreError``): a caller that awaits it before reporting the
+        row never reports a row that a ``kill -9`` could lose."""
         loop = asyncio.get_running_loop()
-        if self._queued is None:
-            self._queued = []
+        if not self._queued_waiters:
             loop.call_soon(self.flush)
         waiter: asyncio.Future[None] = loop.create_future()
-        self._queued.append(
-            ((key, model, output, encode_usage(usage), attempts, web_searches), waiter)
+        self._queued_values += (
+            key,
+            model,
+            output,
+            encode_usage(usage),
+            attempts,
+            web_searches,
+            time.time(),
         )
-        if len(self._queued) >= GROUP_ROWS:
+        self._queued_waiters.append(waiter)
+        if len(self._queued_waiters) >= GROUP_ROWS:
             self.flush()
-        await waiter
+        return waiter
 
     def flush(self) -> None:
         """Commit the rows queued by ``commit`` now (one transaction); wakes their callers."""
-        queued, self._queued = self._queued, None
-        if not queued:
+        waiters, values = self._queued_waiters, self._queued_values
+        if not waiters:
             return
+        self._queued_waiters, self._queued_values = [], []
         try:
-            self._write([row for row, _ in queued])
+            self._write(values, len(waiters))
         except StoreError as exc:
-            for _, waiter in queued:
+            for waiter in waiters:
                 if not waiter.done():
                     waiter.set_exception(exc)
             return
-        for _, waiter in queued:
+        for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
 
     def _flush_lookups(self) -> None:
-        lookups, self._lookups = self._lookups or {}, None
+        keys, waiters = self._lookup_keys, self._lookup_waiters
+        self._lookup_keys, self._lookup_waiters = [], []
         try:
             self.flush()  # rows finished this turn are found by rows starting this turn
-            found = self.get_many(lookups)
+            found = self.get_many(dict.fromkeys(keys))
         except StoreError as exc:
-            for waiters in lookups.values():
-                for waiter in waiters:
-                    if not waiter.done():
-                        waiter.set_exception(exc)
-            return
-        for key, waiters in lookups.items():
-            stored = found.get(key)
             for waiter in waiters:
                 if not waiter.done():
-                    waiter.set_result(stored)
+                    waiter.set_exception(exc)
+            return
+        for key, waiter in zip(keys, waiters, strict=True):
+            if not waiter.done():
+                waiter.set_result(found.get(key))
 
     def __len__(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
@@ -437,41 +451,34 @@ GROUP_ROWS = 512
 _CHUNK = 128
 #: Prepared statements a connection keeps: one INSERT and one SELECT per group size.
 _CACHED_STATEMENTS = 2 * _CHUNK + 32
-#: A row as written: key, model, output, usage JSON, attempts, web searches.
-_Row = tuple[str, str, str, str, int, int]
-_T = TypeVar("_T")
+#: Columns a row writes (the INSERT's parameters per row).
+_WIDTH = len(COLUMNS)
 _COLUMNS_READ = "key, output, usage, attempts, web_searches"
 _SELECT_IN: dict[int, str] = {}
 _INSERT: dict[int, str] = {}
 
 
-def _chunks(items: Sequence[_T]) -> list[Sequence[_T]]:
-    """``items`` cut into power-of-two runs of at most ``_CHUNK`` (100 -> 64, 32, 4)."""
-    chunks = []
-    start = 0
-    while start < len(items):
-        size = min(_CHUNK, 1 << ((len(items) - start).bit_length() - 1))
-        chunks.append(items[start : start + size])
-        start += size
-    return chunks
+def _chunk_sizes(rows: int) -> list[int]:
+    """``rows`` cut into power-of-two runs of at most ``_CHUNK`` (100 -> 64, 32, 4)."""
+    sizes = []
+    while rows > 0:
+        size = min(_CHUNK, 1 << (rows.bit_length() - 1))
+        sizes.append(size)
+        rows -= size
+    return sizes
 
 
 def _select_in(n: int) -> str:
     return f"SELECT {_COLUMNS_READ} FROM results WHERE key IN ({','.join('?' * n)})"
 
 
-def _insert(n: int) -> str:
-    return "INSERT OR REPLACE INTO results VALUES " + ",".join(["(?,?,?,?,?,?,?)"] * n)
-
-
-def _insert_of(rows: Sequence[_Row], created: float) -> tuple[str, list[object]]:
-    """One ``INSERT`` statement of ``rows`` and its parameters."""
-    sql = _INSERT.get(len(rows)) or _INSERT.setdefault(len(rows), _insert(len(rows)))
-    values: list[object] = []
-    for row in rows:
-        values.extend(row)
-        values.append(created)
-    return sql, values
+def _insert(rows: int) -> str:
+    sql = _INSERT.get(rows)
+    if sql is None:
+        sql = _INSERT[rows] = "INSERT OR REPLACE INTO results VALUES " + ",".join(
+            ["(" + ",".join("?" * _WIDTH) + ")"] * rows
+        )
+    return sql
 
 
 def encode_usage(usage: Usage) -> str:
