@@ -11,7 +11,7 @@ from typing import Any
 
 from _common import HERE, Section
 
-ORDER = ("1", "2", "3", "4", "5", "6", "7", "8")
+ORDER = ("1", "2", "3", "4", "5", "6", "7", "8", "9")
 PACKAGES = ("kimi-extract", "openai", "instructor", "pydantic", "httpx", "aiohttp", "pandas")
 
 
