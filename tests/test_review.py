@@ -131,9 +131,9 @@ def test_script_json_cannot_end_its_block_and_round_trips():
 
 def test_a_lone_surrogate_is_escaped_not_fatal(tmp_path):
     df = frame(["ACME sells"], [[("vendor", "ACME")]])
-    df["vendor"] = pd.Series(["bad \udc80 text"], dtype=object)
+    df["note"] = pd.Series(["bad \udc80 text"], dtype=object)
     data = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))
-    assert data["cards"][0]["fields"][0] == ["vendor", "bad \udc80 text"]
+    assert data["cards"][0]["fields"] == [["note", "bad \udc80 text"]]
 
 
 def test_hostile_data_is_never_markup(tmp_path):
@@ -204,6 +204,13 @@ def test_missing_span_cells_and_bad_ones():
         spans_of("[{")
     with pytest.raises(InputError):
         spans_of(42)
+
+
+def test_other_columns_beside_the_spans_and_item_numbers(tmp_path):
+    df = frame(["ACME a"], [[("vendor", "ACME")]]).assign(id=[7], kx_item=[2])
+    card = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))["cards"][0]
+    # vendor is shown by its span, the text column by the source; id is another column
+    assert card["fields"] == [["id", "7"]] and card["label"] == "0 · item 2"
 
 
 def test_counts_errors_unsupported_and_cost(tmp_path):

@@ -125,7 +125,7 @@ def test_a_script_in_the_data_stays_text(page, tmp_path):
     df = frame([text], [[("vendor", "ACME"), ("payload", HOSTILE)]])
     df.index = pd.Index([HOSTILE])
     df["kx_error"] = [HOSTILE]
-    df["vendor"] = [HOSTILE]
+    df["note"] = [HOSTILE]
     out = kx.review(df, tmp_path / "r.html", text_column="text", title=HOSTILE)
     show(page, out)
     assert page.evaluate("typeof window.__pwned") == "undefined"
@@ -135,6 +135,8 @@ def test_a_script_in_the_data_stays_text(page, tmp_path):
     assert page.evaluate("document.querySelector('.text').textContent") == text
     assert page.evaluate("document.querySelector('.card .error').textContent") == HOSTILE
     assert page.evaluate("document.title") == HOSTILE
+    cells = page.evaluate("[...document.querySelectorAll('td.value')].map(td => td.textContent)")
+    assert cells.count(HOSTILE) == 2  # the payload field's value and the note column
     # The payload is highlighted as the evidence of its field, still as text.
     assert page.evaluate("document.querySelector('mark[data-spans=\"1\"]').textContent") == HOSTILE
     assert page.problems() == []

@@ -358,15 +358,19 @@ class _Builder:
         self.errors += error is not None and not error.startswith("(review")
         self.unsupported += unsupported > 0
         self.cost += cost or 0.0
+        # The other columns (input columns, fields without leaves): those the spans do not show.
         hidden = {SPANS, *(self.spec.columns if self.spec else ())}
+        hidden |= {re.split(r"[.\[]", str(s.get("path", "")))[0] for s in spans}
         fields = [
             [name, _text(value)]
             for name, value in record.items()
             if not name.startswith(kx.RESERVED_PREFIX) and name not in hidden
         ][:MAX_COLUMNS]
+        item = _int_or_none(record.get(kx.ITEM))
+        title = _text(label, 200) + (f" · item {item}" if item is not None else "")
         self.cards.append(
             {
-                "label": _text(label, 200),
+                "label": title,
                 "source": source,
                 "page": page,
                 "sections": sections,

@@ -64,6 +64,7 @@ mark.kx-hl.selected { background:var(--hl-sel); }
   border-bottom:1px solid var(--line); overflow-wrap:anywhere; }
 .fields th { color:var(--muted); font-weight:500; }
 .fields tr.span { cursor:pointer; }
+.fields tr.column td { color:var(--muted); }
 .fields tr.selected td { background:#ffe7b8; }
 .fields tr.unsupported td.value { color:var(--bad); }
 .kind { font-size:12px; white-space:nowrap; }
@@ -157,14 +158,13 @@ SCRIPT = r"""
       tr.appendChild(kind);
       table.appendChild(tr);
     });
-    if (!c.spans.length) {
-      c.fields.forEach(function (f) {
-        var tr = el("tr");
-        tr.appendChild(el("td", "path", f[0]));
-        tr.appendChild(el("td", "value", f[1]));
-        table.appendChild(tr);
-      });
-    }
+    c.fields.forEach(function (f) {
+      var tr = el("tr", "column");
+      tr.appendChild(el("td", "path", f[0]));
+      tr.appendChild(el("td", "value", f[1]));
+      if (c.spans.length) tr.appendChild(el("td", "kind", "column"));
+      table.appendChild(tr);
+    });
     var box = el("div", "fields");
     box.appendChild(table);
     return box;
