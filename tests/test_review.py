@@ -272,3 +272,19 @@ def test_document_spans_into_the_joined_text_are_read_so(tmp_path, invoice_pdf):
     (got,) = card["spans"]
     assert data["texts"][0][got["s"] : got["e"]] == "Bolt Supplies Ltd"
     assert got["bsec"] == 1 and len(got["boxes"]) == 1
+
+
+def test_a_scanned_page_shows_its_image(tmp_path):
+    pytest.importorskip("pypdfium2")
+    from .test_documents import SCAN, samples
+
+    path = tmp_path / "scan.pdf"
+    samples.write_pdf(path, [[(72, 700, 12, "Typed cover page with a text layer")], SCAN])
+    df = pd.DataFrame({"kx_source": [str(path)], "kx_page": [None], "kx_spans": [None]})
+    data = page_data(kx.review(df, tmp_path / "r.html"))
+    sections = data["cards"][0]["sections"]
+    assert [(s["page"], s["text"] is None, s["image"] is None) for s in sections] == [
+        (1, False, True),
+        (2, True, False),
+    ]
+    assert data["images"][0]["src"].startswith("data:image/png;base64,")

@@ -337,7 +337,11 @@ class _Builder:
         if by_page:
             for number, page_text in page_texts.items():
                 section_of_page[number] = len(sections)
-                sections.append({"page": number, "text": self._text_id(page_text), "image": None})
+                # A page without a text layer (a scan) was sent as an image: show that instead.
+                scan = document is not None and not page_text.strip()
+                image = self._page_image(document, number) if document and scan else None
+                text_id = self._text_id(page_text) if page_text.strip() else None
+                sections.append({"page": number, "text": text_id, "image": image})
         plain: int | None = None
         if not by_page and text is not None:
             plain = len(sections)
@@ -425,7 +429,7 @@ class _Builder:
         if kind == "none" or start is None or end is None:
             return out
         section = (section_of_page.get(page) if page is not None else None) if by_page else plain
-        if section is not None:
+        if section is not None and sections[section]["text"] is not None:
             text = self.texts[sections[section]["text"]]
             if 0 <= start <= end <= len(text):
                 out["sec"] = section
