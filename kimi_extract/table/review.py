@@ -12,10 +12,14 @@ sent, so the page must be given that text):
 - rows of ``Extractor.run``: pass the same ``text_column=`` (a column or a list of them) or
   ``template=`` as the run: the text is rendered exactly as the run rendered it;
 - ``run_documents`` outputs (a ``kx_source`` column): the documents are read again (``documents``,
-  default on when the column exists): a span carrying a ``page`` is highlighted in that page's text
-  (the text layer, as sent), and PDF pages holding evidence are rendered (pypdfium2) and embedded
-  as PNG data URLs with the spans' ``boxes`` drawn over them. A document that cannot be read falls
-  back to ``text_column`` when given.
+  default on when the column exists). A span carrying a ``page`` is highlighted in that page's
+  text (``media.documents.load_pages`` with the text layer, as sent); when more exact spans read
+  back their value from the document's text as one piece (its pages joined by a blank line, as
+  ``run_documents(text_column=)`` writes it, or the given ``text_column``), offsets are read so.
+  PDF pages holding evidence, and pages without a text layer (scans), are rendered (pypdfium2)
+  and embedded as PNG data URLs, with the spans' ``boxes`` drawn over them: ``(left, top, right,
+  bottom)`` in PDF points from the page's top-left corner. A document that cannot be read falls
+  back to ``text_column`` when given, and its card says why.
 
 Without a source text the cards show the fields, errors and accounting only. Offsets are
 converted to UTF-16 code units for the browser (characters beyond U+FFFF count twice there).
