@@ -29,7 +29,10 @@ def blocks(lang: str) -> list[tuple[str, str]]:
     return [(m["before"], m["code"]) for m in BLOCK.finditer(README) if m["lang"] == lang]
 
 
-def test_python_examples_run(sim, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_python_examples_run(
+    sim, monkeypatch: pytest.MonkeyPatch, tmp_path: Path, fast_time: object
+) -> None:
+    # fast_time: the examples' retry waits pass 40x faster (that they run is what is checked).
     # A scratch copy of the repository's examples, so files the examples write land in tmp.
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
     monkeypatch.chdir(tmp_path)
