@@ -428,3 +428,35 @@ def test_values_in_text_order_take_successive_occurrences():
     assert starts == sorted(starts)  # each value after the one before it
     assert [text[s.start : s.end] for s in spans] == [v for _, v in leaves]
     assert len({s.start for s in spans}) == len(spans)
+
+
+def test_two_edits_in_a_short_value_are_not_a_typo():
+    """Scored by Levenshtein similarity (81.8 here); RapidFuzz's Indel ratio gives 90.9."""
+    (span,) = align("We stood against many odds that year.", [("x", "against, May")])
+    assert span.kind == "none", span
+
+
+def test_a_fuzzy_match_covers_whole_words():
+    text = "Invoice: Acme Corporation, Lyon"
+    for value in ("Xcme Corporation", "Acme Corporatio"):
+        (span,) = align(text, [("x", value)])
+        assert (span.kind, text[span.start : span.end]) == ("fuzzy", "Acme Corporation")
+        assert span.score < 100
+
+
+def test_short_values_are_never_fuzzy_even_with_a_low_threshold():
+    (short,) = align("Signed by Acne.", [("x", "Acme")], min_score=70)
+    (long,) = align("Signed by Acme Corporatoin.", [("x", "Acme Corporation")], min_score=70)
+    assert (short.kind, long.kind) == ("none", "fuzzy")
+
+
+def test_the_next_value_is_searched_after_the_previous_one_ends():
+    text = "New York office; York branch"
+    spans = align(text, [("a", "New York"), ("b", "York")])
+    assert [s.start for s in spans] == [0, text.rfind("York")]
+
+
+def test_an_occurrence_held_by_an_earlier_leaf_is_passed_over_for_a_free_one():
+    text = "A: Widget. B: Widget."
+    spans = align(text, [("x", "Widget"), ("y", "A:"), ("z", "Widget")])
+    assert [s.start for s in spans] == [3, 0, 14]
