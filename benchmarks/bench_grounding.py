@@ -290,7 +290,7 @@ def measure(quick: bool) -> Section:
         theirs = dict(zip(keys, results, strict=True))
     rows = []
     speedups: dict[str, float] = {}
-    recall_ok = True
+    margins: dict[str, float] = {}
     false_total = 0
     per_kind = []
     for i, (case, (seconds, spans)) in enumerate(zip(cases, ours, strict=True)):
@@ -313,7 +313,7 @@ def measure(quick: bool) -> Section:
             their_score = _score(case, their_spans)
             speedup = their_s / seconds if seconds else float("inf")
             speedups[name] = speedup
-            recall_ok &= score["recall"]["all"] >= their_score["recall"]["all"]
+            margins[name] = score["recall"]["all"] - their_score["recall"]["all"]
             recall = _pct(their_score["recall"]["all"])
             if (i, "regex") in theirs and tok != "regex":
                 regex_score = _score(case, theirs[(i, "regex")][1])
@@ -347,7 +347,14 @@ def measure(quick: bool) -> Section:
         )
     targets: list[tuple[str, str, bool | None]] = []
     if theirs:
-        targets.append(("recall >= LangExtract's (every document)", "", recall_ok))
+        closest = min(margins, key=lambda k: margins[k])
+        targets.append(
+            (
+                "recall >= LangExtract's (every document)",
+                f"smallest margin {100 * margins[closest]:+.1f} points ({closest})",
+                min(margins.values()) >= 0,
+            )
+        )
         targets.append(
             (
                 f">= {SPEEDUP_TARGET:.0f}x faster than LangExtract at 5k tokens",
