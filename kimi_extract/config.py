@@ -49,6 +49,9 @@ The settings, with their defaults:
   (default 20 MiB). ``allow_private_urls``: let ``fetch_urls`` reach loopback, private and
   link-local addresses (refused by default). ``max_decode_pixels``: refuse to decode an image
   larger than this many pixels (default 50,000,000; None: no cap but Pillow's).
+- ``grounding``: after validation, align every leaf of each answer to the text that was sent
+  (``kimi_extract.ground``; no extra tokens) and add ``kx_spans`` / ``kx_grounded`` (default
+  False). ``"quotes"`` also asks the model for a supporting quote per field.
 
 Derived once from the settings (not arguments; recomputed by ``replace``): ``model_info``,
 ``effort`` (the reasoning effort sent), ``resolved_pricing``, ``store_path``, ``media`` and
@@ -62,7 +65,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .exceptions import ConfigurationError
 from .http.backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
@@ -146,6 +149,7 @@ class ExtractorConfig:
     max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES
     allow_private_urls: bool = False
     max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS
+    grounding: bool | Literal["quotes"] = False
 
     # -- derived in __post_init__ (recomputed by replace) ----------------------------------------
     #: The model's rules (``kimi.model_info``).
@@ -183,6 +187,12 @@ class ExtractorConfig:
                 raise ConfigurationError(
                     f"{name} must be True or False, got {getattr(self, name)!r}"
                 )
+        if not (isinstance(self.grounding, bool) or self.grounding == "quotes"):
+            raise ConfigurationError(
+                f"grounding must be True, False or 'quotes', got {self.grounding!r}"
+            )
+        if self.grounding == "quotes":  # the quotes mode lands separately (#15)
+            raise ConfigurationError("grounding='quotes' is not implemented yet; use True")
         _check_positive("concurrency", self.concurrency)
         if self.concurrency > MAX_CONCURRENCY:
             raise ConfigurationError(

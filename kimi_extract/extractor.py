@@ -222,6 +222,11 @@ class Extractor(Generic[T]):
         return self.config.web_search
 
     @property
+    def grounding(self) -> bool | str:
+        """Whether each answer's leaves are aligned to the text sent (``kx_spans``)."""
+        return self.config.grounding
+
+    @property
     def media(self) -> MediaOptions:
         """How media cells become content parts (``MediaOptions``)."""
         return self.config.media
@@ -305,7 +310,7 @@ class Extractor(Generic[T]):
         prepared = prepare(
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
-        check_clashes(prepared.columns, self.output, self.prefix)
+        check_clashes(prepared.columns, self.output, self.prefix, grounding=bool(self.grounding))
         lazy = prepared.frame is None
         kept: list[RowResult] = []
 
@@ -320,6 +325,7 @@ class Extractor(Generic[T]):
                 input_frame=prepared.frame,
                 prefix=self.prefix,
                 web_search=self.web_search,
+                grounding=bool(self.grounding),
             )
 
         try:
@@ -417,7 +423,7 @@ class Extractor(Generic[T]):
         prepared = prepare(
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
-        check_clashes(prepared.columns, self.output, self.prefix)
+        check_clashes(prepared.columns, self.output, self.prefix, grounding=bool(self.grounding))
         buffer: list[RowResult] = []
 
         def sink(batch: list[RowResult]) -> None:
@@ -478,6 +484,7 @@ class Extractor(Generic[T]):
             input_frame=inputs,
             prefix=self.prefix,
             web_search=self.web_search,
+            grounding=bool(self.grounding),
         )
 
     def estimate(
@@ -575,16 +582,18 @@ class Extractor(Generic[T]):
             if isinstance(sources, pd.DataFrame)
             else None
         )
-        await plan.load()
+        grounding = bool(self.grounding)
+        await plan.load(char_boxes=grounding)
         kept: list[RowResult] = []
 
         def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
             return document_frame(
                 plan,
-                plan.merge(kept, self.output, not_run_reason(stop_cause)),
+                plan.merge(kept, self.output, not_run_reason(stop_cause), grounding=grounding),
                 model=self.output,
                 prefix=self.prefix,
                 web_search=self.web_search,
+                grounding=grounding,
                 source_dtypes=source_dtypes,
                 text_column=text_column,
                 explode=explode,
@@ -601,6 +610,7 @@ class Extractor(Generic[T]):
                 progress=self.progress,
                 sink=kept.extend,
                 lookahead=total,  # the chunks are in memory anyway: never stall on one row
+                ground_rows=False,  # documents are grounded after the merge, in their pages
             )
         except asyncio.CancelledError:
             self.last_partial = frame_of("not run: interrupted")  # RunInterrupted.partial
@@ -629,7 +639,9 @@ class Extractor(Generic[T]):
             images_key = "images" if images is not None else None
             # Media is read (or downloaded) in a worker thread, stopped at once by a cancel.
             row = await amake_row(record, TextSpec(columns=("text",)), images_key, self._media())
-        results, stop_cause, _ = await self._execute(iter([row]), total=1, progress=False)
+        results, stop_cause, _ = await self._execute(
+            iter([row]), total=1, progress=False, ground_rows=False
+        )
         if stop_cause is not None:
             raise stop_cause
         result = results[0]
@@ -676,6 +688,7 @@ class Extractor(Generic[T]):
             max_tool_rounds=self.config.max_tool_rounds,
             mode=self.mode,
             endpoint=self.endpoint,
+            grounding=self.grounding,
         )
 
     def _transport(self, limiter: Limiter) -> Transport:
@@ -710,17 +723,20 @@ class Extractor(Generic[T]):
         sink: Callable[[list[RowResult]], None] | None = None,
         keep_records: bool = False,
         lookahead: int | None = None,
+        ground_rows: bool = True,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
         """Run rows through a fresh transport and scheduler; tally usage; log the summary.
 
         Results go to ``sink`` in input order when given (and are not returned), else they are
-        returned as a list.
+        returned as a list. ``ground_rows=False``: no spans per row (documents ground merged rows).
         """
         limiter = Limiter(
             concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm, adaptive=self.config.adaptive
         )
         transport = self._transport(limiter)
         settings = self._settings(total)
+        if not ground_rows:
+            settings = dataclasses.replace(settings, grounding=False)
         transport.encoder = BodyEncoder(settings.static_messages, settings.response_format)
         budget = None
         if self.max_cost is not None or self.max_tokens is not None:

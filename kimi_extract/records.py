@@ -312,6 +312,9 @@ class RowResult:
     saved: Usage | None = None
     #: The row's input values, kept only for streaming outputs.
     record: Mapping[str, Any] | None = field(default=None, repr=False)
+    #: ``grounding=``: one ``Span`` per leaf of ``value`` (None when grounding is off or the row
+    #: has no value).
+    spans: list[Span] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

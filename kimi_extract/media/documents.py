@@ -4,9 +4,10 @@
 ``load_all`` / ``load_pages`` read the selected pages (``page_selector``): a .txt is split into
 pages at form feeds, an .html page is its visible text (``html_to_text``), a .pdf is read page by
 page (``pip install 'kimi-extract[pdf]'``) as its text layer or rendered as a PNG of at most
-``pixels`` pixels and ``MAX_RENDER_DPI``. ``plan_chunks`` cuts one row's pages into chunks of at
-most N pages and about M characters (``split_text``). A document that cannot be read keeps the
-``MediaError`` that says why. ``kimi_extract.run.documents`` turns these into rows.
+``pixels`` pixels and ``MAX_RENDER_DPI`` (with ``char_boxes=True`` a text-layer page also keeps
+its characters' boxes, ``Page.boxes``, for grounding). ``plan_chunks`` cuts one row's pages into
+chunks of at most N pages and about M characters (``split_text``). A document that cannot be read
+keeps the ``MediaError`` that says why. ``kimi_extract.run.documents`` turns these into rows.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
 from ..exceptions import InputError, MediaError
@@ -38,11 +40,17 @@ INSTALL_PDF = "pip install 'kimi-extract[pdf]'"
 
 @dataclass
 class Page:
-    """One page: its 1-based number, its text, and a PNG rendering when it is sent as an image."""
+    """One page: its 1-based number, its text, and a PNG rendering when it is sent as an image.
+
+    ``boxes`` (PDF text layers read with ``char_boxes=True``): one row per character of ``text``,
+    ``(left, top, right, bottom)`` in PDF points from the page's top-left corner; NaN for a
+    character the text layer has no box for (a line break pdfium inserted).
+    """
 
     number: int
     text: str = ""
     image: bytes | None = None
+    boxes: np.ndarray | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -147,11 +155,24 @@ def page_selector(spec: PageSpec) -> Any:
     return select
 
 
-def load_all(documents: list[Document], pdf_mode: PdfMode, select: Any, pixels: int | None) -> None:
+def load_all(
+    documents: list[Document],
+    pdf_mode: PdfMode,
+    select: Any,
+    pixels: int | None,
+    *,
+    char_boxes: bool = False,
+) -> None:
     """Read every document's selected pages in place; an unreadable one keeps its error."""
     for document in documents:
         try:
-            all_pages = load_pages(document.path, pdf_mode=pdf_mode, select=select, pixels=pixels)
+            all_pages = load_pages(
+                document.path,
+                pdf_mode=pdf_mode,
+                select=select,
+                pixels=pixels,
+                char_boxes=char_boxes,
+            )
         except MediaError as exc:
             document.error = exc
             continue
@@ -164,15 +185,22 @@ def load_all(documents: list[Document], pdf_mode: PdfMode, select: Any, pixels: 
 
 
 def load_pages(
-    path: Path, *, pdf_mode: PdfMode = "auto", select: Any = None, pixels: int | None = None
+    path: Path,
+    *,
+    pdf_mode: PdfMode = "auto",
+    select: Any = None,
+    pixels: int | None = None,
+    char_boxes: bool = False,
 ) -> tuple[int, list[Page]]:
-    """(page count, selected pages) of one document; raises ``MediaError`` when unreadable."""
+    """(page count, selected pages) of one document; raises ``MediaError`` when unreadable.
+
+    ``char_boxes``: PDF pages read as text also get ``Page.boxes``."""
     select = select or page_selector(None)
     suffix = path.suffix.lower()
     if suffix not in SUPPORTED_SUFFIXES:
         raise MediaError(f"{path}: unsupported document type; use {', '.join(SUPPORTED_SUFFIXES)}")
     if suffix == ".pdf":
-        return _pdf_pages(path, pdf_mode, select, pixels)
+        return _pdf_pages(path, pdf_mode, select, pixels, char_boxes)
     try:
         raw = path.read_text(encoding="utf-8-sig", errors="replace")
     except FileNotFoundError:
@@ -198,7 +226,7 @@ def _pdfium() -> Any:
 
 
 def _pdf_pages(
-    path: Path, pdf_mode: PdfMode, select: Any, pixels: int | None
+    path: Path, pdf_mode: PdfMode, select: Any, pixels: int | None, char_boxes: bool = False
 ) -> tuple[int, list[Page]]:
     pdfium = _pdfium()
     if not path.exists():
@@ -214,15 +242,32 @@ def _pdf_pages(
             page = pdf[number - 1]
             try:
                 text = ""
+                boxes = None
                 if pdf_mode != "images":
                     textpage = page.get_textpage()
-                    text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+                    raw = textpage.get_text_range()
+                    text = raw.replace("\r\n", "\n").replace("\r", "\n")
+                    if char_boxes:
+                        boxes = _char_boxes(pdfium, textpage, raw, page.get_size()[1])
                     textpage.close()
                 needs_image = pdf_mode == "images" or (
                     pdf_mode == "auto" and len("".join(text.split())) < MIN_TEXT_CHARS
                 )
                 image = _render(page, pixels) if needs_image else None
-                pages.append(Page(number, "" if image is not None else text.strip(), image))
+                if image is not None:
+                    pages.append(Page(number, "", image))
+                    continue
+                stripped = text.strip()
+                if boxes is not None:
+                    # the rows of the characters the page text keeps (no "\r" of a "\r\n")
+                    kept = [
+                        i
+                        for i, c in enumerate(raw)
+                        if not (c == "\r" and raw[i + 1 : i + 2] == "\n")
+                    ]
+                    lead = len(text) - len(text.lstrip())
+                    boxes = boxes[kept][lead : lead + len(stripped)]
+                pages.append(Page(number, stripped, None, boxes))
             finally:
                 page.close()
         return count, pages
@@ -230,6 +275,22 @@ def _pdf_pages(
         raise MediaError(f"{path}: cannot read a page: {exc}") from None
     finally:
         pdf.close()
+
+
+def _char_boxes(pdfium: Any, textpage: Any, raw: str, height: float) -> np.ndarray:
+    """One box per character of ``raw`` (``get_text_range``'s text): (left, top, right, bottom)
+    in PDF points from the top-left corner, NaN where pdfium inserted the character."""
+    boxes = np.full((len(raw), 4), np.nan)
+    unit = 0  # UTF-16 index of the character: pdfium's "text index"
+    for index, char in enumerate(raw):
+        found = pdfium.raw.FPDFText_GetCharIndexFromTextIndex(textpage, unit)
+        unit += 2 if char > "\uffff" else 1
+        if found < 0:
+            continue
+        left, bottom, right, top = textpage.get_charbox(found)
+        if right > left and top > bottom:
+            boxes[index] = (left, height - top, right, height - bottom)
+    return boxes
 
 
 def _render(page: Any, pixels: int | None) -> bytes:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import logging
 import math
 from collections.abc import Awaitable
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ from ..kimi import DEFAULT_CACHE_TTL, MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
 from ..records import Pricing, RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid, CompiledSchema
 from .budget import Budget, Reservation
+from .grounding import aground_row
 from .request import (
     Answer,
     RequestKeys,
@@ -56,6 +58,8 @@ from .request import (
     tool_result_messages,
 )
 from .store import store_key
+
+logger = logging.getLogger("kimi_extract")
 
 #: Errors that would fail every row the same way: stop the run at once.
 FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, NotFoundError)
@@ -91,6 +95,8 @@ class RowSettings:
     mode: str = "json_schema"
     #: The endpoint's identity (``store.endpoint_identity``): part of every store key.
     endpoint: str = ""
+    #: ``grounding=``: align each valid answer's leaves to the row's text (``run.grounding``).
+    grounding: bool | str = False
 
     @functools.cached_property
     def _keys(self) -> RequestKeys:
@@ -210,6 +216,7 @@ class RowRunner:
             if self.store is not None:
                 key = settings.store_key(user)
                 if self._serve_stored(await self.store.lookup(key), result):
+                    await self._ground(row, result)
                     return result
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
@@ -249,7 +256,19 @@ class RowRunner:
                 )
             except StoreError as exc:  # the row keeps its value; the run stops after it
                 self.stop_starting(exc)
+        await self._ground(row, result)
         return result
+
+    async def _ground(self, row: RowInput, result: RowResult) -> None:
+        """``grounding=``: the valid answer's spans in the row's text (recomputed for an answer
+        served from the store). The aligner is pure; should it fail, the row keeps its value and
+        has no spans."""
+        if not self.settings.grounding or result.value is None:
+            return
+        try:
+            result.spans = await aground_row(row.content, result.value)
+        except Exception:  # pragma: no cover - a bug in the aligner must not fail the row
+            logger.exception("grounding failed for row %r", row.label)
 
     def stop_starting(self, exc: BaseException) -> None:
         """Stop starting rows (the first error wins); rows in flight finish."""

@@ -23,6 +23,9 @@ merges each document's chunk results back into one row (``DocumentPlan.merge``):
   are summed over the chunks, ``kx_chunks`` says how many there were, and ``kx_error`` names the
   chunks that failed (the others still contribute their values).
 - ``explode="field"``: one row per item of that list field (see ``kimi_extract.table.explode``).
+- ``grounding=True`` (the extractor's setting): the merged answer's leaves are aligned to the
+  unit's pages, each span with its ``page``, offsets into that page's text, and on PDF text
+  layers the boxes of its lines (``kimi_extract.run.grounding.ground_pages``).
 
 The output frame is built by ``kimi_extract.table.documents``.
 
@@ -53,6 +56,7 @@ from ..media.documents import (
 from ..media.parts import MediaOptions
 from ..records import RowInput, RowResult, Usage, is_missing
 from .conversation import one_line
+from .grounding import ground_pages
 from .inputs import BlockingRows, TextSpec, make_row
 
 
@@ -101,10 +105,14 @@ class DocumentPlan:
         """How many rows the run sends (units that cannot be sent have none)."""
         return sum(len(unit.chunks) for unit in self.units if unit.error is None)
 
-    async def load(self) -> None:
-        """Read every document's selected pages (blocking work, in a thread); plan the units."""
+    async def load(self, *, char_boxes: bool = False) -> None:
+        """Read every document's selected pages (blocking work, in a thread); plan the units.
+
+        ``char_boxes``: keep PDF text layers' character boxes (for grounding)."""
         pixels = self.media.max_image_pixels
-        await asyncio.to_thread(load_all, self.documents, self.pdf_mode, self.select, pixels)
+        await asyncio.to_thread(
+            load_all, self.documents, self.pdf_mode, self.select, pixels, char_boxes=char_boxes
+        )
         self.units = _plan(self.documents, self.per_page, self.chunk_pages, self.chunk_chars)
 
     def rows(self) -> Iterator[RowInput]:
@@ -127,11 +135,17 @@ class DocumentPlan:
         return BlockingRows(rows()) if has_images else rows()
 
     def merge(
-        self, results: Sequence[RowResult], model: type[BaseModel], stop_reason: str
+        self,
+        results: Sequence[RowResult],
+        model: type[BaseModel],
+        stop_reason: str,
+        *,
+        grounding: bool = False,
     ) -> list[RowResult]:
         """One result per unit from its chunks' results (in chunk order; see the module
         docstring): fields merged, usage / attempts / latency / web searches summed, errors
-        named per chunk. A chunk without a result (the run stopped first) has ``stop_reason``."""
+        named per chunk. A chunk without a result (the run stopped first) has ``stop_reason``.
+        ``grounding``: the merged value's spans in the unit's pages (``ground_pages``)."""
         by_position = {r.position: r for r in results}
         merged: list[RowResult] = []
         position = 0
@@ -156,6 +170,8 @@ class DocumentPlan:
                 # Not validated: a merge of valid chunks (e.g. a concatenated list) may break a
                 # constraint no single chunk broke; the frame reads the attributes only.
                 result.value = model.model_construct(**fields)
+                if grounding:
+                    result.spans = ground_pages(self._unit_pages(unit), result.value)
             for chunk in chunks:
                 result.usage = result.usage + chunk.usage
                 result.attempts += chunk.attempts
@@ -166,6 +182,13 @@ class DocumentPlan:
             result.from_store = all(c.from_store for c in chunks)
             result.error = _chunks_error(len(unit.chunks), [c.error for c in chunks])
         return merged
+
+    @staticmethod
+    def _unit_pages(unit: DocumentUnit) -> list[Page]:
+        """The unit's whole pages (a chunk may hold a piece of one), in order."""
+        if unit.page is not None:
+            return [p for p in unit.document.pages if p.number == unit.page]
+        return list(unit.document.pages)
 
 
 def plan_documents(

@@ -57,6 +57,7 @@ def document_frame(
     prefix: str,
     web_search: bool,
     source_dtypes: dict[str, Any] | None,
+    grounding: bool = False,
     text_column: str | None = None,
     explode: str | None = None,
     item_prefix: str = "",
@@ -88,6 +89,7 @@ def document_frame(
         input_frame=pd.DataFrame(data, index=index),
         prefix=prefix,
         web_search=web_search,
+        grounding=grounding,
     )
     if plan.chunk_pages is not None or plan.chunk_chars is not None:
         out[kx.CHUNKS] = pd.Series([len(u.chunks) for u in units], index=index, dtype="int64")

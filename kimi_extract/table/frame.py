@@ -2,12 +2,18 @@
 
 The output keeps the input's index and row order: the input columns, then one column per
 top-level field of the output model (nested models and lists stay Python dicts/lists), then the
-accounting columns. Integer and boolean fields use pandas nullable dtypes (``Int64``,
-``boolean``) so failed rows hold ``<NA>`` without turning integers into floats.
+accounting columns (then ``kx_web_searches`` with web search, and ``kx_spans`` / ``kx_grounded``
+with grounding). Integer and boolean fields use pandas nullable dtypes (``Int64``, ``boolean``)
+so failed rows hold ``<NA>`` without turning integers into floats.
+
+``kx_spans`` holds, per row, a list of span dicts (``records.Span.to_dict``), one per leaf of the
+answer, grounded or not (None for a row without a value); ``kx_grounded`` the share of leaves
+grounded (NaN for a failed row or an answer without leaves).
 """
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from collections.abc import Sequence
@@ -20,6 +26,9 @@ from ..exceptions import ConfigurationError, InputError
 from ..records import RowResult
 from . import columns as kx
 from .columns import ACCOUNTING_COLUMNS, RESERVED_PREFIX
+
+#: The columns ``grounding=`` adds, in order.
+GROUNDING_COLUMNS = (kx.SPANS, kx.GROUNDED)
 
 
 def output_columns(model: type[BaseModel], prefix: str) -> dict[str, str]:
@@ -39,11 +48,15 @@ def check_output_names(model: type[BaseModel], prefix: str) -> None:
         )
 
 
-def check_clashes(input_columns: Sequence[str], model: type[BaseModel], prefix: str) -> None:
+def check_clashes(
+    input_columns: Sequence[str], model: type[BaseModel], prefix: str, *, grounding: bool = False
+) -> None:
     """Raise ``InputError`` when an output column would overwrite an input column."""
     taken = set(input_columns)
     clashes = [col for col in output_columns(model, prefix).values() if col in taken]
     clashes += [col for col in ACCOUNTING_COLUMNS if col in taken]
+    if grounding:
+        clashes += [col for col in GROUNDING_COLUMNS if col in taken]
     if clashes:
         hint = (
             "drop the kx_ columns from the input (it looks like an earlier output)"
@@ -78,6 +91,7 @@ def build_frame(
     input_frame: pd.DataFrame | None,
     prefix: str = "",
     web_search: bool = False,
+    grounding: bool = False,
 ) -> pd.DataFrame:
     """The output DataFrame for ``results`` (one per input row, in order)."""
     columns = output_columns(model, prefix)
@@ -105,6 +119,8 @@ def build_frame(
         data[kx.WEB_SEARCHES] = pd.Series(
             [r.web_searches for r in results], index=index, dtype="int64"
         )
+    if grounding:
+        data.update(grounding_columns(results, index))
     out = pd.DataFrame(data, index=index)
     if input_frame is not None and len(input_frame.columns):
         out = pd.concat([input_frame, out], axis=1)
@@ -126,6 +142,35 @@ def _plain(value: Any) -> Any:
 
 
 _NESTED = (BaseModel, list, tuple, dict)
+
+
+def grounding_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:
+    """``kx_spans`` (span dicts per row; None without a value) and ``kx_grounded``."""
+    spans: list[Any] = []
+    shares: list[float] = []
+    for result in results:
+        found = result.spans if result.value is not None else None
+        if found is None and result.value is not None:
+            found = []  # grounding failed for this row: no spans rather than a missing cell
+        spans.append(None if found is None else [span.to_dict() for span in found])
+        shares.append(grounded_share(found))
+    return {
+        kx.SPANS: pd.Series(spans, index=index, dtype=object),
+        kx.GROUNDED: pd.Series(shares, index=index, dtype="float64"),
+    }
+
+
+def grounded_share(spans: Sequence[Any] | None) -> float:
+    """The share of leaves grounded (``Span`` objects or span dicts); NaN without any."""
+    if not spans:
+        return math.nan
+    grounded = sum(
+        span.grounded
+        if hasattr(span, "grounded")
+        else span.get("kind", "none") != "none" and span.get("start") is not None
+        for span in spans
+    )
+    return grounded / len(spans)
 
 
 def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:
