@@ -104,7 +104,7 @@ def _maybe_simulator(enabled: bool) -> Iterator[Any]:
 #: Flags that set an ``ExtractorConfig`` setting of another name (the rest share its name).
 _FLAG_SETTINGS = {"effort": "reasoning_effort"}
 #: On/off flags: given, they set the setting to True (``--no-progress`` sets progress False).
-_SWITCHES = ("stream", "web_search", "fetch_urls", "allow_private_urls")
+_SWITCHES = ("stream", "web_search", "fetch_urls", "allow_private_urls", "grounding")
 
 
 def _default(setting: str) -> Any:
@@ -329,6 +329,12 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     store.add_argument("--cache", help=argparse.SUPPRESS)  # deprecated name of --store / 'off'
     parser.add_argument("--stream", action="store_true", help="request SSE streams")
     parser.add_argument("--web-search", action="store_true", help="offer Kimi's web search tool")
+    parser.add_argument(
+        "--grounding",
+        action="store_true",
+        help="align every extracted value to the text sent (kx_spans, kx_grounded columns; no "
+        "extra tokens); check them with 'kimi-extract review'",
+    )
     parser.add_argument(
         "--max-image-pixels",
         type=int,

@@ -161,7 +161,8 @@ def output_meta(
     """
     columns = {k: v for k, v in run_options.items() if k in COLUMN_OPTIONS and v is not None}
     prepared = prepare(ddf._meta, **columns)
-    check_clashes(prepared.columns, extractor.output, extractor.prefix)
+    grounding = bool(extractor.grounding)
+    check_clashes(prepared.columns, extractor.output, extractor.prefix, grounding=grounding)
     assert prepared.index is not None
     return build_frame(
         model=extractor.output,
@@ -170,6 +171,7 @@ def output_meta(
         input_frame=prepared.frame,
         prefix=extractor.prefix,
         web_search=extractor.web_search,
+        grounding=grounding,
     )
 
 

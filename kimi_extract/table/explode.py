@@ -11,13 +11,19 @@ becomes one row per item of its ``rows`` list:
   searches sit on its first item row and the other item rows hold 0, so column sums stay equal to
   what the server reported; ``kx_error`` is repeated;
 - a source whose list is empty or missing (a failed row) keeps one row with empty item columns and
-  ``kx_item`` ``<NA>``, so no source disappears.
+  ``kx_item`` ``<NA>``, so no source disappears;
+- grounded outputs (``kx_spans``): each item row carries the spans of its own item (paths kept as
+  they are in the answer, ``items[2].name``), and the spans of the fields outside the list sit on
+  the first item row, like the accounting columns, so no span is repeated or lost;
+  ``kx_grounded`` is recomputed per row over the spans it carries.
 
 Item column names are the item's field names; when one is already a column, pass ``item_prefix``.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import types
 import typing
 from collections.abc import Sequence
@@ -29,9 +35,9 @@ from pydantic import BaseModel
 
 from ..exceptions import InputError
 from ..records import is_missing
-from .columns import ACCOUNTING_COLUMNS, ADDITIVE_COLUMNS
+from .columns import ACCOUNTING_COLUMNS, ADDITIVE_COLUMNS, GROUNDED, SPANS
 from .columns import ITEM as ITEM_COLUMN
-from .frame import _dtype_for
+from .frame import _dtype_for, grounded_share
 
 
 def _unwrap(annotation: Any) -> Any:
@@ -121,6 +127,36 @@ def _as_list(value: Any, label: Any, column: str) -> list[Any]:
     raise InputError(f"row {label!r}: {column} holds a {type(value).__name__}, not a list")
 
 
+def _span_records(cell: Any, label: Any) -> list[Any] | None:
+    """A ``kx_spans`` cell as a list of span dicts (JSON text read back from a file parsed)."""
+    if isinstance(cell, str):
+        try:
+            cell = json.loads(cell) if cell.strip() else []
+        except json.JSONDecodeError:
+            raise InputError(f"row {label!r}: {SPANS} holds text that is not JSON") from None
+    if isinstance(cell, np.ndarray):
+        cell = cell.tolist()
+    if isinstance(cell, list | tuple):
+        return list(cell)
+    if is_missing(cell):
+        return None
+    raise InputError(f"row {label!r}: {SPANS} holds a {type(cell).__name__}, not a list")
+
+
+def split_spans(spans: list[Any] | None, field: str, count: int) -> list[list[Any] | None]:
+    """The spans of each of a source row's ``max(1, count)`` item rows (module docstring)."""
+    if spans is None:
+        return [None] * max(1, count)
+    under = re.compile(rf"{re.escape(field)}\[(\d+)\](?=$|[.\[])")
+    rows: list[list[Any]] = [[] for _ in range(max(1, count))]
+    for span in spans:
+        path = span.get("path", "") if isinstance(span, dict) else getattr(span, "path", "")
+        found = under.match(str(path))
+        item = int(found.group(1)) if found else 0
+        rows[item if item < len(rows) else 0].append(span)
+    return list(rows)
+
+
 def explode(
     frame: pd.DataFrame,
     model: type[BaseModel] | None,
@@ -177,5 +213,12 @@ def explode(
         if dtype != "object":
             cells = [pd.NA if v is None else v for v in cells]
         out.insert(location + offset, name, pd.Series(cells, dtype=dtype))
+    if SPANS in out.columns:
+        per_item: list[list[Any] | None] = []
+        for label, cell, items in zip(frame.index, frame[SPANS], lists, strict=True):
+            per_item += split_spans(_span_records(cell, label), field, len(items))
+        out[SPANS] = pd.Series(per_item, dtype=object)
+        if GROUNDED in out.columns:
+            out[GROUNDED] = pd.Series([grounded_share(s) for s in per_item], dtype="float64")
     out.index = index
     return out
