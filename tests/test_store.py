@@ -426,14 +426,15 @@ def test_a_failed_group_commit_fails_every_row_in_it_and_keeps_none(tmp_path: Pa
         assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
 
 
+@pytest.mark.parametrize("concurrency", [1, 5, 16])
 def test_a_reported_row_is_always_committed_and_few_are_unreported(
-    sim, make_extractor, tmp_path: Path, monkeypatch
+    sim, make_extractor, tmp_path: Path, monkeypatch, concurrency: int
 ):
     """Whenever the run reports rows (frame, ``run_to`` output, progress), every one of them is
     already committed, and rows sent but not committed never exceed ``concurrency``: a kill -9
     at any of these moments loses no reported row and makes a rerun ask again at most
     ``concurrency`` rows."""
-    path, concurrency, n = tmp_path / "s.sqlite3", 16, 300
+    path, n = tmp_path / "s.sqlite3", 40 * concurrency
     sim.responder = lambda r: Reply(delay=0.002 * (int(r.user_text.split()[1]) % 7))
     reported: list[int] = []
     real_add = Tally.add
@@ -450,7 +451,7 @@ def test_a_reported_row_is_always_committed_and_few_are_unreported(
     out = make_extractor(store=path, concurrency=concurrency).run(
         [f"row {i} of the group test" for i in range(n)]
     )
-    assert out["kx_error"].isna().all() and len(reported) > 10 and reported[-1] == n
+    assert out["kx_error"].isna().all() and len(reported) >= 10 and reported[-1] == n
     assert _committed(path) == n
 
 
