@@ -98,17 +98,14 @@ def line_boxes(chars: np.ndarray) -> tuple[tuple[float, float, float, float], ..
             continue
         if merged:
             last = merged[-1]
-            # the same line: vertical extents overlap by half the shorter one (glyph boxes are
-            # tight: "o" is lower than "B"; a space is a sliver on the baseline)
+            # the same line: the glyph overlaps the line's vertical extent at all (glyph boxes
+            # are tight: a comma hangs below the digits, a space is a sliver on the baseline)
+            # and starts within a line height of its right end (a new line starts far left)
             overlap = min(bottom, last[3]) - max(top, last[1])
             height = max(last[3] - last[1], bottom - top)
-            if overlap >= 0.5 * min(bottom - top, last[3] - last[1]) and (
-                -height <= left - last[2] <= height
-            ):
-                last[:] = [min(last[0], left), min(last[1], top)] + [
-                    max(last[2], right),
-                    max(last[3], bottom),
-                ]
+            if overlap > 0 and -height <= left - last[2] <= height:
+                last[0], last[1] = min(last[0], left), min(last[1], top)
+                last[2], last[3] = max(last[2], right), max(last[3], bottom)
                 continue
         merged.append([left, top, right, bottom])
     return tuple((round(b[0], 2), round(b[1], 2), round(b[2], 2), round(b[3], 2)) for b in merged)
