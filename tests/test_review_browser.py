@@ -244,6 +244,37 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
     assert page.problems() == []
 
 
+def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
+    """As above, with the spans ``run_documents(grounding=True)`` gives (offsets into page 2's
+    text, boxes from the text layer)."""
+    from pydantic import BaseModel
+
+    from kimi_extract.simulator import Reply
+
+    class Header(BaseModel):
+        vendor: str
+        number: str
+
+    invoice_pdf = make_invoice_pdf(tmp_path)
+    sim.responder = lambda request: Reply(content={"vendor": "Bolt Supplies Ltd", "number": "77"})
+    ex = kx.Extractor(
+        Header, base_url=sim.base_url, api_key=sim.api_key, progress=False, grounding=True
+    )
+    out = ex.run_documents(invoice_pdf, pages="2")
+    assert [s["kind"] for s in out["kx_spans"].iloc[0]] == ["exact", "none"]
+    show(page, kx.review(out, tmp_path / "r.html"))
+    page.wait_for("document.querySelector('.pagewrap img').complete")
+    assert page.evaluate("document.querySelector('mark').textContent") == "Bolt Supplies Ltd"
+    ink = page.evaluate(INK)
+    assert len(ink) == 1
+    inside, below = ink[0]
+    assert inside > 50 and below == 0, ink
+    page.click(".pagewrap .box")
+    assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
+    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.problems() == []
+
+
 def test_screenshot_for_the_notebook(page, tmp_path):
     invoice_pdf = make_invoice_pdf(tmp_path)
     df = frame(MIXED[:3], LEAVES[:3])
@@ -283,7 +314,7 @@ def test_screenshot_for_the_notebook(page, tmp_path):
 
 def test_an_offline_extraction_grounded_by_the_aligner(page, tmp_path):
     """The chain end to end: the simulator answers extractively (values copied from the text,
-    some perturbed), the aligner grounds every leaf (what ``grounding=True`` stores), the output
+    some perturbed), ``grounding=True`` grounds every leaf (the aligner's spans), the output
     goes through a .parquet file and ``kimi-extract review``, and every highlight in the page
     sits on ``text[start:end]``."""
     from pydantic import BaseModel
@@ -302,11 +333,16 @@ def test_an_offline_extraction_grounded_by_the_aligner(page, tmp_path):
     perturb = ("case", "width", "spacing")
     with Simulator(answers="extractive", perturb=0.4, perturb_kinds=perturb) as sim:
         ex = kx.Extractor(
-            Invoice, base_url=sim.base_url, api_key=sim.api_key, progress=False, store=False
+            Invoice,
+            base_url=sim.base_url,
+            api_key=sim.api_key,
+            progress=False,
+            store=False,
+            grounding=True,
         )
         out = ex.run(pd.DataFrame({"text": texts}), text="text")
     answers = out[["vendor", "buyer", "items"]].to_dict("records")
-    out["kx_spans"] = [
+    assert list(out["kx_spans"]) == [
         [s.to_dict() for s in align(text, leaves_of(answer))]
         for text, answer in zip(texts, answers, strict=True)
     ]
