@@ -399,6 +399,21 @@ def test_rows_of_one_turn_share_one_transaction_and_one_lookup(tmp_path: Path, m
     assert _committed(path) == 451
 
 
+def test_closing_the_store_commits_the_rows_still_queued(tmp_path: Path):
+    """A run that ends or is interrupted closes its store: queued rows are committed then."""
+    path = tmp_path / "s.sqlite3"
+    store = ResultStore(path)
+
+    async def main() -> None:
+        pending = store.commit("k", model="m", output="{}", usage=kx.Usage(), attempts=1)
+        assert _committed(path) == 0  # queued for the end of this event-loop turn
+        store.close()
+        assert _committed(path) == 1 and pending.done()
+        await asyncio.sleep(0)  # the turn's own flush finds nothing left (and no open file)
+
+    asyncio.run(main())
+
+
 def test_a_failed_group_commit_fails_every_row_in_it_and_keeps_none(tmp_path: Path):
     path = tmp_path / "s.sqlite3"
     store = ResultStore(path)
