@@ -302,6 +302,19 @@ def test_spans_round_trip_through_files_and_explode_after_reading(tmp_path, suff
     assert list(items["kx_grounded"]) == list(expected["kx_grounded"])
 
 
+def test_run_to_writes_the_spans_of_streamed_rows(tmp_path):
+    target = tmp_path / "out.jsonl"
+    with extractive() as sim:
+        ex = kx.Extractor(
+            Deal, base_url=sim.base_url, api_key=sim.api_key, progress=False, grounding=True
+        )
+        ex.run_to(target, ({"text": t} for t in TEXTS), text="text")
+    rows = pd.read_json(target, lines=True)
+    for text, spans in zip(TEXTS, rows["kx_spans"], strict=True):
+        assert spans and all(text[s["start"] : s["end"]] == s["value"] for s in spans)
+    assert rows["kx_grounded"].tolist() == [1.0] * len(TEXTS)
+
+
 def test_cli_grounding_flag_then_review(tmp_path, capsys):
     examples = Path(__file__).resolve().parents[1] / "examples"
     out = tmp_path / "out.parquet"

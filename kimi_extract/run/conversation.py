@@ -12,6 +12,9 @@ Whatever a row's content or a server's answer, the worst outcome for that row is
 between rows: a fatal API error (authentication, permission, quota, unknown model, or the same
 400 for the first rows of a run), a halt (the result store failed), a budget hit.
 
+With ``grounding=`` the valid answer's leaves are then aligned to the row's text
+(``run.grounding``; an answer served from the store too), filling ``RowResult.spans``.
+
 Budgets (``Budget``) are checked per attempt: each one reserves its worst case (prompt + its
 ``max_completion_tokens``) before it is sent, so billed totals never cross a cap.
 """
