@@ -51,7 +51,8 @@ The settings, with their defaults:
   larger than this many pixels (default 50,000,000; None: no cap but Pillow's).
 - ``grounding``: after validation, align every leaf of each answer to the text that was sent
   (``kimi_extract.ground``; no extra tokens) and add ``kx_spans`` / ``kx_grounded`` (default
-  False). ``"quotes"`` also asks the model for a supporting quote per field.
+  False). ``"quotes"`` also asks the model for a supporting quote per field (``schema.quotes``)
+  and marks a value unsupported when its quote is not in the text (``run.grounding``).
 
 Derived once from the settings (not arguments; recomputed by ``replace``): ``model_info``,
 ``effort`` (the reasoning effort sent), ``resolved_pricing``, ``store_path``, ``media`` and
@@ -191,8 +192,6 @@ class ExtractorConfig:
             raise ConfigurationError(
                 f"grounding must be True, False or 'quotes', got {self.grounding!r}"
             )
-        if self.grounding == "quotes":  # the quotes mode lands separately (#15)
-            raise ConfigurationError("grounding='quotes' is not implemented yet; use True")
         _check_positive("concurrency", self.concurrency)
         if self.concurrency > MAX_CONCURRENCY:
             raise ConfigurationError(

@@ -121,6 +121,8 @@ class Extractor(Generic[T]):
         self.output = output
         try:
             self.compiled = compile_schema(output)
+            if config.grounding == "quotes":  # the schema also asks for a quote per field
+                self.compiled = self.compiled.with_quotes()
         except RecursionError:
             raise SchemaError(
                 f"output model {output.__name__} nests too deeply to compile (recursion limit); "

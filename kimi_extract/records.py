@@ -199,8 +199,10 @@ class Usage:
         )
 
 
-#: The match kinds of a ``Span``, best first; "none" means the leaf was not found in the text.
-SPAN_KINDS = ("exact", "normalized", "fuzzy", "none")
+#: The match kinds of a ``Span``, best first; "quote" (``grounding="quotes"``): the value is not
+#: in the text, but the model's supporting quote is (the span is the quote's evidence); "none"
+#: means the leaf was not found in the text (or, with quotes, its quote was not).
+SPAN_KINDS = ("exact", "normalized", "fuzzy", "quote", "none")
 
 
 @dataclass(frozen=True)
@@ -211,9 +213,10 @@ class Span:
     ``start``/``end`` are Python ``str`` indices into the exact text that was sent, so
     ``text[start:end]`` is the evidence; both are None when the leaf was not grounded.
     ``kind`` is one of ``SPAN_KINDS``; ``score`` is 0..100 (100 for exact and normalized
-    matches, the RapidFuzz similarity for fuzzy ones, 0 for none). ``page`` is the 1-based page
-    of a document (None for plain rows); ``boxes`` are character boxes (left, top, right,
-    bottom) on that page when its text layer gives them, else ``()``. ``quote`` is the
+    matches, the RapidFuzz similarity for fuzzy ones, the quote's score for quote, 0 for
+    none). ``page`` is the 1-based page of a document (None for plain rows); ``boxes`` are
+    character boxes (left, top, right, bottom) on that page when its text layer gives them,
+    else ``()``. ``quote`` is the
     supporting quote the model gave (``grounding="quotes"``), else None.
     """
 

@@ -218,8 +218,9 @@ class RowRunner:
         try:
             if self.store is not None:
                 key = settings.store_key(user)
-                if self._serve_stored(await self.store.lookup(key), result):
-                    await self._ground(row, result)
+                stored = await self.store.lookup(key)
+                if self._serve_stored(stored, result):
+                    await self._ground(row, result, stored.output)
                     return result
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
@@ -259,17 +260,22 @@ class RowRunner:
                 )
             except StoreError as exc:  # the row keeps its value; the run stops after it
                 self.stop_starting(exc)
-        await self._ground(row, result)
+        await self._ground(row, result, raw)
         return result
 
-    async def _ground(self, row: RowInput, result: RowResult) -> None:
+    async def _ground(self, row: RowInput, result: RowResult, raw: str | None) -> None:
         """``grounding=``: the valid answer's spans in the row's text (recomputed for an answer
-        served from the store). The aligner is pure; should it fail, the row keeps its value and
-        has no spans."""
-        if not self.settings.grounding or result.value is None:
+        served from the store); ``"quotes"``: checked through the quotes of ``raw``, the answer
+        it came from. The aligner is pure; should it fail, the row keeps its value and has no
+        spans."""
+        settings = self.settings
+        if not settings.grounding or result.value is None:
             return
         try:
-            result.spans = await aground_row(row.content, result.value)
+            quotes = None
+            if settings.grounding == "quotes" and raw is not None:
+                quotes = settings.compiled.quotes_of(raw)
+            result.spans = await aground_row(row.content, result.value, quotes)
         except Exception:  # pragma: no cover - a bug in the aligner must not fail the row
             logger.exception("grounding failed for row %r", row.label)
 

@@ -32,9 +32,12 @@ import numpy as np
 from pydantic import BaseModel
 
 from ..ground import align, leaves_of
+from ..ground.align import _child as child_path
 from ..media.documents import Page
 from ..records import Content, Span
 
+#: ``CompiledSchema.quotes_of``: each object's ``kx_quotes``, by its path in the answer as sent.
+Quotes = Mapping[tuple[str | int, ...], Mapping[str, Any]]
 #: Rows whose text is longer than this are aligned in a worker thread (about 10 ms inline).
 INLINE_CHARS = 20_000
 #: What joins a unit's pages into the one text its leaves are aligned to.
@@ -52,17 +55,126 @@ def content_text(content: Content | None) -> str:
     return PAGE_SEPARATOR.join(texts)
 
 
-def ground_row(content: Content | None, value: BaseModel | Mapping[str, Any]) -> list[Span]:
-    """One span per leaf of ``value``, offsets into the row's text (``content_text``)."""
-    return align(content_text(content), leaves_of(value))
-
-
-async def aground_row(content: Content | None, value: BaseModel | Mapping[str, Any]) -> list[Span]:
-    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS``."""
+def ground_row(
+    content: Content | None,
+    value: BaseModel | Mapping[str, Any],
+    quotes: Quotes | None = None,
+) -> list[Span]:
+    """One span per leaf of ``value``, offsets into the row's text (``content_text``); with
+    ``quotes`` (``CompiledSchema.quotes_of``), each quoted leaf is checked through its quote
+    (``ground_quoted``)."""
     text = content_text(content)
-    if len(text) <= INLINE_CHARS:
-        return align(text, leaves_of(value))
-    return await asyncio.to_thread(align, text, leaves_of(value))
+    if quotes is not None:
+        return ground_quoted(text, value, quotes)
+    return align(text, leaves_of(value))
+
+
+async def aground_row(
+    content: Content | None,
+    value: BaseModel | Mapping[str, Any],
+    quotes: Quotes | None = None,
+) -> list[Span]:
+    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS``."""
+    if len(content_text(content)) <= INLINE_CHARS:
+        return ground_row(content, value, quotes)
+    return await asyncio.to_thread(ground_row, content, value, quotes)
+
+
+def quotes_by_leaf(value: BaseModel | Mapping[str, Any], quotes: Quotes) -> dict[str, str]:
+    """Each leaf's quote, by its ``leaves_of`` path: ``""`` when its field asks for a quote and
+    the answer gave none; leaves whose field asks for none (booleans, dicts, ``Any``, tuples)
+    are absent.
+
+    ``quotes`` is keyed by the path of each object in the answer as sent (aliases, renamed
+    reserved names); the walk follows the validated model and finds each field's sent name.
+    """
+    known: set[tuple[str | int, ...]] = set()
+    for path in quotes:
+        known.update(path[:i] for i in range(len(path) + 1))
+    out: dict[str, str] = {}
+
+    def sent_name(info: Any, name: str, here: tuple[str | int, ...], own: Mapping[str, Any]) -> str:
+        alias = info.validation_alias if isinstance(info.validation_alias, str) else None
+        candidates = [c for c in (alias, info.alias, name) if c]
+        for base in candidates:
+            for key in (base, f"{base}_", f"{base}__"):
+                if key in own or (*here, key) in known:
+                    return key
+        return candidates[0]
+
+    def walk(node: Any, here: tuple[str | int, ...], path: str) -> None:
+        if not isinstance(node, BaseModel):
+            return
+        own = quotes.get(here) or {}
+        for name, info in type(node).model_fields.items():
+            child = getattr(node, name)
+            key = sent_name(info, name, here, own)
+            leaf = child_path(path, name)
+            if isinstance(child, BaseModel):
+                walk(child, (*here, key), leaf)
+            elif isinstance(child, list | tuple):
+                given = own.get(key)
+                for i, item in enumerate(child):
+                    if isinstance(item, BaseModel):
+                        walk(item, (*here, key, i), child_path(leaf, i))
+                    elif key in own:
+                        quote = given[i] if isinstance(given, list) and i < len(given) else ""
+                        out[child_path(leaf, i)] = quote if isinstance(quote, str) else ""
+            elif not isinstance(child, Mapping) and key in own:
+                quote = own[key]
+                out[leaf] = quote if isinstance(quote, str) else ""
+
+    walk(value, (), "")
+    return out
+
+
+def ground_quoted(text: str, value: BaseModel | Mapping[str, Any], quotes: Quotes) -> list[Span]:
+    """``grounding="quotes"``: one span per leaf of ``value``, checked through its quote.
+
+    A leaf's quote is aligned to ``text`` like a value (exact, normalized, fuzzy at
+    ``DEFAULT_MIN_SCORE``). No quote, or one that does not align: the leaf is unsupported (kind
+    "none", no offsets, ``quote`` kept). A quote that aligns: the value is looked for inside the
+    quote's evidence; found, the span is the value's own (its kind and score); not found (the
+    model paraphrased or inferred it, e.g. an enum), the span is the quote's evidence with kind
+    "quote" and the quote's score. Leaves whose field asks for no quote are aligned as values
+    (``grounding=True``). Every span carries ``quote``.
+    """
+    leaves = leaves_of(value)
+    by_leaf = quotes_by_leaf(value, quotes)
+    quoted = [(path, by_leaf[path]) for path, _ in leaves if by_leaf.get(path)]
+    plain = [(path, leaf) for path, leaf in leaves if path not in by_leaf]
+    found = {span.path: span for span in align(text, quoted)}
+    found_plain = {span.path: span for span in align(text, plain)}
+    out: list[Span] = []
+    for path, leaf in leaves:
+        if path not in by_leaf:
+            out.append(found_plain[path])
+            continue
+        quote = by_leaf[path] or None
+        evidence = found.get(path)
+        if evidence is None or evidence.start is None or evidence.end is None:
+            out.append(Span(path=path, value=leaf, quote=quote))
+            continue
+        if not evidence.grounded:
+            out.append(replace(evidence, value=leaf, quote=quote))
+            continue
+        inner = align(text[evidence.start : evidence.end], [(path, leaf)])[0]
+        if inner.grounded and inner.start is not None and inner.end is not None:
+            start, end = evidence.start + inner.start, evidence.start + inner.end
+            out.append(replace(inner, start=start, end=end, quote=quote))
+        else:
+            out.append(
+                Span(
+                    path=path,
+                    value=leaf,
+                    start=evidence.start,
+                    end=evidence.end,
+                    kind="quote",
+                    score=evidence.score,
+                    quote=quote,
+                )
+            )
+    return out
 
 
 def ground_pages(pages: Sequence[Page], value: BaseModel | Mapping[str, Any]) -> list[Span]:

@@ -23,11 +23,18 @@ from ..schema.compiled import CompiledSchema
 Mode = Literal["json_schema", "json_object"]
 
 DEFAULT_INSTRUCTIONS = "Extract the requested information from the user's input."
+#: Added to the system message with ``grounding="quotes"``.
+QUOTES_INSTRUCTION = (
+    "In each kx_quotes object, give for every field a short quote copied word for word from "
+    "the input that supports its value (for a list, one quote per item)."
+)
 
 
 def system_prompt(instructions: str | None, compiled: CompiledSchema, mode: Mode) -> str:
     """The system message text. In json_object mode the schema travels here (no json_schema)."""
     text = instructions.strip() if instructions and instructions.strip() else DEFAULT_INSTRUCTIONS
+    if compiled.quotes:  # grounding="quotes": the schema's kx_quotes objects
+        text += f"\n\n{QUOTES_INSTRUCTION}"
     if mode == "json_object":
         schema = json.dumps(compiled.schema, ensure_ascii=False, indent=1)
         text += (

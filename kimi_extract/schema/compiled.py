@@ -37,6 +37,7 @@ the public API and the answer parsing.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import functools
 import json
 import re
@@ -51,6 +52,7 @@ from pydantic_core import from_json
 from ..exceptions import SchemaError
 from .codec import _REF_PREFIX, _Codec, _Object, _path_text
 from .compile import _Compiler
+from .quotes import add_quotes, quote_schema, split_quotes
 from .source import _Generator
 
 __all__ = ["AnswerInvalid", "CompiledSchema", "compile_schema", "response_format"]
@@ -93,6 +95,17 @@ class CompiledSchema:
     needs_mapping: bool
     _codec: _Codec = field(repr=False)
     _fast_first: bool = field(repr=False)
+    #: ``grounding="quotes"``: ``schema`` also asks for ``kx_quotes`` (``with_quotes``).
+    quotes: bool = False
+
+    def with_quotes(self) -> CompiledSchema:
+        """This schema asking for a supporting quote per field (``schema.quotes``); ``parse``
+        then strips the quotes before the model validates (a missing one is invalid) and
+        ``quotes_of`` returns them. Raises ``SchemaError`` when the result breaks walle's
+        limits."""
+        if self.quotes:
+            return self
+        return _with_quotes_cached(self)
 
     def response_format(self) -> dict[str, Any]:
         """The ``response_format`` request field: a strict ``json_schema`` named ``name``."""
@@ -112,14 +125,29 @@ class CompiledSchema:
         return self._codec.decode(data)
 
     def encode(self, data: Any) -> Any:
-        """``model_dump(mode="json", by_alias=True)`` -> the compiled shape (inverse of decode)."""
-        return self._codec.encode(data)
+        """``model_dump(mode="json", by_alias=True)`` -> the compiled shape (inverse of decode);
+        with ``quotes``, each value quoted by its own text."""
+        encoded = self._codec.encode(data)
+        return add_quotes(self.schema, encoded) if self.quotes else encoded
+
+    def quotes_of(self, text: str | bytes) -> dict[tuple[str | int, ...], dict[str, Any]]:
+        """The ``kx_quotes`` of an answer, by the path of their object in the answer as sent
+        (``{(): {...}, ("items", 0): {...}}``); ``{}`` without ``quotes`` or for bad JSON."""
+        if not self.quotes:
+            return {}
+        try:
+            data, _ = _load(text)
+        except AnswerInvalid:
+            return {}
+        return split_quotes(self.schema, data)[1]
 
     def parse(self, text: str | bytes) -> BaseModel:
         """Answer text -> a validated model instance, or AnswerInvalid.
 
         Tolerates whitespace and a ```json fence around the object.
         """
+        if self.quotes:
+            return self._parse_quoted(text)
         if self._fast_first:
             try:
                 return self.model.model_validate_json(text)
@@ -127,6 +155,22 @@ class CompiledSchema:
                 if not self.needs_mapping and not _is_json_error(error):
                     raise AnswerInvalid("validation", _error_lines(error)) from None
         return self._parse_slow(text)
+
+    def _parse_quoted(self, text: str | bytes) -> BaseModel:
+        data, _ = _load(text)
+        data, _, quote_errors = split_quotes(self.schema, data)
+        decoded = self.decode(data)
+        try:
+            value = self.model.model_validate_json(
+                json.dumps(decoded, ensure_ascii=False, separators=(",", ":"))
+            )
+        except ValidationError as error:
+            locate = (lambda loc: self._codec.locate(loc, data)) if self.needs_mapping else None
+            lines = _error_lines(error, locate)
+            raise AnswerInvalid("validation", lines + quote_errors) from None
+        if quote_errors:
+            raise AnswerInvalid("validation", quote_errors)
+        return value
 
     def _parse_slow(self, text: str | bytes) -> BaseModel:
         data, body = _load(text)
@@ -184,6 +228,12 @@ def _compile_cached(model: type[BaseModel]) -> CompiledSchema:
     ) and not issubclass(model, RootModel)
     name = re.sub(r"[^a-zA-Z0-9_-]", "_", model.__name__)[:64] or "output"
     return CompiledSchema(model, name, schema, needs_mapping, codec, fast_first)
+
+
+@functools.lru_cache(maxsize=512)
+def _with_quotes_cached(compiled: CompiledSchema) -> CompiledSchema:
+    schema = quote_schema(compiled.schema, compiled.model.__name__)
+    return dataclasses.replace(compiled, schema=schema, quotes=True, _fast_first=False)
 
 
 # ---------------------------------------------------------------------------------------------

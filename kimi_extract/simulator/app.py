@@ -385,6 +385,7 @@ class Service:
             answers_mode=self.config.answers,
             perturb=self.config.perturb,
             perturb_kinds=self.config.perturb_kinds,
+            quote_faults=self.config.quote_faults,
         )
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))

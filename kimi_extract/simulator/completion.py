@@ -34,7 +34,7 @@ from typing import Any
 from .. import tokens
 from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
 from . import answers, values
-from .extractive import PERTURBATIONS, Source
+from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
@@ -92,7 +92,10 @@ def _content(
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema", {})
         key = schema_key if schema_key is not None else to_compact_json(schema)
-        return to_json(values.json_value(rng, schema, words, key)), True
+        value = values.json_value(rng, schema, words, key)
+        if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
+            value = words.fill_quotes(rng, value)
+        return to_json(value), True
     if kind == "json_object":
         return to_json(_json_object_value(body["messages"], rng, words)), True
     return answers.text_answer(rng, words), False
@@ -151,12 +154,14 @@ def compose(
     answers_mode: str = "generated",
     perturb: float = 0.0,
     perturb_kinds: tuple[str, ...] = PERTURBATIONS,
+    quote_faults: float = 0.0,
 ) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
 
     ``schema_key``: the response_format schema's compact JSON, when the caller has it.
     ``answers_mode`` "extractive": plain strings are spans of the user text, perturbed with
-    probability ``perturb`` by one of ``perturb_kinds`` (``extractive``).
+    probability ``perturb`` by one of ``perturb_kinds`` (``extractive``); the quotes of a quoted
+    schema (``kx_quotes``) quote those spans, a share ``quote_faults`` of them bad.
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
     scripting the content does not change the reasoning.
@@ -164,7 +169,7 @@ def compose(
     text = user_text(body["messages"])
     words = answers.words_of(text)
     if answers_mode == "extractive":
-        words = Source(text, words, perturb, perturb_kinds)
+        words = Source(text, words, perturb, perturb_kinds, quote_faults)
     effort = normalized_effort(body)
     response_format = body.get("response_format") or {}
     schema = (response_format.get("json_schema") or {}).get("schema")

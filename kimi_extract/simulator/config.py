@@ -47,6 +47,8 @@ class Config:
     answers: Literal["generated", "extractive"] = "generated"
     perturb: float = 0.0
     perturb_kinds: tuple[str, ...] = PERTURBATIONS
+    #: The share of ``kx_quotes`` quotes made bad (fabricated or garbled; ``extractive``).
+    quote_faults: float = 0.0
     #: Limiter shapes and latency model (``limits``): see ``Simulator``.
     rate_shape: str = "sliding"
     window_s: float = 60.0

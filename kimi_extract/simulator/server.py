@@ -66,7 +66,8 @@ class Simulator:
       (every plain string of a JSON answer is a span of the last user message, deterministic
       per request, so grounding can be tested offline); ``perturb`` (0..1): the share of those
       strings changed by one of ``perturb_kinds`` ("case", "spacing", "typo", "width"; default
-      all). See ``extractive``.
+      all); ``quote_faults`` (0..1): the share of the supporting quotes a quoted schema asks
+      for (``grounding="quotes"``) that are fabricated or garbled. See ``extractive``.
     """
 
     def __init__(
@@ -110,6 +111,7 @@ class Simulator:
         answers: str = "generated",
         perturb: float = 0.0,
         perturb_kinds: Sequence[str] = PERTURBATIONS,
+        quote_faults: float = 0.0,
     ) -> None:
         if answers not in ("generated", "extractive"):
             raise ConfigurationError(
@@ -139,6 +141,7 @@ class Simulator:
             "overload_rate": overload_rate,
             "spurious_429_rate": spurious_429_rate,
             "perturb": perturb,
+            "quote_faults": quote_faults,
         }
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
@@ -184,6 +187,7 @@ class Simulator:
             answers="extractive" if answers == "extractive" else "generated",
             perturb=perturb,
             perturb_kinds=tuple(perturb_kinds),
+            quote_faults=quote_faults,
         )
         self._service = Service(config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None
