@@ -591,7 +591,7 @@ class Extractor(Generic[T]):
         def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
             return document_frame(
                 plan,
-                plan.merge(kept, self.output, not_run_reason(stop_cause), grounding=grounding),
+                plan.merge(kept, self.output, not_run_reason(stop_cause), grounding=self.grounding),
                 model=self.output,
                 prefix=self.prefix,
                 web_search=self.web_search,
@@ -612,7 +612,9 @@ class Extractor(Generic[T]):
                 progress=self.progress,
                 sink=kept.extend,
                 lookahead=total,  # the chunks are in memory anyway: never stall on one row
-                ground_rows=False,  # documents are grounded after the merge, in their pages
+                # documents are grounded after the merge, in their pages; with quotes, each
+                # chunk is checked through its own quotes first (the merge reads them)
+                ground_rows=self.grounding == "quotes",
             )
         except asyncio.CancelledError:
             self.last_partial = frame_of("not run: interrupted")  # RunInterrupted.partial

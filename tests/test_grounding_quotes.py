@@ -223,7 +223,7 @@ def test_each_kind_from_scripted_quotes(sim):
     assert 85 <= priority["score"] < 100
     assert ORDER_TEXT[priority["start"] : priority["end"]].startswith("Handle urgently")
     assert spans["seller"]["quote"] == "according to the annex"
-    assert spans["city"]["quote"] is None and spans["city"]["start"] is None
+    assert spans["city"]["quote"] == "" and spans["city"]["start"] is None
     assert out["kx_grounded"].iloc[0] == pytest.approx(4 / 7)
     assert out[["buyer", "seller", "count", "priority", "city"]].iloc[0].tolist() == [
         "Globex Corporation",
@@ -292,3 +292,40 @@ def test_examples_show_quotes_in_the_answers():
     )
     shown = json.loads(ex._static_messages[-1]["content"])
     assert shown == {QUOTES: {"name": "Ada", "age": "36"}, "name": "Ada", "age": 36}
+
+
+def test_document_chunks_lend_their_quotes_to_the_merged_row(tmp_path):
+    class Facts(BaseModel):
+        party: str
+        items: list[str]
+
+    paragraphs = [
+        "Northwind Traders Limited agrees to deliver four hundred oak barrels to Contoso.",
+        "Payment is due within thirty days of delivery to the Rotterdam warehouse.",
+        "Either party may end this agreement with ninety days written notice.",
+    ]
+    path = tmp_path / "contract.txt"
+    path.write_text("\n\n".join(paragraphs * 3), encoding="utf-8")
+    results = {}
+    for faults in (0.0, 1.0):
+        with Simulator(answers="extractive", quote_faults=faults) as sim:
+            ex = kx.Extractor(
+                Facts,
+                base_url=sim.base_url,
+                api_key=sim.api_key,
+                progress=False,
+                grounding="quotes",
+                store=False,
+            )
+            out = ex.run_documents([str(path)], chunk_chars=200, text_column="text")
+            assert len(sim.history) > 1  # several chunks, merged into one row
+        results[faults] = out
+    text = results[0.0]["text"].iloc[0]
+    spans = results[0.0]["kx_spans"].iloc[0]
+    assert len(spans) > 2 and all(s["quote"] is not None for s in spans)
+    grounded = [s for s in spans if s["kind"] != "none"]
+    assert len(grounded) >= len(spans) // 2  # a few copy the chunk header, not evidence
+    for s in grounded:
+        assert s["kind"] == "exact" and text[s["start"] : s["end"]] == s["value"]
+        assert s["quote"] in text
+    assert all(s["kind"] == "none" for s in results[1.0]["kx_spans"].iloc[0])

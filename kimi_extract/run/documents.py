@@ -25,7 +25,9 @@ merges each document's chunk results back into one row (``DocumentPlan.merge``):
 - ``explode="field"``: one row per item of that list field (see ``kimi_extract.table.explode``).
 - ``grounding=True`` (the extractor's setting): the merged answer's leaves are aligned to the
   unit's pages, each span with its ``page``, offsets into that page's text, and on PDF text
-  layers the boxes of its lines (``kimi_extract.run.grounding.ground_pages``).
+  layers the boxes of its lines (``kimi_extract.run.grounding.ground_pages``). With
+  ``grounding="quotes"`` each chunk's answer is checked through its quotes as it comes back,
+  and the merged answer's leaves take their chunks' quotes (``merged_quotes``).
 
 The output frame is built by ``kimi_extract.table.documents``.
 
@@ -56,7 +58,7 @@ from ..media.documents import (
 from ..media.parts import MediaOptions
 from ..records import RowInput, RowResult, Usage, is_missing
 from .conversation import one_line
-from .grounding import ground_pages
+from .grounding import ground_pages, merged_quotes
 from .inputs import BlockingRows, TextSpec, make_row
 
 
@@ -140,12 +142,14 @@ class DocumentPlan:
         model: type[BaseModel],
         stop_reason: str,
         *,
-        grounding: bool = False,
+        grounding: bool | str = False,
     ) -> list[RowResult]:
         """One result per unit from its chunks' results (in chunk order; see the module
         docstring): fields merged, usage / attempts / latency / web searches summed, errors
         named per chunk. A chunk without a result (the run stopped first) has ``stop_reason``.
-        ``grounding``: the merged value's spans in the unit's pages (``ground_pages``)."""
+        ``grounding``: the merged value's spans in the unit's pages (``ground_pages``);
+        ``"quotes"``: checked through the quotes of its chunks (``merged_quotes``; the chunks'
+        results carry their spans)."""
         by_position = {r.position: r for r in results}
         merged: list[RowResult] = []
         position = 0
@@ -171,7 +175,11 @@ class DocumentPlan:
                 # constraint no single chunk broke; the frame reads the attributes only.
                 result.value = model.model_construct(**fields)
                 if grounding:
-                    result.spans = ground_pages(self._unit_pages(unit), result.value)
+                    quotes = None
+                    if grounding == "quotes":
+                        parts = [(c.value, c.spans or ()) for c in chunks if c.value is not None]
+                        quotes = merged_quotes(parts, result.value)
+                    result.spans = ground_pages(self._unit_pages(unit), result.value, quotes)
             for chunk in chunks:
                 result.usage = result.usage + chunk.usage
                 result.attempts += chunk.attempts

@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import bisect
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -40,6 +41,7 @@ from ..records import Content, Span
 Quotes = Mapping[tuple[str | int, ...], Mapping[str, Any]]
 #: Rows whose text is longer than this are aligned in a worker thread (about 10 ms inline).
 INLINE_CHARS = 20_000
+_INDEX = re.compile(r"\[\d+\]")
 #: What joins a unit's pages into the one text its leaves are aligned to.
 PAGE_SEPARATOR = "\n\n"
 
@@ -137,10 +139,16 @@ def ground_quoted(text: str, value: BaseModel | Mapping[str, Any], quotes: Quote
     quote's evidence; found, the span is the value's own (its kind and score); not found (the
     model paraphrased or inferred it, e.g. an enum), the span is the quote's evidence with kind
     "quote" and the quote's score. Leaves whose field asks for no quote are aligned as values
-    (``grounding=True``). Every span carries ``quote``.
+    (``grounding=True``). Every span of a quoted leaf carries ``quote`` (``""`` when the answer
+    gave none), the others None.
     """
-    leaves = leaves_of(value)
-    by_leaf = quotes_by_leaf(value, quotes)
+    return ground_leaves(text, leaves_of(value), quotes_by_leaf(value, quotes))
+
+
+def ground_leaves(
+    text: str, leaves: Sequence[tuple[str, str]], by_leaf: Mapping[str, str]
+) -> list[Span]:
+    """``ground_quoted`` for ``leaves`` (``leaves_of``) and their quotes by path."""
     quoted = [(path, by_leaf[path]) for path, _ in leaves if by_leaf.get(path)]
     plain = [(path, leaf) for path, leaf in leaves if path not in by_leaf]
     found = {span.path: span for span in align(text, quoted)}
@@ -150,7 +158,7 @@ def ground_quoted(text: str, value: BaseModel | Mapping[str, Any], quotes: Quote
         if path not in by_leaf:
             out.append(found_plain[path])
             continue
-        quote = by_leaf[path] or None
+        quote = by_leaf[path]
         evidence = found.get(path)
         if evidence is None or evidence.start is None or evidence.end is None:
             out.append(Span(path=path, value=leaf, quote=quote))
@@ -177,8 +185,13 @@ def ground_quoted(text: str, value: BaseModel | Mapping[str, Any], quotes: Quote
     return out
 
 
-def ground_pages(pages: Sequence[Page], value: BaseModel | Mapping[str, Any]) -> list[Span]:
-    """One span per leaf of ``value``, found in ``pages`` (see the module docstring)."""
+def ground_pages(
+    pages: Sequence[Page],
+    value: BaseModel | Mapping[str, Any],
+    quotes: Mapping[str, str] | None = None,
+) -> list[Span]:
+    """One span per leaf of ``value``, found in ``pages`` (see the module docstring); with
+    ``quotes`` (each leaf's quote by its path, ``merged_quotes``), checked through them."""
     texts = [page for page in pages if page.text]
     starts: list[int] = []
     offset = 0
@@ -186,7 +199,8 @@ def ground_pages(pages: Sequence[Page], value: BaseModel | Mapping[str, Any]) ->
         starts.append(offset)
         offset += len(page.text) + len(PAGE_SEPARATOR)
     joined = PAGE_SEPARATOR.join(page.text for page in texts)
-    spans = align(joined, leaves_of(value))
+    leaves = leaves_of(value)
+    spans = align(joined, leaves) if quotes is None else ground_leaves(joined, leaves, quotes)
     out = []
     for span in spans:
         if span.start is None or span.end is None or not texts:
@@ -221,3 +235,35 @@ def line_boxes(chars: np.ndarray) -> tuple[tuple[float, float, float, float], ..
                 continue
         merged.append([left, top, right, bottom])
     return tuple((round(b[0], 2), round(b[1], 2), round(b[2], 2), round(b[3], 2)) for b in merged)
+
+
+def _pattern(path: str) -> str:
+    """A leaf path with its list indexes blanked (``lines[2].item`` -> ``lines[].item``)."""
+    return _INDEX.sub("[]", path)
+
+
+def merged_quotes(
+    parts: Sequence[tuple[BaseModel | Mapping[str, Any], Sequence[Span]]],
+    merged: BaseModel | Mapping[str, Any],
+) -> dict[str, str]:
+    """The quotes of a document's merged answer, from its chunks' answers and their spans.
+
+    Chunks are grounded with their quotes (``ground_quoted``, one span per leaf, in ``leaves_of``
+    order); a merged leaf takes the quote of a chunk leaf with the same field (list indexes
+    aside, as merging concatenates lists) and the same text, a non-empty quote first. A merged
+    leaf no chunk quoted is absent (aligned as a value).
+    """
+    pool: dict[tuple[str, str], str] = {}
+    for value, spans in parts:
+        for (path, text), span in zip(leaves_of(value), spans, strict=False):
+            if span.quote is None:
+                continue
+            key = (_pattern(path), text)
+            if not pool.get(key):
+                pool[key] = span.quote
+    out: dict[str, str] = {}
+    for path, text in leaves_of(merged):
+        quote = pool.get((_pattern(path), text))
+        if quote is not None:
+            out[path] = quote
+    return out
