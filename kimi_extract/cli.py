@@ -124,6 +124,8 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
     for switch in _SWITCHES:
         if getattr(args, switch):
             options[switch] = True
+    if args.grounding_quotes:
+        options["grounding"] = "quotes"
     if args.no_progress:
         options["progress"] = False
     if args.max_image_pixels is not None:
@@ -334,6 +336,12 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="align every extracted value to the text sent (kx_spans, kx_grounded columns; no "
         "extra tokens); check them with 'kimi-extract review'",
+    )
+    parser.add_argument(
+        "--grounding-quotes",
+        action="store_true",
+        help="like --grounding, and also ask the model for a supporting quote per field: a "
+        "value whose quote is not in the text is unsupported (more completion tokens)",
     )
     parser.add_argument(
         "--max-image-pixels",

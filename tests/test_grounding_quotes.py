@@ -12,6 +12,7 @@ the store key changes with the mode; few-shot examples carry quotes.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any, Literal
 
 import pandas as pd
@@ -19,6 +20,7 @@ import pytest
 from pydantic import BaseModel, Field, create_model
 
 import kimi_extract as kx
+from kimi_extract.cli import main as cli_main
 from kimi_extract.exceptions import SchemaError
 from kimi_extract.ground import align, leaves_of
 from kimi_extract.run.request import QUOTES_INSTRUCTION
@@ -329,3 +331,16 @@ def test_document_chunks_lend_their_quotes_to_the_merged_row(tmp_path):
         assert s["kind"] == "exact" and text[s["start"] : s["end"]] == s["value"]
         assert s["quote"] in text
     assert all(s["kind"] == "none" for s in results[1.0]["kx_spans"].iloc[0])
+
+
+def test_cli_grounding_quotes_flag(tmp_path):
+    examples = Path(__file__).resolve().parents[1] / "examples"
+    out = tmp_path / "out.parquet"
+    args = ["run", str(examples / "reviews.csv"), "--schema"]
+    args += [f"{examples / 'review_schema.py'}:Review", "--text", "review", "--grounding-quotes"]
+    assert cli_main([*args, "--simulate", "--no-progress", "--out", str(out)]) == 0
+    frame = pd.read_parquet(out)
+    spans = [json.loads(cell) for cell in frame["kx_spans"]]
+    quoted = [s for cell in spans for s in cell if s["quote"] is not None]
+    assert quoted  # the schema asked for quotes and the spans carry them
+    assert not any(QUOTES in column for column in frame.columns)
