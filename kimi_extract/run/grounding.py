@@ -17,6 +17,11 @@ already validated.
   evidence); a match that runs past its page's end is cut there. On PDF pages with a text layer
   the span also carries ``boxes``: one ``(left, top, right, bottom)`` box in PDF points from the
   page's top-left corner per line the evidence covers (the union of its characters' boxes).
+- ``grounding="quotes"``: the schema also asked for a supporting quote per field
+  (``schema.quotes``); ``ground_quoted`` aligns each quote and looks for the value inside its
+  evidence (kind "quote" when only the quote is found, "none" when the quote is not).
+  Documents: each chunk's answer is checked through its quotes as it comes back, and the
+  merged row's leaves take their chunks' quotes (``merged_quotes``) before ``ground_pages``.
 """
 
 from __future__ import annotations

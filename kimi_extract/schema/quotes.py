@@ -10,9 +10,10 @@ values. It holds one property per quotable field, under the field's sent name:
   dicts and ``Any`` get no quote (grounding aligns their values as ``grounding=True`` does).
 
 An object without quotable properties gets none, and ``$defs`` entries are augmented once, so
-every use of a nested model shares them. The result must still pass walle's ``ultra`` level
-(``schema.dialect``): a model at the nesting or size limit raises ``SchemaError`` with a hint
-to use ``grounding=True``.
+every use of a nested model shares them. Only the root's ``kx_quotes`` carries a (short)
+description: the system message (``run.request.QUOTES_INSTRUCTION``) explains them all. The
+result must still pass walle's ``ultra`` level (``schema.dialect``): a model at the nesting or
+size limit raises ``SchemaError`` with a hint to use ``grounding=True``.
 
 ``split_quotes(schema, data)`` walks an answer against the augmented schema, removes each
 ``kx_quotes`` (the user's model never sees them) and returns them by the object's path in the
@@ -108,9 +109,10 @@ def quote_schema(schema: dict[str, Any], model_name: str = "output") -> dict[str
         quoted = {name: kind for name, sub in props.items() if (kind := _quote_kind(sub, root))}
         if not quoted:
             return
-        quotes = {
-            "type": "object",
-            "description": QUOTES_DESCRIPTION,
+        quotes: dict[str, Any] = {"type": "object"}
+        if node is root:  # said once (the system message explains every kx_quotes)
+            quotes["description"] = QUOTES_DESCRIPTION
+        quotes |= {
             "properties": quoted,
             "required": list(quoted),
             "additionalProperties": False,
