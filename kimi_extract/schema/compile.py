@@ -1,14 +1,14 @@
 """The schema compiler: pydantic's JSON schema -> the MFJS schema Kimi's strict mode accepts.
 
-``_Compiler`` walks the schema ``schema_source._Generator`` produced and builds, node by node, the
-compiled schema and the tree of codecs (``schema_codec``) that maps answers back. Every object is
+``_Compiler`` walks the schema ``source._Generator`` produced and builds, node by node, the
+compiled schema and the tree of codecs (``codec``) that maps answers back. Every object is
 closed and lists every property in ``required`` (a field with a default becomes nullable); the
 constraints walle's ``ultra`` level accepts stay keywords, the rest move into the description;
 ``dict[str, X]`` becomes ``additionalProperties: X``; a fixed homogeneous tuple an array with
 ``minItems = maxItems``, a heterogeneous one an object keyed by position; ``Any`` an ``anyOf`` of
 every JSON type. A last pass (``_settle``) moves descriptions off ``anyOf`` branches and wraps a
 described ``$ref`` whose target has its own, which ultra rejects as conflicting keywords; then
-the result is checked with ``mfjs`` at ``ultra`` and a broken limit (nesting, property count,
+the result is checked with ``dialect`` at ``ultra`` and a broken limit (nesting, property count,
 size, enum or anyOf items) raises ``SchemaError`` naming it. Anything walle cannot express raises
 ``SchemaError`` naming the field.
 """

@@ -2,7 +2,7 @@
 
 ``compile_schema(Model)`` starts from pydantic's validation JSON schema (aliases as property
 names) and rewrites it into Kimi's schema dialect as MoonshotAI/walle defines it (the rules are in
-``mfjs``); every schema it emits passes walle's ``ultra`` level:
+``schema.dialect``); every schema it emits passes walle's ``ultra`` level:
 
 - every object is closed and lists every property in ``required``; a field with a default
   becomes nullable, and on the way back a null for a field whose type is not nullable is dropped
@@ -28,9 +28,9 @@ to ``model_validate_json``; the slower path (fence stripping, mapping, null-for-
 only when needed. Validation always uses pydantic's JSON mode, so strict models behave the same on
 both paths.
 
-The parts live in sibling modules: ``schema_source`` (pydantic's generator with markers, the
-kept keywords and the constraint sentence), ``schema_compile`` (the transform to MFJS) and
-``schema_codec`` (mapping answers between the compiled shape and the model's). This module holds
+The parts live in sibling modules: ``schema.source`` (pydantic's generator with markers, the
+kept keywords and the constraint sentence), ``schema.compile`` (the transform to MFJS) and
+``schema.codec`` (mapping answers between the compiled shape and the model's). This module holds
 the public API and the answer parsing.
 """
 
