@@ -445,6 +445,134 @@ def documents() -> list[Any]:
             print(ex.last_run.summary())
             """
         ),
+        md(
+            """
+            ## Grounded rows: every value traced to its place on the page
+
+            With `grounding=True` each string, number and date the model wrote is looked up in the
+            text the page sent (exact, then normalised, then fuzzy; no extra tokens): `kx_spans`
+            lists every value with its `page`, `start`/`end` offsets into that page's text, the
+            match `kind` and, on PDF text layers, `boxes` over the evidence; `kx_grounded` is the
+            share found. The default simulator writes placeholder words, so this part uses its
+            extractive mode: strings are copied from the page (20 % slightly altered: case,
+            spacing, a typo, full-width forms), numbers are drawn at random, so they are rightly
+            flagged `none` (unsupported). The scanned page sent no text, so nothing on it can be
+            grounded.
+            """
+        ),
+        code(
+            """
+            if SIMULATE:
+                extractive = kx.Simulator(answers="extractive", perturb=0.2).start()
+                grounded_connection = {
+                    "base_url": extractive.base_url,
+                    "api_key": extractive.api_key,
+                    "store": False,
+                }
+            else:
+                grounded_connection = connection
+
+            grounded_ex = kx.Extractor(
+                PageTable,
+                instructions="Copy the order table on this page. Quantities are integers.",
+                grounding=True,
+                progress=False,
+                **grounded_connection,
+            )
+            grounded = grounded_ex.run_documents(pdfs, per_page=True, text_column="page_text")
+            grounded["document"] = grounded["kx_source"].map(lambda source: Path(source).name)
+            grounded[["document", "kx_page", "title", "kx_grounded"]]
+            """
+        ),
+        md("A few spans, and the evidence each points at (`page_text[start:end]`):"),
+        code(
+            """
+            import pandas as pd
+
+
+            def evidence(text, span):
+                return text[span["start"] : span["end"]] if span["start"] is not None else None
+
+
+            spans = pd.DataFrame(
+                [
+                    {"document": row.document, "evidence": evidence(row.page_text, span), **span}
+                    for row in grounded.itertuples()
+                    for span in row.kx_spans or []
+                ]
+            )
+            spans["page"] = spans["page"].astype("Int64")  # None: not found, so on no page
+            spans[["document", "page", "path", "value", "kind", "score", "evidence"]].head(8)
+            """
+        ),
+        md(
+            """
+            ## The review page
+
+            `kx.review(frame, "review.html", text_column=...)` writes one self-contained HTML
+            file: a card per page with the source (for PDFs the page image, boxes over the
+            evidence), each grounded value highlighted (click it to select its field), and the
+            unsupported values flagged. From the shell: `kimi-extract review OUT.parquet --html
+            review.html`.
+            """
+        ),
+        code(
+            """
+            import tempfile
+
+            review_path = Path(tempfile.mkdtemp()) / "review.html"
+            kx.review(grounded, review_path, text_column="page_text")
+            print(f"{review_path.name}: {review_path.stat().st_size:,} bytes, no external assets")
+            """
+        ),
+        md(
+            """
+            What it looks like (a screenshot taken by the test suite in headless Chromium):
+
+            ![The review page: the source with highlighted values and the fields table](review.png)
+            """
+        ),
+        md(
+            """
+            ## Supporting quotes: `grounding="quotes"`
+
+            `grounding="quotes"` also asks the model for a short quote per field (the schema gains
+            a `kx_quotes` object per object; the output columns stay the same). Each quote is
+            checked against the page the same way, and a value whose quote is not there is
+            unsupported (kind `none`); a value found only through its quote (a number written in
+            words, an inferred category) gets kind `quote`: the evidence is the quote's, for a
+            person to judge (here the simulator's random numbers, quoted from elsewhere on the
+            page). It costs tokens: the answer carries the quotes (section 9 of
+            `benchmarks/RESULTS.md` measures it).
+            """
+        ),
+        code(
+            """
+            quoted_ex = kx.Extractor(
+                PageTable,
+                instructions="Copy the order table on this page. Quantities are integers.",
+                grounding="quotes",
+                progress=False,
+                **grounded_connection,
+            )
+            quoted = quoted_ex.run_documents(pdfs, per_page=True, text_column="page_text")
+            for name, run in (("grounding=True", grounded_ex), ('grounding="quotes"', quoted_ex)):
+                usage = run.last_run.usage
+                print(
+                    f"{name:>20}: prompt {usage.prompt_tokens:,} tokens, "
+                    f"completion {usage.completion_tokens - usage.reasoning_tokens:,} "
+                    "(without reasoning)"
+                )
+            first = quoted["kx_spans"].map(len).gt(0).idxmax()
+            pd.DataFrame(quoted.loc[first, "kx_spans"])[["path", "value", "kind", "quote"]].head(4)
+            """
+        ),
+        code(
+            """
+            if SIMULATE:
+                extractive.stop()
+            """
+        ),
         code(TEARDOWN),
     ]
 

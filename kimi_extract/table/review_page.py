@@ -50,7 +50,7 @@ header.top .keys { color:var(--muted); font-size:12px; }
 .text.none { color:var(--muted); font-style:italic; }
 mark.kx-hl { background:var(--hl); color:inherit; border-bottom:2px solid #d4b106; cursor:pointer;
   border-radius:2px; }
-mark.kx-hl.fuzzy { border-bottom-color:var(--fuzzy); }
+mark.kx-hl.fuzzy, mark.kx-hl.quote { border-bottom-color:var(--fuzzy); }
 mark.kx-hl.selected { background:var(--hl-sel); }
 .pagewrap { position:relative; display:inline-block; max-width:min(100%, 520px); margin-bottom:6px;
   border:1px solid var(--line); }
@@ -69,7 +69,7 @@ mark.kx-hl.selected { background:var(--hl-sel); }
 .fields tr.unsupported td.value { color:var(--bad); }
 .kind { font-size:12px; white-space:nowrap; }
 .kind.none { color:var(--bad); font-weight:600; }
-.kind.fuzzy { color:var(--fuzzy); }
+.kind.fuzzy, .kind.quote { color:var(--fuzzy); }
 .kind.exact, .kind.normalized { color:var(--ok); }
 .error { margin:0 12px 8px; padding:6px 8px; color:var(--bad); background:#fdecea;
   border-radius:4px; white-space:pre-wrap; overflow-wrap:anywhere; }
@@ -110,6 +110,7 @@ SCRIPT = r"""
       if (!covering.length) { node.appendChild(document.createTextNode(piece)); continue; }
       var mark = el("mark", "kx-hl", piece);
       if (covering.some(function (s) { return s.kind === "fuzzy"; })) mark.classList.add("fuzzy");
+      if (covering.some(function (s) { return s.kind === "quote"; })) mark.classList.add("quote");
       mark.setAttribute("data-spans", covering.map(function (s) { return s.k; }).join(" "));
       mark.title = covering.map(function (s) {
         return s.path + ": " + s.value + " (" + s.kind + ", " + Math.round(s.score) + ")";
