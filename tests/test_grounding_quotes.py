@@ -344,3 +344,14 @@ def test_cli_grounding_quotes_flag(tmp_path):
     quoted = [s for cell in spans for s in cell if s["quote"] is not None]
     assert quoted  # the schema asked for quotes and the spans carry them
     assert not any(QUOTES in column for column in frame.columns)
+
+
+def test_json_object_mode_carries_the_quoted_schema_in_the_prompt():
+    with Simulator(answers="extractive") as sim:
+        out = run(sim, TEXTS, grounding="quotes", mode="json_object")
+        system = sim.history[-1].body["messages"][0]["content"]
+    assert QUOTES in system and QUOTES_INSTRUCTION in system
+    assert out["kx_error"].isna().all() and not has_quotes(answers(out, Deal))
+    assert out["kx_grounded"].tolist() == [1.0] * len(TEXTS)
+    spans = [s for cell in out["kx_spans"] for s in cell]
+    assert all(s["quote"] and s["kind"] == "exact" for s in spans)  # each value in its quote

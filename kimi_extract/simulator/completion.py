@@ -109,6 +109,8 @@ def _json_object_value(messages: list[Any], rng: random.Random, words: list[str]
     kind, found, key = guide
     schema = found if kind == "schema" else values.schema_of_example(found)
     value = values.json_value(rng, schema, words, kind + ":" + key)
+    if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
+        value = words.fill_quotes(rng, value)
     return value if isinstance(value, dict) else {"result": value}
 
 
