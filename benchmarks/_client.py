@@ -141,7 +141,13 @@ def _peer(spec: dict[str, Any], instructions: str) -> list[dict[str, Any]]:
     pricing = kx.MODELS[MODEL].pricing
 
     async def main() -> list[dict[str, Any]]:
-        runner = make_runner(spec["client"], spec["base_url"], spec["api_key"], instructions)
+        runner = make_runner(
+            spec["client"],
+            spec["base_url"],
+            spec["api_key"],
+            instructions,
+            **spec.get("options", {}),
+        )
         try:
             if spec.get("warmup"):
                 await runner.run(review_texts(spec["warmup"], offset=10_000_000), 64)

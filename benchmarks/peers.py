@@ -114,11 +114,17 @@ class RawAiohttpRunner:
     """The floor: aiohttp posting a prebuilt body, ``json.loads``, ``Review.model_validate_json``.
 
     No retries, limiter, accounting, store or frame; what any client must at least spend.
+    ``session_per_run``: open (and close) the session inside each run, as every
+    ``Extractor.run`` does, so its connects are counted in the run like ours; otherwise one
+    session is kept across runs.
     """
 
     name = "aiohttp"
 
-    def __init__(self, base_url: str, api_key: str, instructions: str) -> None:
+    def __init__(
+        self, base_url: str, api_key: str, instructions: str, *, session_per_run: bool = False
+    ) -> None:
+        self.session_per_run = session_per_run
         self.url = base_url + "/v1/chat/completions"
         self.headers = {"Authorization": f"Bearer {api_key}", "Content-Type": "application/json"}
         self.instructions = instructions
@@ -153,7 +159,11 @@ class RawAiohttpRunner:
             await self.close()
             connector = aiohttp.TCPConnector(limit=concurrency)
             self.session = aiohttp.ClientSession(headers=self.headers, connector=connector)
-        return await _gather(self._one, texts, concurrency)
+        try:
+            return await _gather(self._one, texts, concurrency)
+        finally:
+            if self.session_per_run:
+                await self.close()
 
     async def close(self) -> None:
         if self.session is not None:
@@ -180,12 +190,13 @@ async def _gather(one: Any, texts: list[str], concurrency: int) -> PeerRun:
     return result
 
 
-def make_runner(name: str, base_url: str, api_key: str, instructions: str) -> Any:
-    """The runner for peer ``name`` ("openai" or "instructor")."""
+def make_runner(name: str, base_url: str, api_key: str, instructions: str, **options: Any) -> Any:
+    """The runner for peer ``name`` ("openai", "instructor" or the floor ``FLOOR``); ``options``
+    go to the floor's runner."""
     if name == "openai":
         return OpenAIParseRunner(base_url, api_key, instructions)
     if name == "instructor":
         return InstructorRunner(base_url, api_key, instructions)
     if name == FLOOR:
-        return RawAiohttpRunner(base_url, api_key, instructions)
+        return RawAiohttpRunner(base_url, api_key, instructions, **options)
     raise ValueError(f"unknown peer {name!r}; expected one of {PEERS}")

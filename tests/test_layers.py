@@ -70,6 +70,7 @@ LAYERS: dict[str, int] = {
     "run.conversation": 3,
     "run.documents": 3,
     "run.estimate": 3,
+    "run.gc_scope": 3,
     "run.grounding": 3,
     "run.inputs": 3,
     "run.report": 3,

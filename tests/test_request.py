@@ -57,6 +57,48 @@ def test_encoder_matches_a_full_encode_and_shares_prefix_bytes():
     assert all(raw.startswith(prefix) for raw in encoded)
 
 
+def test_encoder_template_follows_every_change_of_the_body():
+    """The cached head/tail is reused only while the body's other parts encode the same: a
+    doubled budget, an option turned on or off, True for 1, another tools list, a reask's extra
+    messages, a multimodal row or a message with other keys all give a full encode's bytes."""
+    encoder = BodyEncoder(STATIC, FORMAT)
+    options = {"mode": "implicit", "ttl": "1h"}
+    tools = ({"type": "builtin_function", "function": {"name": "$web_search"}},)
+    variants = [
+        {},
+        {"max_completion_tokens": 200},
+        {"max_completion_tokens": 1},
+        {"max_completion_tokens": True},
+        {"prompt_cache_options": None},
+        {"prompt_cache_options": {"mode": "implicit", "ttl": 1.0}},
+        {"reasoning_effort": None},
+        {"tools": list(tools)},
+        {"tools": [{"type": "builtin_function", "function": {"name": "other"}}]},
+        {"stream": True},
+    ]
+    rests = [
+        [{"role": "user", "content": 'a "quoted" \u2028 row \x00 ü'}],
+        [{"role": "user", "content": "r"}, {"role": "assistant", "content": "{}"}],
+        [{"role": "user", "content": [{"type": "text", "text": "t"}]}],
+        [{"content": "keys in another order", "role": "user"}],
+        [{"role": "user", "content": "x", "name": "n"}],
+        [],
+    ]
+    for round_ in range(2):  # the second round reuses templates made in the first
+        for variant in variants:
+            for rest in rests:
+                fields = {
+                    "model": "kimi-k3.1-pro",
+                    "response_format": FORMAT,
+                    "reasoning_effort": "low",
+                    "max_completion_tokens": 100,
+                    "prompt_cache_options": options,
+                    **variant,
+                }
+                body = build_body(messages=[*STATIC, *rest], **fields)
+                assert encoder(body) == encode_body(body), (round_, variant, rest)
+
+
 def test_encoder_falls_back_for_other_bodies():
     encoder = BodyEncoder(STATIC, FORMAT)
     copied = [dict(m) for m in STATIC] + [{"role": "user", "content": "x"}]

@@ -312,6 +312,19 @@ def test_redact_whole_partial_and_elided_key():
     assert secret.redact_value({"a": [KEY, 1, None]}) == {"a": ["[redacted]", 1, None]}
 
 
+def test_suspect_finds_every_piece_redact_would_remove():
+    """``suspect`` (the one-search check before redacting an answer) is never False for a text
+    ``redact`` would change: every 8-character run of the key, and its elided forms."""
+    secret = Secret(KEY)
+    texts = [f"x{KEY[i : i + 8]}y" for i in range(len(KEY) - 7)]
+    texts += [f"{KEY[:3]}...{KEY[-3:]}", f"({KEY[:4]}\u2026{KEY[-1:]})", KEY]
+    for text in texts:
+        assert secret.redact(text) != text and secret.suspect(text), text
+        assert secret.suspect("\n".join(["clean", text, "clean"]))
+    assert not secret.suspect('{"sentiment":"positive","aspects":["battery"]}')
+    assert not Secret("").suspect(KEY)
+
+
 def trickle(head: bytes, total: int = 300, every: float = 0.2) -> list[tuple[float, bytes]]:
     """Headers, then one byte every ``every`` seconds for ``total * every`` seconds."""
     return [(0.0, head)] + [(every, b" ")] * total

@@ -160,13 +160,20 @@ class ErrorMapping:
 
     @contextmanager
     def __call__(self, phase: str) -> Iterator[None]:
-        timed_out, failed = self._WORDS[phase]
         try:
             yield
         except self.timeouts as exc:
-            raise APITimeoutError(f"{timed_out} ({type(exc).__name__})") from None
+            raise self.mapped(phase, exc) from None
         except self.errors as exc:
-            raise APIConnectionError(f"{failed}: {type(exc).__name__}: {exc}") from None
+            raise self.mapped(phase, exc) from None
+
+    def mapped(self, phase: str, exc: BaseException) -> APITimeoutError | APIConnectionError:
+        """The library's error for ``exc``, one of ``timeouts`` or ``errors`` (for callers that
+        catch them themselves: a ``with`` block costs a generator per request)."""
+        timed_out, failed = self._WORDS[phase]
+        if isinstance(exc, self.timeouts):
+            return APITimeoutError(f"{timed_out} ({type(exc).__name__})")
+        return APIConnectionError(f"{failed}: {type(exc).__name__}: {exc}")
 
 
 def _too_large(status: int, limit: int) -> ResponseTooLargeError:
@@ -307,12 +314,31 @@ class AiohttpBackend:
             self.log_filter.remove()
 
     async def post(self, url: str, payload: bytes) -> HttpReply:
-        with self._mapping("request"):
+        mapping = self._mapping
+        try:
             async with self._session.post(url, data=payload, allow_redirects=False) as response:
                 limit = self.max_response_bytes
-                _check_declared_length(response.status, response.headers, limit)
-                body = await _read_capped(response.content.iter_any(), response.status, limit)
-                return HttpReply(response.status, response.headers, body)
+                status, headers = response.status, response.headers
+                length = headers.get("Content-Length")
+                if (
+                    length is not None
+                    and length.isascii()
+                    and length.isdigit()
+                    and "Content-Encoding" not in headers
+                    and "Transfer-Encoding" not in headers
+                ):
+                    # A plain body of a declared size: the parser reads exactly that many bytes,
+                    # so it is read in one call once the size is known to fit.
+                    if int(length) > limit:
+                        raise _too_large(status, limit)
+                    return HttpReply(status, headers, await response.read())
+                _check_declared_length(status, headers, limit)
+                body = await _read_capped(response.content.iter_any(), status, limit)
+                return HttpReply(status, headers, body)
+        except mapping.timeouts as exc:
+            raise mapping.mapped("request", exc) from None
+        except mapping.errors as exc:
+            raise mapping.mapped("request", exc) from None
 
     @asynccontextmanager
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:

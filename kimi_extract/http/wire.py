@@ -25,15 +25,51 @@ class Answer:
 
 
 _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+#: A str as JSON, as ``_dumps`` writes it (``ensure_ascii=False``): the C encoder it uses.
+_json_string = json.encoder.encode_basestring
+#: Values compared by equality (and type) when checking a body against the cached template
+#: (not floats: 0.0 == -0.0 but their JSON differs).
+_SCALARS = (str, int, bool)
+#: Stands for the row's messages in the template's values.
+_MESSAGES = object()
+
+
+def _same(value: Any, cached: Any) -> bool:
+    """Whether ``value`` encodes exactly as ``cached``: the same object, an equal scalar of the
+    same type, or a list of such (``tools`` is a fresh list of the same objects per body)."""
+    if value is cached:
+        return True
+    kind = type(value)
+    if kind is not type(cached):
+        return False
+    if kind in _SCALARS:
+        return bool(value == cached)
+    if kind is list:
+        return len(value) == len(cached) and all(map(_same, value, cached))
+    return False
+
+
+def _message_json(message: Any) -> str:
+    """One message as ``_dumps`` writes it; a plain ``{"role": str, "content": str}`` message
+    (every text row) is spliced from two string encodes instead of a whole encoder pass."""
+    if type(message) is dict and len(message) == 2:
+        (k1, role), (k2, content) = message.items()
+        if k1 == "role" and k2 == "content" and type(role) is str and type(content) is str:
+            return f'{{"role":{_json_string(role)},"content":{_json_string(content)}}}'
+    return _dumps(message)
 
 
 class BodyEncoder:
     """Serializes request bodies, reusing the JSON of the parts every row shares.
 
-    The static messages and the response format are encoded once; a body whose first messages
-    are those very objects (and whose response_format is that object) is assembled from the cached
-    text, anything else falls back to a full encode. Output is compact JSON either way, so the
-    bytes of the shared prefix are identical across rows.
+    The static messages and the response format are encoded once. A body whose first messages
+    are those very objects is assembled from cached bytes: everything before the row's own
+    messages (model, the static messages) and after them (response format, budget, options) is
+    kept as the template of the last such body, reused while the body's other fields are the
+    same objects or equal scalars of the same type (so a changed budget or option rebuilds it);
+    only the row's messages are encoded. Anything else falls back to a full encode. Output is
+    compact JSON either way, byte-identical to ``encode_body``, so the bytes of the shared prefix
+    are identical across rows.
     """
 
     def __init__(
@@ -43,27 +79,54 @@ class BodyEncoder:
         self.static_json = ",".join(_dumps(m) for m in self.static)
         self.response_format = response_format
         self.response_format_json = _dumps(response_format) if response_format else ""
+        #: The template: the body's keys, its other values (None for messages), head and tail.
+        self._keys: tuple[str, ...] = ()
+        self._values: list[Any] = []
+        self._head = self._tail = b""
 
     def __call__(self, body: dict[str, Any]) -> bytes:
         messages = body.get("messages")
-        count = len(self.static)
-        if (
-            not isinstance(messages, list)
-            or len(messages) < count
-            or any(a is not b for a, b in zip(messages, self.static, strict=False))
-        ):
+        static = self.static
+        count = len(static)
+        if type(messages) is not list or len(messages) < count:
             return _dumps(body).encode()
-        parts = []
+        for a, b in zip(messages, static, strict=False):
+            if a is not b:
+                return _dumps(body).encode()
+        if not self._matches(body):
+            self._template(body)
+        rest = ",".join([_message_json(m) for m in messages[count:]])
+        if rest and self.static_json:
+            rest = "," + rest
+        return b"".join((self._head, rest.encode(), self._tail))
+
+    def _matches(self, body: dict[str, Any]) -> bool:
+        if tuple(body) != self._keys:
+            return False
+        for value, cached in zip(body.values(), self._values, strict=True):
+            if value is not cached and cached is not _MESSAGES and not _same(value, cached):
+                return False
+        return True
+
+    def _template(self, body: dict[str, Any]) -> None:
+        """Encode every part of ``body`` but the row's messages, as its head and tail."""
+        parts: list[str] = []
+        head = ""
         for key, value in body.items():
             if key == "messages":
-                rest = ",".join(_dumps(m) for m in messages[count:])
-                joined = ",".join(p for p in (self.static_json, rest) if p)
-                parts.append(f'"messages":[{joined}]')
+                parts.append('"messages":[' + self.static_json)
+                head, parts = ",".join(parts), []
             elif key == "response_format" and value is self.response_format:
                 parts.append(f'"response_format":{self.response_format_json}')
             else:
                 parts.append(f"{_dumps(key)}:{_dumps(value)}")
-        return ("{" + ",".join(parts) + "}").encode()
+        tail = "]" + "".join("," + p for p in parts) + "}"
+        self._head = ("{" + head).encode()
+        self._tail = tail.encode()
+        self._keys = tuple(body)
+        # The values it was made from (kept, not copied: a body's parts are not mutated once
+        # built); the row's messages are compared apart.
+        self._values = [_MESSAGES if k == "messages" else v for k, v in body.items()]
 
 
 def encode_body(body: dict[str, Any]) -> bytes:

@@ -24,6 +24,7 @@ from ..http.transport import Transport
 from ..records import RowInput, RowResult, Usage
 from .budget import Budget
 from .conversation import RowRunner, RowSettings
+from .gc_scope import spaced_young_collections
 from .inputs import next_blocking
 from .report import RunReport, Tally
 from .store import ResultStore
@@ -310,18 +311,20 @@ async def run_engine(
 
     started = time.perf_counter()
     try:
-        async with transport:
-            runner = RowRunner(setup.settings, transport, store=store, budget=setup.budget)
-            scheduler = Scheduler(runner, limiter, keep_records=keep_records)
-            _, stop_cause = await scheduler.run(
-                rows,
-                total=total,
-                progress=progress,
-                concurrency=setup.concurrency,
-                sink=deliver,
-                warm_first=setup.warm_first,
-                lookahead=lookahead,
-            )
+        # Young collections in larger batches while the run goes (restored however it ends).
+        with spaced_young_collections():
+            async with transport:
+                runner = RowRunner(setup.settings, transport, store=store, budget=setup.budget)
+                scheduler = Scheduler(runner, limiter, keep_records=keep_records)
+                _, stop_cause = await scheduler.run(
+                    rows,
+                    total=total,
+                    progress=progress,
+                    concurrency=setup.concurrency,
+                    sink=deliver,
+                    warm_first=setup.warm_first,
+                    lookahead=lookahead,
+                )
     finally:
         if store is not None:
             store.close()
