@@ -27,7 +27,7 @@ PLAIN_RAISES = {
     ("accessor.py", "build_extractor"): "a keyword the call does not take: Python's TypeError",
     ("simulator/app.py", "_reject_constant"): "json's hook refusing NaN / Infinity in a body",
     ("simulator/validation.py", "_check_keywords"): "the bundled openapi.json needs a new keyword",
-    ("simulator/extractive.py", "perturb"): "a bug, not a setting: Simulator() checks the kinds first",
+    ("simulator/extractive.py", "perturb"): "a bug, not a setting: Simulator() checks kinds",
 }
 
 
