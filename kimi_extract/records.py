@@ -199,6 +199,10 @@ class Usage:
         )
 
 
+#: Zero usage, shared (``Usage`` is immutable): a row's usage until it has one.
+NO_USAGE = Usage()
+
+
 #: The match kinds of a ``Span``, best first; "quote" (``grounding="quotes"``): the value is not
 #: in the text, but the model's supporting quote is (the span is the quote's evidence); "none"
 #: means the leaf was not found in the text (or, with quotes, its quote was not).
@@ -304,7 +308,7 @@ class RowResult:
     label: Hashable
     position: int
     value: BaseModel | None = None
-    usage: Usage = field(default_factory=Usage)
+    usage: Usage = NO_USAGE
     attempts: int = 0
     latency_s: float = 0.0
     error: str | None = None

@@ -295,14 +295,13 @@ class AiohttpBackend:
 
         self._mapping = ErrorMapping((TimeoutError,), (aiohttp.ClientError,))
         connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
-        # The per-attempt deadline (connect to last byte) is the transport's; these bound single
-        # socket operations only.
+        # The per-attempt deadline (connect to last byte, every read within it) is the
+        # transport's; only connecting has its own bound. No per-read timeout: it would re-arm a
+        # timer on every chunk received, and can never fire before the attempt's deadline.
         self._session = aiohttp.ClientSession(
             connector=connector,
             headers=self.headers,
-            timeout=aiohttp.ClientTimeout(
-                total=None, sock_connect=self.connect_timeout, sock_read=self.timeout
-            ),
+            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self.connect_timeout),
             auto_decompress=True,
         )
 

@@ -334,8 +334,11 @@ def _api_error(
 
 
 def _request_id(headers: Mapping[str, str], secret: Secret | None = None) -> str | None:
-    value = next((headers[h] for h in _REQUEST_ID_HEADERS if h in headers), None)
-    return server_text(value, secret, 200) if value else None
+    for name in _REQUEST_ID_HEADERS:
+        value = headers.get(name)
+        if value is not None:
+            return server_text(value, secret, 200) if value else None
+    return None
 
 
 def is_retryable(exc: BaseException) -> bool:
@@ -438,6 +441,8 @@ class Transport:
         #: Given: used instead of making one from ``http_backend`` (tests: a scripted backend).
         self._given_backend = backend
         self._backend: Backend | None = None
+        #: base URL -> its chat-completions URL (``chat_url``), per host the router picks.
+        self._urls: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Transport(router={self.router!r}, backend={self.http_backend!r})"
@@ -498,10 +503,14 @@ class Transport:
         return answer
 
     async def _send(self, body: dict[str, Any], exchange: Exchange) -> Answer:
-        """One HTTP attempt; raises a mapped error for anything but a usable 200.
+        """One HTTP attempt under the deadline ``timeout`` (connect to last byte); raises a
+        mapped error for anything but a usable 200.
 
         A streaming body (``"stream": true``) is read as SSE and assembled; a stream that ends
-        before its final chunk and ``[DONE]`` is a connection error (retried).
+        before its final chunk and ``[DONE]`` is a connection error (retried). Whatever goes
+        wrong comes out as one of the library's errors, with any text the server sent redacted
+        of the key; an error no backend or parser mapped is a connection error. The router
+        hears every attempt's outcome.
         """
         backend = self._backend
         if backend is None:
@@ -509,22 +518,7 @@ class Transport:
         payload = self.encoder(body)
         router = self.router
         base_url = router.base_url_for(body)
-        try:
-            answer = await self._attempt(backend, chat_url(base_url), body, payload, exchange)
-        except Exception as exc:
-            router.report(base_url, exc)
-            raise
-        router.report(base_url, None)
-        return answer
-
-    async def _attempt(
-        self, backend: Backend, url: str, body: dict[str, Any], payload: bytes, exchange: Exchange
-    ) -> Answer:
-        """One HTTP attempt under the deadline ``timeout`` (connect to last byte).
-
-        Whatever goes wrong comes out as one of the library's errors, with any text the server
-        sent redacted of the key; an error no backend or parser mapped is a connection error.
-        """
+        url = self._urls.get(base_url) or self._urls.setdefault(base_url, chat_url(base_url))
         started = time.perf_counter()
         failure: KimiExtractError
         try:
@@ -533,7 +527,7 @@ class Transport:
                     answer = await self._send_streaming(backend, url, payload)
                 else:
                     answer = self._read_reply(await backend.post(url, payload))
-            return self._clean_answer(answer)
+            answer = self._clean_answer(answer)
         except TimeoutError:
             failure = APITimeoutError(
                 f"no complete response within timeout={self.timeout:g} s (connect to last byte)"
@@ -543,8 +537,12 @@ class Transport:
         except Exception as exc:  # noqa: BLE001 - any other failure is this attempt's, not the run's
             detail = server_text(str(exc), self._api_key, 300)
             failure = APIConnectionError(f"broken response: {type(exc).__name__}: {detail}")
+        else:
+            router.report(base_url, None)
+            return answer
         finally:
             exchange.latency_s += time.perf_counter() - started
+        router.report(base_url, failure)
         # Raised outside the except blocks, so no chained context carries the server's raw text.
         raise failure
 

@@ -220,7 +220,8 @@ class RowRunner:
                 key = settings.store_key(user)
                 stored = await self.store.lookup(key)
                 if self._serve_stored(stored, result):
-                    await self._ground(row, result, stored.output)
+                    if settings.grounding:
+                        await self._ground(row, result, stored.output)
                     return result
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
@@ -260,7 +261,8 @@ class RowRunner:
                 )
             except StoreError as exc:  # the row keeps its value; the run stops after it
                 self.stop_starting(exc)
-        await self._ground(row, result, raw)
+        if settings.grounding:  # (no coroutine per row when grounding is off)
+            await self._ground(row, result, raw)
         return result
 
     async def _ground(self, row: RowInput, result: RowResult, raw: str | None) -> None:
@@ -380,9 +382,13 @@ class RowRunner:
                 tools=list(settings.tools),
                 stream=settings.stream,
             )
-            answer = await self._send(body, exchange, prompt_estimate, budget)
+            if self.budget is None:  # one coroutine less per request
+                answer = await self.transport.complete(body, exchange, prompt_estimate)
+            else:
+                answer = await self._send(body, exchange, prompt_estimate, budget)
+            # The first answer's usage is the row's so far (a Usage less per row).
+            result.usage = result.usage + answer.usage if result.attempts else answer.usage
             result.attempts += 1
-            result.usage = result.usage + answer.usage
             if answer.finish_reason == "tool_calls" and answer.tool_calls:
                 if tool_rounds >= settings.max_tool_rounds:
                     raise ToolLoopError(f"the model still called tools after {tool_rounds} rounds")

@@ -122,9 +122,18 @@ class Scheduler:
                 return None
 
         async def worker() -> None:
-            while not self.runner.budget_hit and self.runner.halt is None:
-                await order.room()
-                row = await pull()
+            runner = self.runner
+            while not runner.budget_hit and runner.halt is None:
+                if not order.take_room():  # (no coroutine per row when there is room)
+                    await order.room()
+                if blocking:
+                    row = await pull()
+                else:
+                    try:
+                        row = next(rows, None)
+                    except Exception as exc:  # the input itself failed: keep what finished, stop
+                        runner.stop_starting(exc)
+                        row = None
                 if row is None:
                     order.input_ended()
                     return
@@ -163,6 +172,14 @@ class _Reorder:
         self.exhausted = False
         #: A row was not (fully) sent because of the budget.
         self.over_budget = False
+
+    def take_room(self) -> bool:
+        """``room`` without waiting: True (and the row counted as started) when one more row
+        may start now."""
+        if self.exhausted or self.started - self.next_position < self.window:
+            self.started += 1
+            return True
+        return False
 
     async def room(self) -> None:
         """Wait until one more row may start; counts it as started."""
@@ -228,12 +245,12 @@ class Progress:
             self._bar = tqdm(total=total, unit="row", desc="kimi_extract", leave=True)
 
     def update(self, result: RowResult) -> None:
-        """Count one finished row."""
+        """Count one finished row (only the bar shows the counts: nothing to do without it)."""
+        if self._bar is None:
+            return
         self.usage = self.usage + result.usage
         if result.error is not None:
             self.errors += 1
-        if self._bar is None:
-            return
         now = time.monotonic()
         if now - self._last_postfix > 0.25:
             self._last_postfix = now
