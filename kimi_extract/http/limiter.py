@@ -478,6 +478,8 @@ class Limiter:
 
     def _wake_slots(self) -> None:
         """Wake as many slot waiters as there are free slots (they re-check on waking)."""
+        if not self._slot_waiters and not self._growing:
+            return  # nobody to wake, and the window does not move with time: nothing to do
         free = self.concurrency - self.in_flight
         while free > 0 and self._slot_waiters:
             waiter = self._slot_waiters.popleft()
