@@ -4,7 +4,8 @@
 
 Spec keys: ``client`` ("kimi_extract", "openai", "instructor"), ``base_url``, ``rows``,
 ``concurrency``, ``warmup`` (rows run first and not measured, default 0), ``repeats`` (default 1),
-``instructions`` ("short" or "long"), ``options`` (extra ``Extractor`` keyword arguments; for the floor, ``session_per_run``),
+``instructions`` ("short" or "long"), ``options`` (extra ``Extractor`` keyword arguments; for
+the floor, ``session_per_run``),
 ``details`` (also return each row's cache-write and cached tokens), ``salt`` (a line put before
 the instructions, to give a client its own prompt prefix), ``profile`` (kimi_extract only: run the
 measured runs under cProfile and return where the time went). Each measured run reports the
