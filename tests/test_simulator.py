@@ -809,3 +809,26 @@ def test_exchange_is_sim_exchange_under_its_old_name_with_a_warning():
         assert simulator.Exchange is SimExchange
     with pytest.raises(AttributeError):
         simulator.Nothing  # noqa: B018
+
+
+def test_stopping_with_a_request_in_flight_leaves_no_task_behind(caplog: pytest.LogCaptureFixture):
+    """A request still being answered when the simulator stops (its client gone, as after a
+    cancelled run) is cancelled with the loop, so no handler task outlives it: collected later,
+    it would log "Task was destroyed but it is pending!"."""
+    import gc
+    import logging
+
+    sim = Simulator(ttft_s=30.0).start()
+    body = {"model": "kimi-k3.1-pro", "messages": [{"role": "user", "content": "hi"}]}
+    with pytest.raises(httpx.ReadTimeout):  # the client gives up and closes its connection
+        httpx.post(
+            f"{sim.base_url}/chat/completions",
+            headers={"Authorization": f"Bearer {sim.api_key}"},
+            json=body,
+            timeout=httpx.Timeout(5.0, read=0.3),
+        )
+    assert len(sim.history) == 1 and sim.history[0].status is None  # still being answered
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        sim.stop()
+        gc.collect()
+    assert not [r for r in caplog.records if "destroyed but it is pending" in r.getMessage()]

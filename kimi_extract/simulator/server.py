@@ -280,6 +280,10 @@ class Simulator:
             return
         if runner is not None:
             asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(timeout=10)
+        # A handler the cleanup left waiting (a hung or slow answer whose client went away) is
+        # cancelled and awaited here, so no task outlives the loop ("Task was destroyed but it
+        # is pending" when it is collected later).
+        asyncio.run_coroutine_threadsafe(_cancel_other_tasks(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout=10)
         loop.close()
@@ -326,3 +330,12 @@ def serve(port: int = 8000, host: str = "127.0.0.1", **options: Any) -> None:
         print("stopping the simulator", file=sys.stderr, flush=True)
     finally:
         sim.stop()
+
+
+async def _cancel_other_tasks() -> None:
+    """Cancel every task of the running loop but this one and wait for them to end."""
+    current = asyncio.current_task()
+    others = [task for task in asyncio.all_tasks() if task is not current]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
