@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -62,18 +63,65 @@ def _ignore_sigint() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-@pytest.mark.parametrize("parent_sigint", ["default", "ignored"])
-@pytest.mark.parametrize("mode", ["sync", "in-running-loop"])
-def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
+MODES = ["sync", "in-running-loop"]
+PARENT_SIGINT = ["default", "ignored"]
+ENTRIES = ["run", "run_documents", "extract"]
+
+#: Children started ahead by ``_children_ahead``, by case; a test takes its own (or, when run
+#: alone, e.g. with -k, starts it then).
+_AHEAD: dict[tuple[str, ...], subprocess.Popen[str]] = {}
+
+
+def _stop_child(mode: str, parent_sigint: str) -> subprocess.Popen[str]:
     # "ignored": started the way a shell starts a background job (`pytest &`), which passes
     # SIGINT's "ignore" disposition on to every child.
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, "-c", SCRIPT, "sync" if mode == "sync" else "loop"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         preexec_fn=_ignore_sigint if parent_sigint == "ignored" else None,
     )
+
+
+def _entry_child(entry: str, where: str, folder: Path) -> subprocess.Popen[str]:
+    store = folder / "store.sqlite3"
+    return subprocess.Popen(
+        [sys.executable, "-c", ENTRY_SCRIPT, entry, where, str(folder), str(store)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _folder(factory: pytest.TempPathFactory, entry: str, where: str) -> Path:
+    return factory.getbasetemp() / f"interrupt-{entry}-{where}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _children_ahead(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Start every case's child process at once: a child spends most of its second importing
+    and starting its simulator, which the two cores do side by side instead of one case after
+    another. Each waits (its requests hang) until its test interrupts it."""
+    for mode in MODES:
+        for parent_sigint in PARENT_SIGINT:
+            _AHEAD[("stop", mode, parent_sigint)] = _stop_child(mode, parent_sigint)
+    for entry in ENTRIES:
+        for where in MODES:
+            folder = _folder(tmp_path_factory, entry, where)
+            folder.mkdir()
+            _AHEAD[("entry", entry, where)] = _entry_child(entry, where, folder)
+    yield
+    for proc in _AHEAD.values():  # cases deselected or failed early
+        proc.kill()
+        proc.communicate()
+    _AHEAD.clear()
+
+
+@pytest.mark.parametrize("parent_sigint", PARENT_SIGINT)
+@pytest.mark.parametrize("mode", MODES)
+def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
+    proc = _AHEAD.pop(("stop", mode, parent_sigint), None) or _stop_child(mode, parent_sigint)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
     assert proc.stdout.readline().strip() == "in flight"  # the first request reached the server
@@ -160,7 +208,7 @@ def _wait_for_stored(store: Path, rows: int) -> None:
     time.sleep(0.5)
 
 
-@pytest.mark.parametrize("where", ["sync", "in-running-loop"])
+@pytest.mark.parametrize("where", MODES)
 @pytest.mark.parametrize(
     ("entry", "expected"),
     [
@@ -173,15 +221,14 @@ def _wait_for_stored(store: Path, rows: int) -> None:
     ],
 )
 def test_ctrl_c_raises_run_interrupted_with_the_entry_points_partial(
-    tmp_path, entry, expected, where
+    tmp_path_factory, entry, expected, where
 ):
-    store = tmp_path / "store.sqlite3"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", ENTRY_SCRIPT, entry, where, str(tmp_path), str(store)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    folder = _folder(tmp_path_factory, entry, where)
+    store = folder / "store.sqlite3"
+    proc = _AHEAD.pop(("entry", entry, where), None)
+    if proc is None:
+        folder.mkdir(exist_ok=True)
+        proc = _entry_child(entry, where, folder)
     assert proc.stdout is not None
     assert proc.stdout.readline().strip() == "started"
     # Document 0's chunks (the first row) are answered and stored; the other requests hang.
