@@ -268,7 +268,7 @@ class Simulator:
         return self
 
     async def _startup(self, sock: socket.socket) -> None:
-        runner = web.AppRunner(self._service.make_app(), access_log=None, shutdown_timeout=0.5)
+        runner = web.AppRunner(self._service.make_app(), access_log=None, shutdown_timeout=0.1)
         await runner.setup()
         await web.SockSite(runner, sock, backlog=1024).start()
         self._runner = runner
