@@ -281,7 +281,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     names: tuple[str, ...] = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s")
     names += ("schema_level",)
     names += ("rate_shape", "window_s", "spurious_429_rate", "latency")
-    names += ("answers", "perturb")
+    names += ("answers", "perturb", "quote_faults")
     for name in names:
         value = getattr(args, name)
         if value is not None:
@@ -488,6 +488,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=float,
         help="with --answers extractive: share of strings perturbed (case, spacing, a typo, "
         "full-width), 0..1",
+    )
+    sim.add_argument(
+        "--quote-faults",
+        type=float,
+        help="with --answers extractive: share of the supporting quotes of grounding='quotes' "
+        "made up or garbled, 0..1",
     )
     sim.set_defaults(func=cmd_simulate)
     return parser

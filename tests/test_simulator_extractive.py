@@ -168,7 +168,9 @@ def test_the_simulate_command_takes_the_options(monkeypatch):
         "kimi_extract.simulator.serve", lambda **options: seen.update(options), raising=True
     )
     args = cli.build_parser().parse_args(
-        ["simulate", "--answers", "extractive", "--perturb", "0.25", "--port", "0"]
+        ["simulate", "--answers", "extractive", "--perturb", "0.25", "--quote-faults", "0.5"]
+        + ["--port", "0"]
     )
     assert args.func(args) == 0
     assert seen["answers"] == "extractive" and seen["perturb"] == 0.25
+    assert seen["quote_faults"] == 0.5
