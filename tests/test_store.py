@@ -196,15 +196,18 @@ KILL_SCRIPT = textwrap.dedent(
 )
 
 
-def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path):
-    store, n, concurrency = tmp_path / "s.sqlite3", 200, 8
-    sim.responder = lambda r: Reply(delay=0.02)
+def _kill_then_rerun(sim, tmp_path: Path, script: str, n: int, killed_after: int) -> int:
+    """Run ``script`` over ``n`` rows, kill -9 it once ``killed_after`` answers went out, check
+    the store file, run it again to the end and check the second run: every row, none failed,
+    the committed rows served from the store and only the others sent. Returns the committed
+    count."""
+    store = tmp_path / "s.sqlite3"
     root = Path(__file__).parents[1]
-    args = [sys.executable, "-c", KILL_SCRIPT, sim.base_url, sim.api_key, str(store), str(n)]
+    args = [sys.executable, "-c", script, sim.base_url, sim.api_key, str(store), str(n)]
     victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(ok_exchanges(sim)) < 60:
-        time.sleep(0.01)
+    while time.monotonic() < deadline and len(ok_exchanges(sim)) < killed_after:
+        time.sleep(0.005)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     with sqlite3.connect(store) as db:
@@ -216,15 +219,26 @@ def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path
     out = pd.read_csv(tmp_path / "second.csv", index_col=0)
     assert len(out) == n and out.index.is_unique and out["kx_error"].isna().all()
     assert out["kx_from_store"].sum() == committed
-    second_run = chat_requests(sim)[before:]
-    assert len(second_run) == n - committed  # committed rows sent no request
-    per_row: dict[str, int] = {}
+    assert len(chat_requests(sim)) - before == n - committed  # committed rows sent no request
+    return committed
+
+
+def _rows_asked_twice(sim) -> tuple[int, int]:
+    """(distinct rows asked, rows asked more than once) over every chat request ``sim`` saw."""
+    asked: dict[str, int] = {}
     for h in chat_requests(sim):
-        per_row[h.body["messages"][-1]["content"]] = (
-            per_row.get(h.body["messages"][-1]["content"], 0) + 1
-        )
-    assert len(per_row) == n
-    assert sum(1 for c in per_row.values() if c > 1) <= concurrency
+        text = h.body["messages"][-1]["content"]
+        asked[text] = asked.get(text, 0) + 1
+    return len(asked), sum(1 for c in asked.values() if c > 1)
+
+
+def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path):
+    n, concurrency = 200, 8
+    sim.responder = lambda r: Reply(delay=0.02)
+    _kill_then_rerun(sim, tmp_path, KILL_SCRIPT, n, killed_after=60)
+    distinct, repeated = _rows_asked_twice(sim)
+    assert distinct == n
+    assert repeated <= concurrency
 
 
 INTERRUPT_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
@@ -486,30 +500,10 @@ KILL_WIDE = textwrap.dedent(
 
 def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(sim, tmp_path: Path):
     """No delay and concurrency 64: many rows finish per event-loop turn, so groups are large."""
-    store, n, concurrency = tmp_path / "s.sqlite3", 1500, 64
-    root = Path(__file__).parents[1]
-    args = [sys.executable, "-c", KILL_WIDE, sim.base_url, sim.api_key, str(store), str(n)]
-    victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and len(ok_exchanges(sim)) < 400:
-        time.sleep(0.005)
-    victim.send_signal(signal.SIGKILL)
-    victim.wait()
-    with sqlite3.connect(store) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        committed = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    assert 0 < committed < n
-    before = len(chat_requests(sim))
-    subprocess.run([*args, str(tmp_path / "second.csv")], cwd=root, check=True, timeout=120)
-    out = pd.read_csv(tmp_path / "second.csv", index_col=0)
-    assert len(out) == n and out["kx_error"].isna().all()
-    assert out["kx_from_store"].sum() == committed
-    assert len(chat_requests(sim)) - before == n - committed
-    asked: dict[str, int] = {}
-    for h in chat_requests(sim):
-        text = h.body["messages"][-1]["content"]
-        asked[text] = asked.get(text, 0) + 1
-    assert len(asked) == n and sum(1 for c in asked.values() if c > 1) <= concurrency
+    n, concurrency = 1500, 64
+    _kill_then_rerun(sim, tmp_path, KILL_WIDE, n, killed_after=400)
+    distinct, repeated = _rows_asked_twice(sim)
+    assert distinct == n and repeated <= concurrency
 
 
 @given(content=st.text(), role=st.sampled_from(["user", "assistant"]))
