@@ -17,9 +17,9 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     connections). Inside a running loop (Jupyter) the coroutine runs on a fresh loop in a worker
     thread; a Ctrl-C in the calling thread cancels it there and waits for it to clean up.
     """
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
+    if not _loop_running():
+        # Not inside ``except RuntimeError``: every error of the run would be chained to a
+        # misleading "RuntimeError: no running event loop" ("During handling of the above...").
         # The main task returns None, not the value: at its end ``asyncio.run`` (3.11) formats
         # a ValueError naming its SIGINT handler, whose repr holds the task and its result, so a
         # DataFrame result would be rendered as text (twice) and thrown away: ~7 ms for 2,000 rows.
@@ -60,6 +60,15 @@ def run_sync(coro: Coroutine[Any, Any, R]) -> R:
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
+
+
+def _loop_running() -> bool:
+    """Whether this thread is inside a running event loop (Jupyter, an async caller)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 async def _await(task: asyncio.Task[R]) -> R:
