@@ -6,7 +6,7 @@
 Each image becomes an ``image_url`` part: png/jpeg/webp/gif go as they are, other formats (the
 .bmp here) are converted, EXIF-rotated photos are turned upright, and anything larger than
 ``max_image_pixels`` is downscaled first. Needs Pillow for the conversion:
-``pip install 'kimi-extract[images]'``.
+``pip install -e '.[images]'``.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Every page is one request (``per_page=True``): pages with a text layer send thei
 scanned page is rendered to an image (``pdf_mode="auto"``). ``explode="rows"`` turns each page's
 list of rows into table rows, with ``kx_source``, ``kx_page`` and ``kx_item`` saying where each
 came from; token and cost columns sit on each page's first row, so their sums stay exact. Needs
-pypdfium2: ``pip install 'kimi-extract[pdf]'``. The same from the shell:
+pypdfium2: ``pip install -e '.[pdf]'``. The same from the shell:
 
     kimi-extract run-docs examples/docs --schema examples/tables_from_pdf.py:PageTable \\
         --per-page --explode rows --out tables.csv --simulate

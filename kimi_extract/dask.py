@@ -8,7 +8,7 @@
     out = kxd.extract(ddf, extractor, text="review", store="/shared/kx.sqlite3")  # lazy
     df = out.compute()                        # or out.to_parquet(...); ddf.kimi.extract(...) too
 
-Needs ``pip install 'kimi-extract[dask]'`` and a ``distributed.Client``; ``import kimi_extract``
+Needs ``pip install -e '.[dask]'`` and a ``distributed.Client``; ``import kimi_extract``
 never imports Dask. Each partition is one ``Extractor.run`` on a worker: the async engine with
 its own connections, reasks, retries and per-row isolation. The output ``meta`` (input columns,
 one column per output field, the ``kx_`` accounting columns) is built from the output model, so
@@ -64,17 +64,22 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import cloudpickle
-import dask.dataframe as dd
-import distributed
 import pandas as pd
-from dask.dataframe.extensions import register_dataframe_accessor
 from pydantic import BaseModel
+
+from .exceptions import ConfigurationError, install_hint
+
+try:
+    import cloudpickle
+    import dask.dataframe as dd
+    import distributed
+    from dask.dataframe.extensions import register_dataframe_accessor
+except ImportError as missing:
+    raise ImportError(f"kimi_extract.dask needs Dask: {install_hint('dask')}") from missing
 
 from .accessor import build_extractor
 from .cluster import ClusterLimits, cluster_limits, install_rate_service
 from .config import ExtractorConfig, check_budget_fits
-from .exceptions import ConfigurationError
 from .extractor import COLUMN_OPTIONS, Extractor
 from .http.limiter import OUTER_GATE
 from .run.inputs import prepare

@@ -43,10 +43,44 @@ enters the library (``transport.Secret.redact``), since some servers echo the ke
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: The optional extras (``[project.optional-dependencies]`` in pyproject.toml) and the package
+#: each one adds, for ``install_hint`` (tests/test_newcomer.py keeps it equal to pyproject).
+EXTRAS = {
+    "dask": "dask[distributed]",
+    "images": "Pillow",
+    "parquet": "pyarrow",
+    "pdf": "pypdfium2",
+    "plot": "matplotlib",
+}
+
+
+def install_hint(extra: str) -> str:
+    """How to install an optional extra, e.g. for ``"pdf"``: the checkout form and the package.
+
+    kimi-extract is not on PyPI, so ``pip install 'kimi-extract[pdf]'`` would fail: the hint
+    installs the extra from a checkout (the README's ``pip install -e .``), or the package alone.
+    Every error and docstring that tells a user to install something uses this one text.
+    """
+    return (
+        f"pip install -e '.[{extra}]' in your kimi_extract checkout "
+        f"(or pip install '{EXTRAS[extra]}')"
+    )
+
+
+def did_you_mean(name: object, choices: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the choice closest to ``name`` (difflib), or ``""``."""
+    if not isinstance(name, str):
+        return ""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
 
 
 class KimiExtractError(Exception):

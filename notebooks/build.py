@@ -289,7 +289,7 @@ def enrichment() -> list[Any]:
             """
             ## Where the tokens went
 
-            `kx.plot_usage(out)` (needs `pip install 'kimi-extract[plot]'`) draws the tokens by
+            `kx.plot_usage(out)` (needs `pip install -e '.[plot]'`) draws the tokens by
             bucket (the buckets do not overlap, so they add up to the total) and the cache-hit
             share over the run: cached / prompt tokens, cumulative over the rows in order. The
             first request writes the shared prefix to the cache; the rows after it read it.
@@ -330,7 +330,7 @@ def documents() -> list[Any]:
             (`pdf_mode="auto"`, the default). The model returns each page's table as a list of
             rows, and `explode="rows"` turns every item of that list into a table row, with
             `kx_source`, `kx_page` and `kx_item` saying where it came from. Needs
-            `pip install 'kimi-extract[pdf]'` (pypdfium2).
+            `pip install -e '.[pdf]'` (pypdfium2).
             """,
             real_api_note(),
         ),
@@ -587,7 +587,7 @@ def captioning() -> list[Any]:
             it shows text. Images go as `image_url` parts: png, jpeg, webp and gif as they are;
             other formats (the .bmp here) are converted, phone photos rotated by their EXIF
             orientation are turned upright, and large images are downscaled first (Pillow:
-            `pip install 'kimi-extract[images]'`).
+            `pip install -e '.[images]'`).
             """,
             real_api_note(
                 """

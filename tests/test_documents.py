@@ -16,7 +16,7 @@ from PIL import Image
 from pydantic import BaseModel
 
 from kimi_extract.cli import main as cli_main
-from kimi_extract.exceptions import AuthenticationError, InputError, RunStopped
+from kimi_extract.exceptions import AuthenticationError, InputError, RunStopped, install_hint
 from kimi_extract.media.documents import (
     Page,
     html_to_text,
@@ -232,7 +232,7 @@ def test_missing_pypdfium2_fails_only_the_pdf_rows(
     out = make_extractor(Table).run_documents(tmp_path)
     errors = dict(zip(out["kx_source"].map(lambda p: Path(p).name), out["kx_error"], strict=True))
     assert errors["a.txt"] is None and errors["b.md"] is None and errors["c.html"] is None
-    assert "pip install 'kimi-extract[pdf]'" in errors["report.pdf"]
+    assert install_hint("pdf") in errors["report.pdf"]
     assert len(chat_requests(sim)) == 3
 
 

@@ -8,6 +8,7 @@ is confined to the rows that need the package.
 from __future__ import annotations
 
 import io
+import re
 import socket
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from pydantic import BaseModel
 
 import kimi_extract as kx
 from kimi_extract import cli
+from kimi_extract.exceptions import EXTRAS, install_hint
 from kimi_extract.simulator.protocol import DEFAULT_API_KEY
 from kimi_extract.table.export import TableWriter, write_table
 
@@ -56,7 +58,7 @@ def test_parquet_output_without_pyarrow_exits_2_before_any_request(
     out = tmp_path / "out.parquet"
     with pytest.raises(SystemExit) as stopped:
         cli.main([*DEMO, "--out", str(out)])
-    assert "pip install 'kimi-extract[parquet]'" in str(stopped.value.code)
+    assert install_hint("parquet") in str(stopped.value.code)
     assert calls == [] and not out.exists()
     assert "simulator" not in capsys.readouterr().err  # it never even started
 
@@ -125,7 +127,7 @@ def test_images_without_pillow_fail_only_the_rows_that_need_it(
 
     rows = [{"t": "a", "img": big}, {"t": "b", "img": small}, {"t": "c", "img": None}]
     out = make_extractor(Caption).run(rows, text="t", images="img")
-    assert "pip install 'kimi-extract[images]'" in out.loc[0, "kx_error"]
+    assert install_hint("images") in out.loc[0, "kx_error"]
     assert out["kx_error"].iloc[1:].isna().all()
 
 
@@ -162,3 +164,36 @@ def test_run_docs_offers_no_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
 def test_license_uses_the_spdx_form() -> None:
     text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
     assert 'license = "MIT"' in text and "license = {" not in text
+
+
+def test_every_install_hint_is_the_one_helper_and_names_a_checkout() -> None:
+    # kimi-extract is not on PyPI: `pip install 'kimi-extract[pdf]'` fails for every user. Each
+    # hint is install_hint's text, which works from a checkout, and its extras are pyproject's.
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    assert set(EXTRAS) == set(extras) - {"dev", "bench"}
+    for extra, package in EXTRAS.items():
+        assert any(spec.startswith(package) for spec in extras[extra]), (extra, package)
+        assert f"pip install -e '.[{extra}]'" in install_hint(extra)
+    texts = [*ROOT.glob("kimi_extract/**/*.py"), *ROOT.glob("examples/*.py")]
+    texts += [*ROOT.glob("notebooks/*.ipynb"), ROOT / "notebooks" / "build.py", ROOT / "README.md"]
+    unpublished = re.compile(r"pip install '?kimi-extract\[")
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in texts
+        if path.name != "exceptions.py" and unpublished.search(path.read_text(encoding="utf-8"))
+    ]
+    assert offenders == []
+
+
+def test_kimi_extract_dask_without_dask_names_the_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+
+    for name in ("dask", "dask.dataframe", "dask.dataframe.extensions", "distributed"):
+        monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.delitem(sys.modules, "kimi_extract.dask", raising=False)
+    with pytest.raises(ImportError, match=re.escape(install_hint("dask"))):
+        importlib.import_module("kimi_extract.dask")

@@ -3,7 +3,7 @@
 ``collect_sources`` names the documents (a directory, paths, or a DataFrame column),
 ``load_all`` / ``load_pages`` read the selected pages (``page_selector``): a .txt is split into
 pages at form feeds, an .html page is its visible text (``html_to_text``), a .pdf is read page by
-page (``pip install 'kimi-extract[pdf]'``) as its text layer or rendered as a PNG of at most
+page (``pip install -e '.[pdf]'``) as its text layer or rendered as a PNG of at most
 ``pixels`` pixels and ``MAX_RENDER_DPI`` (with ``char_boxes=True`` a text-layer page also keeps
 its characters' boxes, ``Page.boxes``, for grounding). ``plan_chunks`` cuts one row's pages into
 chunks of at most N pages and about M characters (``split_text``). A document that cannot be read
@@ -23,7 +23,7 @@ from typing import Any, Literal
 import numpy as np
 import pandas as pd
 
-from ..exceptions import InputError, MediaError
+from ..exceptions import InputError, MediaError, install_hint
 from .formats import png_bytes
 
 PdfMode = Literal["auto", "text", "images"]
@@ -35,7 +35,7 @@ SUPPORTED_SUFFIXES = (*TEXT_SUFFIXES, *HTML_SUFFIXES, ".pdf")
 #: pdf_mode="auto" renders a page whose text layer has fewer non-space characters than this.
 MIN_TEXT_CHARS = 20
 MAX_RENDER_DPI = 200
-INSTALL_PDF = "pip install 'kimi-extract[pdf]'"
+INSTALL_PDF = install_hint("pdf")
 
 
 @dataclass

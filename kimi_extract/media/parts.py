@@ -35,7 +35,7 @@ A video cell (path, bytes, ``data:video/...`` URL or http(s) URL) becomes a ``vi
 refused above ``max_video_bytes``. In a mixed media cell, a value is a video when its bytes,
 extension or data-URL MIME type say so.
 
-Pillow (``pip install 'kimi-extract[images]'``) is imported only when an image needs decoding.
+Pillow (``pip install -e '.[images]'``) is imported only when an image needs decoding.
 Anything unreadable raises ``MediaError``, which becomes that row's ``kx_error``.
 """
 
@@ -55,7 +55,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from ..exceptions import ConfigurationError, MediaError
+from ..exceptions import ConfigurationError, MediaError, install_hint
 from ..kimi import VIDEO_EXTENSIONS  # the video formats Kimi accepts (notes)
 from ..records import is_missing
 from .fetch import fetch
@@ -78,7 +78,7 @@ DEFAULT_MAX_VIDEO_BYTES = 50 * 1024 * 1024
 DEFAULT_MAX_FETCH_BYTES = 20 * 1024 * 1024
 DEFAULT_FETCH_TIMEOUT = 30.0
 JPEG_QUALITY = 90
-INSTALL_PILLOW = "pip install 'kimi-extract[images]'"
+INSTALL_PILLOW = install_hint("images")
 
 _PIL_FORMATS = {"image/png": "PNG", "image/jpeg": "JPEG", "image/webp": "WEBP"}
 _FORMAT_MIMES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}

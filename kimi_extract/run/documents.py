@@ -6,7 +6,7 @@ chunks share the concurrency, the budget, the result store and the cached prompt
 merges each document's chunk results back into one row (``DocumentPlan.merge``):
 
 - ``.txt`` / ``.md``: the text (a .txt is split into pages at form feeds ``\\f``); ``.html``: its
-  visible text (tables as ``cell | cell`` lines); ``.pdf`` (``pip install 'kimi-extract[pdf]'``):
+  visible text (tables as ``cell | cell`` lines); ``.pdf`` (``pip install -e '.[pdf]'``):
   page by page, ``pdf_mode="text"`` sends the text layer, ``"images"`` sends every page rendered
   as a PNG, and ``"auto"`` (default) sends the text layer and renders only pages without one
   (fewer than ``MIN_TEXT_CHARS`` non-space characters: scans). Rendered pages fit

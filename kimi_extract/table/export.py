@@ -20,7 +20,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..exceptions import ConfigurationError
+from ..exceptions import ConfigurationError, install_hint
 from ..records import is_missing
 from .columns import INDEX
 
@@ -40,8 +40,8 @@ def check_format(path: str | os.PathLike[str]) -> Path:
             import pyarrow  # noqa: F401
         except ImportError:
             raise ConfigurationError(
-                "writing .parquet needs pyarrow: pip install 'kimi-extract[parquet]' "
-                "(or write .csv / .jsonl)"
+                f"writing .parquet needs pyarrow: {install_hint('parquet')} (or write .csv / "
+                ".jsonl)"
             ) from None
     return target
 

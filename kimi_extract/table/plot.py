@@ -1,4 +1,4 @@
-"""A picture of a run's token accounting: ``plot_usage(df)`` (``pip install 'kimi-extract[plot]'``).
+"""A picture of a run's token accounting: ``plot_usage(df)`` (``pip install -e '.[plot]'``).
 
 It reads only the ``kx_`` accounting columns of a ``run`` / ``run_documents`` output (exploded
 outputs too: their token columns sit on each source's first item row, so sums stay exact). The
@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-from ..exceptions import InputError
+from ..exceptions import InputError, install_hint
 from . import columns as kx
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-INSTALL_PLOT = "pip install 'kimi-extract[plot]'"
+INSTALL_PLOT = install_hint("plot")
 
 #: (label, color): blues for input, oranges for output.
 BUCKETS = (

@@ -41,7 +41,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..exceptions import InputError, MediaError
+from ..exceptions import InputError, MediaError, install_hint
 from ..media.documents import load_pages
 from ..media.formats import png_bytes
 from ..records import is_missing
@@ -222,7 +222,7 @@ def _render_pdf_pages(
     try:
         import pypdfium2
     except ImportError:
-        raise MediaError("page images need pypdfium2: pip install 'kimi-extract[pdf]'") from None
+        raise MediaError(f"page images need pypdfium2: {install_hint('pdf')}") from None
     out = {}
     pdf = pypdfium2.PdfDocument(str(path))
     try:
