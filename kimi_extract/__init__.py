@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import typing
 
-from . import accessor  # noqa: F401  (registers the DataFrame .kimi accessor)
+from . import (
+    accessor,  # noqa: F401  (registers the DataFrame .kimi accessor)
+    shared_simulator,  # noqa: F401  (lets base_url="simulator" start the simulator)
+)
 from .config import ExtractorConfig
 from .exceptions import (
     APIConnectionError,

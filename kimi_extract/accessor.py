@@ -22,7 +22,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from .config import option_names
-from .exceptions import InputError
+from .exceptions import InputError, did_you_mean
 from .extractor import COLUMN_OPTIONS, DEPRECATED_OPTIONS, Extractor
 from .run.estimate import Estimate
 
@@ -38,8 +38,10 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
     run_names = frozenset(COLUMN_OPTIONS)
     unknown = sorted(set(options) - extractor_names - run_names)
     if unknown:
+        known = extractor_names | run_names
+        names = ", ".join(f"{name!r}{did_you_mean(name, known)}" for name in unknown)
         raise TypeError(
-            f"unknown option(s) {unknown}: run options are {sorted(run_names)}; Extractor "
+            f"unknown option(s) {names}: run options are {sorted(run_names)}; Extractor "
             f"options are {sorted(extractor_names)}"
         )
     extractor_options = {k: v for k, v in options.items() if k in extractor_names}

@@ -63,20 +63,24 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, did_you_mean
 from .http.backends import BACKENDS, DEFAULT_MAX_RESPONSE_BYTES
 from .http.transport import RetryPolicy, Secret
 from .kimi import (
     CACHE_TTLS,
     DEFAULT_MAX_COMPLETION_TOKENS,
     DEFAULT_MODEL,
+    EFFORT_ALIASES,
     MAX_COMPLETION_TOKENS,
     MAX_CONCURRENCY,
+    SIMULATOR_BASE_URL,
     ModelInfo,
     model_info,
     normalize_effort,
@@ -99,12 +103,26 @@ __all__ = [
     "BASE_URL_ENV_VAR",
     "MAX_CONCURRENCY",
     "ExtractorConfig",
+    "check_base_url",
     "check_budget_fits",
+    "check_option_names",
     "option_names",
 ]
 
 API_KEY_ENV_VARS = ("KIMI_API_KEY", "EVOLINK_API_KEY")
 BASE_URL_ENV_VAR = "KIMI_BASE_URL"
+
+#: Starts the bundled simulator (once per process) and returns its ``(base_url, api_key)``, for
+#: ``base_url="simulator"``. Installed by ``kimi_extract.shared_simulator``, which the package
+#: imports: nothing below the package's shells imports the simulator (tests/test_layers.py).
+simulator_starter: Callable[[], tuple[str, str]] | None = None
+
+
+def simulator_endpoint() -> tuple[str, str]:
+    """The bundled simulator's ``(base_url, api_key)``, starting it on first use."""
+    if simulator_starter is None:  # only when kimi_extract.shared_simulator failed to import
+        raise ConfigurationError("base_url='simulator': the bundled simulator is not available")
+    return simulator_starter()
 
 
 @dataclass(frozen=True)
@@ -173,6 +191,13 @@ class ExtractorConfig:
                 raise ConfigurationError(
                     f"{name} must be a string or None, got {type(value).__name__}"
                 )
+        if self.reasoning_effort is not None and not isinstance(self.reasoning_effort, str):
+            raise ConfigurationError(
+                f"reasoning_effort must be one of {sorted(EFFORT_ALIASES)} or None, got "
+                f"{self.reasoning_effort!r}"
+            )
+        if self.base_url:
+            check_base_url(self.base_url, "base_url")
         if not isinstance(self.prefix, str):
             raise ConfigurationError(f"prefix must be a string, got {type(self.prefix).__name__}")
         if not isinstance(self.model, str) or not self.model:
@@ -266,15 +291,35 @@ class ExtractorConfig:
         )
 
         # The environment fills what was not given, once: a replaced config keeps what it read.
-        base_url = self.base_url or os.environ.get(BASE_URL_ENV_VAR) or None
-        key = self.api_key or next(
-            (os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None
-        )
+        base_url = self.base_url or None
+        if base_url is None:
+            base_url = os.environ.get(BASE_URL_ENV_VAR) or None
+            if base_url == SIMULATOR_BASE_URL:
+                raise ConfigurationError(
+                    f"{BASE_URL_ENV_VAR}={SIMULATOR_BASE_URL!r} is not read from the environment: "
+                    "choose the simulator in code (base_url='simulator') or with the CLI's "
+                    "--simulate, so a leftover variable never sends a real run to it"
+                )
+            if base_url is not None:
+                check_base_url(base_url, BASE_URL_ENV_VAR)
+        key: str | Secret | None
+        if base_url == SIMULATOR_BASE_URL:
+            # The bundled simulator has its own key; a real key is neither needed nor read.
+            if self.api_key is not None:
+                raise ConfigurationError(
+                    "api_key: base_url='simulator' uses the bundled simulator's own key; drop "
+                    "api_key= (or pass the real endpoint's base_url)"
+                )
+            key = None
+        else:
+            key = self.api_key or next(
+                (os.environ[v] for v in API_KEY_ENV_VARS if os.environ.get(v)), None
+            )
         secret = Secret(key) if isinstance(key, str) else key
         store_path = resolve_store(self.store)
         if (self.store is None or self.store is True) and is_local_endpoint(base_url):
-            # The simulator (or another loopback server) never writes into the default store
-            # that real runs read: pass store=path to keep its results.
+            # The simulator (or another server on this machine) never writes into the default
+            # store that real runs read: pass store=path to keep its results.
             store_path = None
 
         derived = {
@@ -290,15 +335,86 @@ class ExtractorConfig:
         for name, value in derived.items():
             object.__setattr__(self, name, value)
 
+    def __new__(cls, *args: Any, **options: Any) -> ExtractorConfig:
+        # Before the generated __init__, so a misspelt setting gets a suggestion, not only
+        # Python's "unexpected keyword argument" (replace() passes through here too).
+        check_option_names(options, option_names(), "ExtractorConfig")
+        return super().__new__(cls)
+
     @property
     def secret(self) -> Secret | None:
         """The API key (a ``Secret``), or None when none was given or found."""
         return self.api_key if isinstance(self.api_key, Secret) else None
 
+    @property
+    def simulated(self) -> bool:
+        """Whether requests go to the bundled simulator (``base_url="simulator"``)."""
+        return self.base_url == SIMULATOR_BASE_URL
+
 
 def option_names() -> frozenset[str]:
     """The settings ``ExtractorConfig`` (and so ``Extractor``) takes as keyword arguments."""
     return frozenset(f.name for f in fields(ExtractorConfig) if f.init)
+
+
+def check_option_names(given: Iterable[str], known: Iterable[str], where: str) -> None:
+    """Raise Python's ``TypeError`` for a keyword ``where`` does not take, with a suggestion."""
+    choices = sorted(known)
+    unknown = sorted(set(given) - set(choices))
+    if unknown:
+        names = ", ".join(f"{name!r}{did_you_mean(name, choices)}" for name in unknown)
+        raise TypeError(
+            f"{where}() got unexpected keyword argument(s) {names}; the settings are the fields "
+            "of kx.ExtractorConfig"
+        )
+
+
+def check_base_url(url: object, setting: str) -> None:
+    """Refuse a base URL no request could use, naming ``setting``; never echo credentials.
+
+    It must be ``"simulator"`` (the bundled simulator) or an ``http://`` / ``https://`` URL with
+    a host (and optionally a port and a path, such as ``https://api.example.com/v1``), without
+    user info (``user:key@host``: pass the key as ``api_key``), query or fragment.
+    """
+    if url == SIMULATOR_BASE_URL and setting == "base_url":
+        return
+    if not isinstance(url, str):
+        raise ConfigurationError(f"{setting} must be a string or None, got {type(url).__name__}")
+    shown = _without_secrets(url)
+    example = "such as 'https://api.example.com' or 'http://127.0.0.1:8000'"
+    if any(c.isspace() or not c.isprintable() for c in url):
+        raise ConfigurationError(f"{setting} holds spaces or control characters: {shown!r}")
+    if "@" in url:
+        raise ConfigurationError(
+            f"{setting} must not hold credentials (user info before '@'): pass the key as "
+            f"api_key= or in {API_KEY_ENV_VARS[0]}; got {shown!r}"
+        )
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018  (raises ValueError for a port out of range or not a number)
+    except ValueError:
+        raise ConfigurationError(
+            f"{setting} is not a valid URL (a bad port or IPv6 brackets): {shown!r}"
+        ) from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(
+            f"{setting} must be an http:// or https:// URL with a host, {example}; got {shown!r}"
+            + (" (or 'simulator' for the bundled simulator)" if setting == "base_url" else "")
+        )
+    if parts.query or parts.fragment:
+        raise ConfigurationError(
+            f"{setting} takes no query or fragment (requests go to its /v1/chat/completions); "
+            f"got {shown!r}"
+        )
+
+
+def _without_secrets(url: str) -> str:
+    """``url`` as an error may show it: anything up to an ``@`` (user info: a key) and the query
+    or fragment hidden."""
+    if "@" in url:
+        scheme = re.match(r"(?i)https?://", url)
+        url = (scheme.group(0) if scheme else "") + "***@" + url.rpartition("@")[2]
+    return re.sub(r"[?#].*", "?...", url, flags=re.S)
 
 
 def check_budget_fits(

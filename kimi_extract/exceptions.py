@@ -75,12 +75,12 @@ def install_hint(extra: str) -> str:
 
 
 def did_you_mean(name: object, choices: Iterable[str]) -> str:
-    """``"; did you mean 'x'?"`` for the choice closest to ``name`` (difflib), or ``""``."""
+    """``" (did you mean 'x'?)"`` for the choice closest to ``name`` (difflib), or ``""``."""
     if not isinstance(name, str):
         return ""
     by_lower = {choice.lower(): choice for choice in choices}
     close = difflib.get_close_matches(name.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+    return f" (did you mean {by_lower[close[0]]!r}?)" if close else ""
 
 
 class KimiExtractError(Exception):
@@ -292,9 +292,11 @@ class BudgetExceeded(RunStopped):
 
 
 class RunInterrupted(KeyboardInterrupt):
-    """Ctrl-C stopped a sync ``run``: finished rows are committed, ``.partial`` holds the frame.
+    """Ctrl-C stopped a sync ``run``: ``.partial`` holds the frame.
 
-    A ``KeyboardInterrupt`` only (not an ``Exception``): ``except Exception:`` does not catch it,
+    The message says where the finished rows are: how many this run committed to the result
+    store (and its path), or that there is no store and a rerun sends every row again. A
+    ``KeyboardInterrupt`` only (not an ``Exception``): ``except Exception:`` does not catch it,
     and code that catches ``KeyboardInterrupt`` keeps working. ``partial`` is the output
     DataFrame with every row (unfinished ones say so in ``kx_error``), ``cause`` the interrupt;
     for ``run_to``, ``partial_file`` holds the rows written so far (the target is untouched).

@@ -16,7 +16,13 @@ from typing import Any, Generic, Literal, TypeVar
 import pandas as pd
 from pydantic import BaseModel
 
-from .config import API_KEY_ENV_VARS, ExtractorConfig
+from .config import (
+    API_KEY_ENV_VARS,
+    ExtractorConfig,
+    check_option_names,
+    option_names,
+    simulator_endpoint,
+)
 from .exceptions import (
     BudgetExceeded,
     ConfigurationError,
@@ -28,7 +34,7 @@ from .exceptions import (
 )
 from .http.limiter import Limiter
 from .http.routing import Router
-from .http.transport import Transport
+from .http.transport import Secret, Transport
 from .http.wire import BodyEncoder
 from .kimi import (
     CACHE_MIN_TOKENS,
@@ -96,6 +102,7 @@ class Extractor(Generic[T]):
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
             # SchemaError is a ConfigurationError and a TypeError (what this raised before).
             raise SchemaError(f"output must be a pydantic BaseModel subclass, got {output!r}")
+        check_option_names(options, option_names() | set(DEPRECATED_OPTIONS), "Extractor")
         for old, new in DEPRECATED_OPTIONS.items():
             if old not in options:
                 continue
@@ -129,8 +136,12 @@ class Extractor(Generic[T]):
                 "flatten it"
             ) from None
         check_output_names(output, config.prefix)
-        self.base_url = config.base_url or DEFAULT_BASE_URL
-        self.router = Router(config.base_url)
+        base_url, self._secret = config.base_url, config.secret
+        if config.simulated:  # base_url="simulator": the bundled simulator, with its own key
+            base_url, key = simulator_endpoint()
+            self._secret = Secret(key)
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self.router = Router(base_url)
         #: Whose answers the store keeps: part of every store key (``store.endpoint_identity``).
         self.endpoint = endpoint_identity(
             self.router.explicit, text_url=self.router.text_url, media_url=self.router.media_url
@@ -145,6 +156,8 @@ class Extractor(Generic[T]):
         self.last_run: RunReport | None = None
         #: After a Ctrl-C / cancellation: the partial frame (also on ``RunInterrupted.partial``).
         self.last_partial: pd.DataFrame | None = None
+        #: The result store of the run in progress (read by ``_interrupted``), else None.
+        self._run_store: ResultStore | None = None
 
     # -- settings (read-only views of ``config``) ------------------------------------------------
 
@@ -248,7 +261,8 @@ class Extractor(Generic[T]):
 
     def __repr__(self) -> str:
         return (
-            f"Extractor({self.output.__name__}, model={self.model!r}, base_url={self.base_url!r}, "
+            f"Extractor({self.output.__name__}, model={self.model!r}, "
+            f"base_url={self.config.base_url if self.config.simulated else self.base_url!r}, "
             f"concurrency={self.concurrency}, mode={self.mode!r})"
         )
 
@@ -265,9 +279,10 @@ class Extractor(Generic[T]):
     ) -> pd.DataFrame:
         """Extract every row of ``data``; returns a DataFrame (see ``arun``). Works in Jupyter.
 
-        Ctrl-C stops the run within moments: finished rows are already in the result store, the
-        connections are closed, and ``kx.RunInterrupted`` (a ``KeyboardInterrupt``) is raised
-        with ``.partial`` holding every row (unfinished ones say so in ``kx_error``).
+        Ctrl-C stops the run within moments: finished rows are already in the result store (when
+        there is one), the connections are closed, and ``kx.RunInterrupted`` (a
+        ``KeyboardInterrupt``) is raised with ``.partial`` holding every row (unfinished ones say
+        so in ``kx_error``); its message says where the finished rows are.
         """
         self.last_partial = None
         try:
@@ -283,7 +298,19 @@ class Extractor(Generic[T]):
         """The ``RunInterrupted`` for a Ctrl-C, carrying ``last_partial``."""
         if isinstance(interrupt, RunInterrupted):
             return interrupt
-        message = "interrupted; finished rows are committed to the result store"
+        store, self._run_store = self._run_store, None
+        if self.store_path is None:
+            message = (
+                "interrupted; no result store: rerunning sends every row again (pass "
+                "store='results.sqlite3' to keep finished rows)"
+            )
+        else:
+            committed = store.committed_rows if store is not None else 0
+            message = (
+                f"interrupted; {committed:,} row(s) finished by this run are committed to the "
+                f"result store {self.store_path}: rerunning serves every stored row from it and "
+                "sends only the rest"
+            )
         if partial_file is not None:
             message += f"; the rows written so far are in {partial_file}"
         stopped = RunInterrupted(message, partial=self.last_partial, cause=interrupt)
@@ -696,14 +723,14 @@ class Extractor(Generic[T]):
         )
 
     def _transport(self, limiter: Limiter) -> Transport:
-        if self.config.secret is None:
+        if self._secret is None:
             raise MissingAPIKeyError(
                 "no API key: pass api_key=... or set one of the environment variables "
                 + " / ".join(API_KEY_ENV_VARS)
             )
         return Transport(
             base_url=self.base_url,
-            api_key=self.config.secret,
+            api_key=self._secret,
             on_retry=charge_retry,  # budgets count retried attempts of unknown cost
             concurrency=self.concurrency,
             timeout=self.config.timeout,
@@ -760,6 +787,7 @@ class Extractor(Generic[T]):
             concurrency=self.concurrency,
             warm_first=self.config.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
         )
+        self._run_store = setup.store
         kept, stop_cause, report = await run_engine(
             rows,
             setup,
@@ -769,6 +797,7 @@ class Extractor(Generic[T]):
             keep_records=keep_records,
             lookahead=lookahead,
         )
+        self._run_store = None  # still set after a Ctrl-C: _interrupted reads it
         self.usage = self.usage + report.usage
         self.last_run = report
         return kept, stop_cause, report

@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Literal
 
-from .exceptions import ConfigurationError
+from .exceptions import ConfigurationError, did_you_mean
 from .records import Pricing
 
 #: seed, ``info.description``: all three models have a 1,048,576-token context window.
@@ -38,6 +38,10 @@ SERVER_DEFAULT_MAX_COMPLETION_TOKENS = 131_072
 #: api.evolink.ai is the primary multimodal endpoint and a fallback for text.
 DEFAULT_BASE_URL = "https://direct.evolink.ai"
 MULTIMODAL_BASE_URL = "https://api.evolink.ai"
+#: Not a Kimi host: ``base_url="simulator"`` sends every request to the bundled Kimi simulator,
+#: started once per process (``kimi_extract.shared_simulator``); a local endpoint (no default
+#: result store, ``run.store.is_local_endpoint``).
+SIMULATOR_BASE_URL = "simulator"
 #: seed, message content parts: the media part types (a request carrying one goes to the
 #: multimodal host, seed BaseURL note).
 MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
@@ -231,8 +235,8 @@ def model_info(name: str) -> ModelInfo:
         return info
     _warn_once(
         ("model", name),
-        f"kimi_extract does not know the model {name!r}; sending it unchanged with K3.1 rules "
-        f"(known: {', '.join(MODELS)})",
+        f"kimi_extract does not know the model {name!r}{did_you_mean(name, MODELS)}; sending it "
+        f"unchanged with K3.1 rules (known: {', '.join(MODELS)})",
     )
     return ModelInfo(name, ("low", "high", "max"), True, True)
 
@@ -248,7 +252,8 @@ def normalize_effort(info: ModelInfo, effort: str | None) -> str | None:
     normalized = EFFORT_ALIASES.get(effort)
     if normalized is None:
         raise ConfigurationError(
-            f"reasoning_effort={effort!r} is not valid; use one of {sorted(EFFORT_ALIASES)}"
+            f"reasoning_effort={effort!r} is not valid{did_you_mean(effort, EFFORT_ALIASES)}; "
+            f"use one of {sorted(EFFORT_ALIASES)}"
         )
     if normalized not in info.efforts:
         _warn_once(
@@ -267,7 +272,18 @@ def resolve_pricing(
     if isinstance(pricing, Pricing):
         return pricing
     if isinstance(pricing, dict):
+        # Every entry is checked, not only this model's: a derived run on another model (or a
+        # typo in a key's value) must not fail after a billed request.
+        for name, price in pricing.items():
+            if not isinstance(name, str) or not isinstance(price, Pricing):
+                raise ConfigurationError(
+                    f"pricing[{name!r}] must be a kx.Pricing(input, cached_input, cache_write, "
+                    f"output) keyed by a model name, got {type(price).__name__} {price!r}"
+                )
         return pricing.get(model, default)
     if pricing is not None:
-        raise ConfigurationError("pricing must be a kx.Pricing or a dict of model -> kx.Pricing")
+        raise ConfigurationError(
+            "pricing must be a kx.Pricing or a dict of model -> kx.Pricing, got "
+            f"{type(pricing).__name__}"
+        )
     return default

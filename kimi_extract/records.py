@@ -19,9 +19,12 @@ The rows that travel between the stages live here too: ``RowInput`` (made by ``r
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from .exceptions import ConfigurationError
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -71,6 +74,25 @@ class Pricing:
     cache_write: float
     output: float
     cache_write_1h: float | None = None
+
+    def __post_init__(self) -> None:
+        # A NaN rate makes every budget comparison False (max_cost never stops anything) and a
+        # negative one lets spending grow the budget: refuse both when the price is made.
+        for name in ("input", "cached_input", "cache_write", "output", "cache_write_1h"):
+            value = getattr(self, name)
+            if value is None and name == "cache_write_1h":
+                continue
+            if not (
+                isinstance(value, numbers.Real)
+                and not isinstance(value, bool)
+                and math.isfinite(value)
+                and float(value) >= 0
+            ):
+                raise ConfigurationError(
+                    f"Pricing.{name} must be a finite number of USD per 1M tokens >= 0, "
+                    f"got {value!r}"
+                )
+            object.__setattr__(self, name, float(value))
 
     def cost(self, usage: Usage, *, separate_cache_writes: bool = True, ttl: str = "5m") -> float:
         """USD cost of ``usage`` under the seed's billing rules.

@@ -71,7 +71,7 @@ def test_a_ready_extractor_keeps_its_report(sim, reviews):
 
 
 def test_unknown_options_are_named(reviews):
-    with pytest.raises(TypeError, match=r"unknown option\(s\) \['temperature'\]"):
+    with pytest.raises(TypeError, match=r"unknown option\(s\) 'temperature'"):
         reviews.kimi.extract(Review, text="review", temperature=0.2)
     with pytest.raises(kx.InputError, match="'nope' not found|nope"):
         reviews.kimi.extract(Review, text="nope", api_key="sk-test", progress=False)
@@ -130,3 +130,12 @@ def test_videos_column_is_sent_as_video_parts(sim, tmp_path):
     assert parts[0]["video_url"]["url"].startswith("data:video/mp4;base64,")
     with pytest.raises(kx.ConfigurationError, match="videos must be a column name"):
         frame.kimi.extract(Review, text="note", videos=["clip"], **options(sim))
+
+
+def test_a_misspelt_option_gets_a_suggestion(reviews):
+    with pytest.raises(TypeError, match=r"'instruction' \(did you mean 'instructions'\?\)"):
+        reviews.kimi.extract(Review, text="review", instruction="Classify.")
+    with pytest.raises(TypeError, match=r"'txt' \(did you mean 'text'\?\)"):
+        reviews.kimi.estimate(Review, txt="review")
+    with pytest.raises(TypeError, match=r"'concurency' \(did you mean 'concurrency'\?\)"):
+        reviews["review"].kimi.extract(Review, concurency=2)

@@ -24,6 +24,7 @@ PLAIN_RAISES = {
     ("records.py", "from_api"): "malformed usage from the server",
     ("http/wire.py", "*"): "malformed completion from the server: a retried response error",
     ("accessor.py", "split_options"): "an unknown keyword argument is Python's TypeError",
+    ("config.py", "check_option_names"): "an unknown keyword argument is Python's TypeError",
     ("accessor.py", "build_extractor"): "a keyword the call does not take: Python's TypeError",
     ("simulator/app.py", "_reject_constant"): "json's hook refusing NaN / Infinity in a body",
     ("simulator/validation.py", "_check_keywords"): "the bundled openapi.json needs a new keyword",
@@ -83,6 +84,10 @@ def test_configuration_errors_raised_by_lower_layers():
         check_schema({"type": "object"}, level="loose")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="reasoning_effort"):
         normalize_effort(model_info("kimi-k3"), "enormous")
+    from kimi_extract.records import Pricing
+
+    with pytest.raises(ConfigurationError, match="Pricing.output"):
+        Pricing(input=1.0, cached_input=0.1, cache_write=1.0, output=-5.0)
 
 
 def test_configuration_errors_raised_by_the_http_layer():

@@ -95,6 +95,7 @@ LAYERS: dict[str, int] = {
     "cluster": 7,
     "dask": 7,
     "cli": 7,
+    "shared_simulator": 7,
     "": 8,
     "__main__": 8,
 }
@@ -104,7 +105,7 @@ SIMULATOR = "simulator"
 #: What the simulator may import besides itself: layer 0 and Kimi's schema dialect.
 SIMULATOR_MAY_IMPORT = {"schema.dialect"} | {m for m, layer in LAYERS.items() if layer == 0}
 #: Who may import the simulator: the shells that start it.
-MAY_IMPORT_SIMULATOR = {"cli", ""}
+MAY_IMPORT_SIMULATOR = {"cli", "shared_simulator", ""}
 
 
 def _modules() -> dict[str, Path]:

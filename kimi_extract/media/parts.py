@@ -119,15 +119,19 @@ class MediaOptions:
             if not isinstance(getattr(self, name), bool):
                 value = getattr(self, name)
                 raise ConfigurationError(f"{name} must be True or False, got {value!r}")
-        for name in ("fetch_timeout", "max_fetch_bytes", "max_video_bytes"):
+        timeout = self.fetch_timeout
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, numbers.Real)
+            or not (float(timeout) > 0 and math.isfinite(timeout))
+        ):
+            raise ConfigurationError(f"fetch_timeout must be a positive number, got {timeout!r}")
+        for name in ("max_fetch_bytes", "max_video_bytes"):
             value = getattr(self, name)
-            number = value if isinstance(value, numbers.Real) else None
-            if (
-                isinstance(value, bool)
-                or number is None
-                or not (float(number) > 0 and math.isfinite(number))
-            ):
-                raise ConfigurationError(f"{name} must be a positive number, got {value!r}")
+            if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 1:
+                raise ConfigurationError(
+                    f"{name} must be a positive whole number of bytes, got {value!r}"
+                )
 
 
 _DEFAULT_OPTIONS = MediaOptions()

@@ -136,11 +136,17 @@ def template_fields(template: str) -> list[str]:
         parsed = list(string.Formatter().parse(template))
     except ValueError as exc:
         raise InputError(f"template is not a valid format string: {exc}") from None
-    for _, field, _, _ in parsed:
+    for _, field, _, conversion in parsed:
         if field is None:
             continue
         if not field or field.isdigit():
             raise InputError("template fields must be named, e.g. 'Title: {title}'")
+        if conversion not in (None, "r", "s", "a"):
+            # str.format finds this only when it formats a row: every row would fail alike.
+            raise InputError(
+                f"template field {{{field}!{conversion}}} has an unknown conversion "
+                f"'!{conversion}'; use !s, !r or !a"
+            )
         base = field.split(".")[0].split("[")[0]
         if base not in names:
             names.append(base)

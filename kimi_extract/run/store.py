@@ -47,12 +47,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import ipaddress
 import json
 import logging
 import math
 import os
+import socket
 import sqlite3
 import sys
 import time
@@ -64,6 +66,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ..exceptions import StoreError
+from ..kimi import SIMULATOR_BASE_URL
 from ..records import Usage
 
 logger = logging.getLogger("kimi_extract")
@@ -171,19 +174,49 @@ def _normalize_url(url: str) -> str:
 
 
 def is_local_endpoint(url: str | None) -> bool:
-    """True for a loopback host (``localhost``, 127.0.0.0/8, ::1): the simulator, local proxies."""
+    """True for a server on this machine: the one rule for "no default store" and for the
+    ``loopback`` store endpoint.
+
+    Local: the bundled simulator (``base_url="simulator"``), ``localhost`` and ``*.localhost``,
+    loopback addresses (127.0.0.0/8, ``::1``, ``::ffff:127.0.0.1``), the unspecified addresses
+    (``0.0.0.0``, ``::``: a connection to them reaches this machine), this machine's host name
+    (``socket.gethostname()``, also its first label) and any address assigned to this machine.
+    No DNS lookup is made.
+    """
     if not url:
         return False
+    if url.strip() == SIMULATOR_BASE_URL:
+        return True
     try:
         host = (urlsplit(url.strip()).hostname or "").lower()
     except ValueError:
         return False
+    return bool(host) and _is_local_host(host.rstrip("."))
+
+
+@functools.lru_cache(maxsize=64)
+def _is_local_host(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True
+    own = socket.gethostname().lower()
+    if host in (own, own.split(".")[0]):
+        return True
     try:
-        return ipaddress.ip_address(host).is_loopback
+        address = ipaddress.ip_address(host)
     except ValueError:
         return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback or address.is_unspecified:
+        return True
+    # An address this machine holds can be bound to; any other cannot (EADDRNOTAVAIL).
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(address), 0))
+    except OSError:
+        return False
+    return True
 
 
 def store_key(endpoint: str, request_key: str) -> str:
