@@ -1,6 +1,6 @@
 """Caption a folder of images into a typed table (the image-captioning pipeline).
 
-    python examples/caption_images.py --simulate            # offline, against the simulator
+    python examples/caption_images.py --simulate            # offline: base_url="simulator"
     python examples/caption_images.py examples/images       # real API (KIMI_API_KEY set)
 
 Each image becomes an ``image_url`` part: png/jpeg/webp/gif go as they are, other formats (the
@@ -12,9 +12,8 @@ Each image becomes an ``image_url`` part: png/jpeg/webp/gif go as they are, othe
 from __future__ import annotations
 
 import argparse
-import contextlib
+import sys
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field
@@ -34,29 +33,26 @@ class Caption(BaseModel):
     has_text: bool = Field(description="Whether the image contains readable text")
 
 
-def main() -> None:
+def main() -> int:
+    """Run the example; the exit status is 0 when every image was captioned, else 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default=str(HERE / "images"))
-    parser.add_argument("--simulate", action="store_true", help="use the local simulator")
+    parser.add_argument("--simulate", action="store_true", help="use the bundled simulator")
     parser.add_argument("--max-image-pixels", type=int, default=1024 * 1024)
     parser.add_argument("--out", help="write the table here (.csv, .jsonl or .parquet)")
     args = parser.parse_args()
 
     paths = sorted(p for p in Path(args.folder).iterdir() if p.suffix.lower() in SUFFIXES)
     frame = pd.DataFrame({"file": [p.name for p in paths], "image": [str(p) for p in paths]})
-    with contextlib.ExitStack() as stack:
-        options: dict[str, Any] = {}
-        if args.simulate:  # simulated answers stay out of the result store
-            sim = stack.enter_context(kx.Simulator())
-            options = {"base_url": sim.base_url, "api_key": sim.api_key, "cache": False}
-        extractor = kx.Extractor(
-            Caption,
-            instructions="Describe the image for a searchable photo catalogue.",
-            max_image_pixels=args.max_image_pixels,  # larger images are downscaled first
-            progress=False,
-            **options,
-        )
-        out = extractor.run(frame, images="image")
+    extractor = kx.Extractor(
+        Caption,
+        instructions="Describe the image for a searchable photo catalogue.",
+        max_image_pixels=args.max_image_pixels,  # larger images are downscaled first
+        progress=False,
+        # The bundled simulator: made-up answers, no key, no result store.
+        base_url="simulator" if args.simulate else None,
+    )
+    out = extractor.run(frame, images="image")
     columns = ["file", "caption", "objects", "dominant_color", "kx_prompt_tokens", "kx_error"]
     with pd.option_context(
         "display.width", 200, "display.max_columns", 12, "display.max_colwidth", 40
@@ -68,7 +64,11 @@ def main() -> None:
         from kimi_extract.table.export import write_table
 
         write_table(out, Path(args.out))
+    failed = out.loc[out["kx_error"].notna(), ["file", "kx_error"]]
+    for file, error in failed.itertuples(index=False):
+        print(f"error: {file}: {error}", file=sys.stderr)
+    return 1 if len(failed) else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

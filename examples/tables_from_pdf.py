@@ -1,6 +1,6 @@
 """Pull line-item tables out of PDFs (text layers and a scanned page) into one DataFrame.
 
-    python examples/tables_from_pdf.py --simulate           # offline, against the simulator
+    python examples/tables_from_pdf.py --simulate           # offline: base_url="simulator"
     python examples/tables_from_pdf.py examples/docs        # real API (KIMI_API_KEY set)
 
 Every page is one request (``per_page=True``): pages with a text layer send their text, the
@@ -16,14 +16,14 @@ pypdfium2: ``pip install -e '.[pdf]'``. The same from the shell:
 from __future__ import annotations
 
 import argparse
-import contextlib
+import sys
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 from pydantic import BaseModel, Field
 
 import kimi_extract as kx
+from kimi_extract.exceptions import install_hint
 
 HERE = Path(__file__).resolve().parent
 
@@ -43,26 +43,28 @@ class PageTable(BaseModel):
     rows: list[LineItem] = Field(description="Every table row, in order; [] if no table")
 
 
-def main() -> None:
+def main() -> int:
+    """Run the example; the exit status is 0 when every page was read, else 1."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("sources", nargs="*", default=[str(HERE / "docs")])
-    parser.add_argument("--simulate", action="store_true", help="use the local simulator")
+    parser.add_argument("--simulate", action="store_true", help="use the bundled simulator")
     parser.add_argument("--out", help="write the table here (.csv, .jsonl or .parquet)")
     args = parser.parse_args()
+    try:
+        import pypdfium2  # noqa: F401
+    except ImportError:  # every page would fail alike: say so once, before any request
+        print(f"error: reading PDFs needs pypdfium2: {install_hint('pdf')}", file=sys.stderr)
+        return 1
 
-    with contextlib.ExitStack() as stack:
-        options: dict[str, Any] = {}
-        if args.simulate:  # simulated answers stay out of the result store
-            sim = stack.enter_context(kx.Simulator())
-            options = {"base_url": sim.base_url, "api_key": sim.api_key, "cache": False}
-        extractor = kx.Extractor(
-            PageTable,
-            instructions="Copy the order table on this page. Quantities are integers.",
-            progress=False,
-            **options,
-        )
-        pdfs = [p for s in args.sources for p in _pdfs(Path(s))]
-        table = extractor.run_documents(pdfs, per_page=True, explode="rows")
+    extractor = kx.Extractor(
+        PageTable,
+        instructions="Copy the order table on this page. Quantities are integers.",
+        progress=False,
+        # The bundled simulator: made-up answers, no key, no result store.
+        base_url="simulator" if args.simulate else None,
+    )
+    pdfs = [p for s in args.sources for p in _pdfs(Path(s))]
+    table = extractor.run_documents(pdfs, per_page=True, explode="rows")
     columns = ["kx_source", "kx_page", "kx_item", "item", "quantity", "unit_price"]
     with pd.option_context("display.width", 200, "display.max_columns", 12):
         print(table.assign(kx_source=table["kx_source"].map(lambda s: Path(s).name))[columns])
@@ -73,6 +75,10 @@ def main() -> None:
         from kimi_extract.table.export import write_table
 
         write_table(table, Path(args.out))
+    failed = table.drop_duplicates(["kx_source", "kx_page"])["kx_error"].dropna()
+    for error in failed:
+        print(f"error: {error}", file=sys.stderr)
+    return 1 if len(failed) else 0
 
 
 def _pdfs(path: Path) -> list[Path]:
@@ -80,4 +86,4 @@ def _pdfs(path: Path) -> list[Path]:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
