@@ -5,6 +5,7 @@ from __future__ import annotations
 import builtins
 import io
 import math
+import re
 from typing import Any
 
 import pandas as pd
@@ -15,7 +16,7 @@ import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 
-from kimi_extract.exceptions import InputError  # noqa: E402
+from kimi_extract.exceptions import InputError, install_hint  # noqa: E402
 from kimi_extract.table import plot  # noqa: E402
 from kimi_extract.table.plot import cache_hit_share, plot_usage, usage_buckets  # noqa: E402
 
@@ -109,7 +110,7 @@ def test_without_matplotlib_the_error_names_the_extra(monkeypatch: pytest.Monkey
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_matplotlib)
-    with pytest.raises(ImportError, match=r"kimi-extract\[plot\]"):
+    with pytest.raises(ImportError, match=re.escape(install_hint("plot"))):
         plot_usage(_frame())
 
 
