@@ -16,18 +16,25 @@ The settings, with their defaults:
 - ``api_key``: default env ``KIMI_API_KEY`` then ``EVOLINK_API_KEY``; held as a
   ``transport.Secret`` (never shown in a repr). ``base_url``: default env ``KIMI_BASE_URL``, else
   routed per request: image/video requests to ``https://api.evolink.ai``, text to
-  ``https://direct.evolink.ai``, failing over between them (``kimi_extract.http.routing``).
+  ``https://direct.evolink.ai``, failing over between them (``kimi_extract.http.routing``). It
+  must be an ``http(s)://`` URL with a host and no user info, query or fragment
+  (``check_base_url``; an error never echoes what came before an ``@``), or ``"simulator"``
+  (given in code only, never read from the environment): the bundled simulator, started once
+  per process (``kimi_extract.shared_simulator``), with no key (none is read; passing one is an
+  error) and no default store.
 - ``concurrency``: rows in flight at once (default 16, at most ``MAX_CONCURRENCY`` = 1,000).
   ``validation_retries``: reasks after an invalid answer (default 2). ``max_completion_tokens``:
   output budget incl. reasoning (default 16,384; a truncated answer is retried once with double).
-- ``pricing``: a ``kx.Pricing`` or a dict of them by model name (default: the package's table).
+- ``pricing``: a ``kx.Pricing`` or a dict of them by model name (default: the package's table);
+  every entry is checked (``Pricing`` checks its own rates: finite, >= 0).
 - ``cache_ttl``: Kimi's prompt cache: ``"5m"`` or ``"1h"`` write TTL (K3.1 only); ``"auto"``
   (default) picks 1h when the run is expected to outlast the point where one 1-hour write is
   cheaper than repeated 5-minute writes, else sends nothing (the server's 5 m default); None never
   sends it. ``cache_warm``: when the shared prefix is long enough to be cached (> 256 tokens),
   send one request first and fan out after it completes, so the prefix is written once.
 - ``store``: the result store (a path; None/True: the default location; False: none); runs
-  against a loopback endpoint (the simulator) get no default store (``kimi_extract.run.store``).
+  against a server on this machine (the simulator, ``localhost``, ``0.0.0.0``, its host name or
+  addresses: ``run.store.is_local_endpoint``) get no default store.
 - ``max_cost`` / ``max_tokens``: hard budgets, checked before every attempt against its worst case
   (``kimi_extract.http.limits.Budget``); each must pay for one request's worst case.
 - ``rpm`` / ``tpm``: client-side request and token limits per minute (no 60-second window exceeds
@@ -53,6 +60,8 @@ The settings, with their defaults:
   (``kimi_extract.ground``; no extra tokens) and add ``kx_spans`` / ``kx_grounded`` (default
   False). ``"quotes"`` also asks the model for a supporting quote per field (``schema.quotes``)
   and marks a value unsupported when its quote is not in the text (``run.grounding``).
+
+A misspelt keyword is Python's ``TypeError``, naming the closest setting (``check_option_names``).
 
 Derived once from the settings (not arguments; recomputed by ``replace``): ``model_info``,
 ``effort`` (the reasoning effort sent), ``resolved_pricing``, ``store_path``, ``media`` and
