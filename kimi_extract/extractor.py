@@ -64,7 +64,7 @@ from .run.store import ResultStore, check_location, endpoint_identity, open_stor
 from .run.sync import run_sync
 from .schema.compiled import compile_schema
 from .table.documents import check_document_columns, document_frame
-from .table.export import TableWriter
+from .table.export import TableWriter, check_format, records_frame
 from .table.frame import build_frame, check_clashes, check_output_names
 
 logger = logging.getLogger("kimi_extract")
@@ -407,13 +407,17 @@ class Extractor(Generic[T]):
 
         ``path`` ends in .jsonl, .parquet or .csv; rows are written in input order, batch by
         batch, so memory stays bounded for any input size (``data`` may be a generator of str or
-        dict items). Returns the run report.
+        dict items). Returns the run report. A path that is not a file path, an unknown format,
+        or a directory that does not exist or cannot take new files is a ``ConfigurationError``
+        naming the path, before any request.
 
         ``path`` is replaced only when the run finishes: until then rows go to a temporary file
-        beside it. When the run stops (``RunStopped``), raises anything, or is interrupted
-        (``RunInterrupted``), an existing ``path`` is left as it was and the rows written so far
-        are kept as ``STEM.partial.SUFFIX`` beside it; the error's message and ``partial_file``
-        name that file.
+        of this run's own beside it (two runs writing one target never mix: the last to finish
+        wins, whole). When the run stops (``RunStopped``), the output cannot be written or
+        completed, raises anything, or is interrupted (``RunInterrupted``), an existing ``path``
+        is left as it was and the rows written so far are kept as ``STEM.partial.SUFFIX`` beside
+        it (else in the temp directory); the error's message and ``partial_file`` name that
+        file. Rows the output could not take (a full disk) are in the error's ``partial``.
         """
         writer: list[TableWriter] = []
         self.last_partial = None  # the rows are in the file: RunInterrupted.partial stays None
@@ -430,8 +434,8 @@ class Extractor(Generic[T]):
                 )
             )
         except KeyboardInterrupt as interrupt:
-            kept = str(writer[0].partial_path) if writer and writer[0].aborted else None
-            raise self._interrupted(interrupt, kept) from interrupt
+            kept = writer[0].kept if writer and writer[0].aborted else None
+            raise self._interrupted(interrupt, str(kept) if kept else None) from interrupt
 
     async def arun_to(
         self,
@@ -445,21 +449,32 @@ class Extractor(Generic[T]):
         _writer: list[TableWriter] | None = None,
     ) -> RunReport:
         """Async ``run_to`` (the same guarantees for ``path``)."""
-        writer = TableWriter(path)
-        if _writer is not None:
-            _writer.append(writer)
+        check_format(path)
         _check_input_args(text, template, images, videos)
         prepared = prepare(
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
         check_clashes(prepared.columns, self.output, self.prefix, grounding=bool(self.grounding))
+        writer = TableWriter(path)  # creates its temporary file: a place it cannot write stops here
+        if _writer is not None:
+            _writer.append(writer)
+        #: Finished rows not yet in the file; after a failed write, every row the file lacks.
         buffer: list[RowResult] = []
+        failed: list[BaseException] = []
+
+        def flush() -> None:
+            if buffer and not failed:
+                try:
+                    writer.write(self._frame_of(buffer))
+                except Exception as exc:
+                    failed.append(exc)
+                    raise
+                buffer.clear()
 
         def sink(batch: list[RowResult]) -> None:
-            buffer.extend(batch)
+            buffer.extend(batch)  # after a failed write: only held (for the error's .partial)
             if len(buffer) >= WRITE_BATCH_ROWS:
-                writer.write(self._frame_of(buffer))
-                buffer.clear()
+                flush()
 
         stop_cause: BaseException | None
         try:
@@ -473,25 +488,68 @@ class Extractor(Generic[T]):
         except BaseException:
             # Keep what finished beside the target; the target itself stays as it was.
             with contextlib.suppress(Exception):
-                writer.write(self._frame_of(buffer))
+                flush()
             writer.abort()
+            self.last_partial = self._unwritten(buffer, failed)
             raise
-        try:
-            writer.write(self._frame_of(buffer))
-        except Exception as exc:  # the output cannot take the last rows: the run did not finish
-            stop_cause = stop_cause or exc
         if stop_cause is None:
-            writer.commit()
-            return report
+            try:
+                flush()
+                writer.commit()
+                return report
+            except Exception as exc:  # the output cannot take the rows: the run did not finish
+                stop_cause = exc
+        else:
+            with contextlib.suppress(Exception):
+                flush()
+        raise self._output_stopped(path, writer, stop_cause, report, buffer, failed) from stop_cause
+
+    def _unwritten(
+        self, buffer: list[RowResult], failed: list[BaseException]
+    ) -> pd.DataFrame | None:
+        """The rows the output could not take (a frame), or None when every row is in a file."""
+        if not buffer or not failed:
+            return None
+        try:
+            return self._frame_of(buffer)
+        except Exception:  # the rows cannot even make a frame: nothing more to keep
+            return None
+
+    def _output_stopped(
+        self,
+        path: str | os.PathLike[str],
+        writer: TableWriter,
+        stop_cause: BaseException,
+        report: RunReport,
+        buffer: list[RowResult],
+        failed: list[BaseException],
+    ) -> RunStopped:
+        """The error of a ``run_to`` that did not finish: the rows so far kept, and named."""
+        written = writer.rows
         kept = writer.abort()
+        unwritten = self._unwritten(buffer, failed)
+        if kept is not None:
+            where = f"the {written} rows written so far are in {kept}"
+        elif written:
+            where = (
+                f"the {written} rows written before could not be kept ({writer.format} cannot "
+                "be completed after a failed write; rerun to resume from the result store)"
+            )
+        else:
+            where = "no rows were written"
+        if unwritten is not None:
+            where += (
+                f"; {len(unwritten)} rows the output could not take are in the error's .partial"
+            )
         stop_class = BudgetExceeded if isinstance(stop_cause, BudgetExceeded) else RunStopped
         stopped = stop_class(
-            f"run stopped after {report.ok} rows: {stop_cause}; {path!s} was not changed, the "
-            f"{writer.rows} rows written so far are in {kept}",
+            f"run stopped after {report.ok} rows: {stop_cause}; {os.fspath(path)} was not "
+            f"changed, {where}",
+            partial=unwritten,
             cause=stop_cause,
         )
-        stopped.partial_file = str(kept)
-        raise stopped from stop_cause
+        stopped.partial_file = str(kept) if kept is not None else None
+        return stopped
 
     def _budget_caps(self) -> str:
         caps = []
@@ -503,9 +561,13 @@ class Extractor(Generic[T]):
 
     def _frame_of(self, results: list[RowResult]) -> pd.DataFrame:
         """An output frame for results that carry their input records."""
-        index = pd.Index([r.label for r in results])
+        labels = [r.label for r in results]
+        try:
+            index = pd.Index(labels)
+        except UnicodeEncodeError:  # a label with a lone surrogate: no str dtype can hold it
+            index = pd.Index(labels, dtype=object)
         records = [dict(r.record) if r.record is not None else {} for r in results]
-        inputs = pd.DataFrame.from_records(records, index=index) if records else None
+        inputs = records_frame(records, index) if records else None
         return build_frame(
             model=self.output,
             results=results,

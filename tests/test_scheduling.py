@@ -89,18 +89,19 @@ def test_run_to_writes_to_a_temp_file_and_renames_at_the_end(
 ):
     monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 50)
     path = tmp_path / "out.jsonl"
-    part = tmp_path / ".out.jsonl.part"
-    seen: list[tuple[bool, int]] = []
+    seen: list[tuple[bool, list[int]]] = []
 
     def look(request):
         if request.user_text == "review 150":  # after the first 50-row batches were written
-            seen.append((path.exists(), part.stat().st_size if part.exists() else -1))
+            parts = [p.stat().st_size for p in tmp_path.glob(".out.jsonl.*.part")]
+            seen.append((path.exists(), parts))
         return None
 
     sim.responder = look
     make_extractor(concurrency=8).run_to(path, (f"review {i}" for i in range(160)))
-    assert seen and seen[0][0] is False and seen[0][1] > 0  # only the temp file, with rows in it
-    assert path.exists() and not part.exists()
+    assert seen and seen[0][0] is False  # only the temp file (the run's own), with rows in it
+    assert len(seen[0][1]) == 1 and seen[0][1][0] > 0
+    assert path.exists() and not list(tmp_path.glob(".out.jsonl*.part"))
     assert len(pd.read_json(path, lines=True)) == 160
 
 
