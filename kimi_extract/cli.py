@@ -4,9 +4,12 @@
     kimi-extract run-docs DIR|FILES --schema FILE.py:Class [--explode FIELD] --out OUT ...
     kimi-extract simulate --port 8000
     kimi-extract review OUT.parquet --html review.html [--text COL]
+    kimi-extract --version
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
-could not start (bad arguments, configuration, authentication, quota).
+could not start (bad arguments, configuration, an input or schema file that cannot be read, an
+output that cannot be written, authentication, quota). A run that could not start prints one
+line, ``error: ...``, on stderr and sends nothing.
 """
 
 from __future__ import annotations
@@ -14,14 +17,17 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
+import json
 import logging
 import sys
+import tempfile
 import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from .config import ExtractorConfig
 
@@ -32,57 +38,141 @@ EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
 DEFAULT_SIMULATOR_KEY = "sk-sim-0123456789abcdef0123456789abcdef"
 
 
+class UsageError(Exception):
+    """The command cannot start (arguments, files, configuration): one line, exit 2."""
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line (a message from a parser or a library may span several), with lone
+    surrogates escaped so any terminal can print it."""
+    flat = " ".join(str(text).split())
+    return flat.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _reason(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
 def load_model(spec: str) -> type:
     """Load ``path/to/file.py:Class`` or ``package.module:Class``."""
     if ":" not in spec:
-        raise SystemExit(f"--schema must look like FILE.py:Class or module:Class, got {spec!r}")
+        raise UsageError(f"--schema must look like FILE.py:Class or module:Class, got {spec!r}")
     location, _, name = spec.rpartition(":")
-    if location.endswith(".py") or Path(location).exists():
-        path = Path(location)
-        if not path.exists():
-            raise SystemExit(f"--schema file not found: {path}")
-        module_spec = importlib.util.spec_from_file_location(f"_kx_schema_{path.stem}", path)
-        if module_spec is None or module_spec.loader is None:
-            raise SystemExit(f"cannot import {path}")
-        module = importlib.util.module_from_spec(module_spec)
-        sys.modules[module_spec.name] = module
-        module_spec.loader.exec_module(module)
-    else:
-        module = importlib.import_module(location)
     try:
-        model: type = getattr(module, name)
-        return model
-    except AttributeError:
-        raise SystemExit(f"{location} has no class {name!r}") from None
+        if location.endswith(".py") or Path(location).exists():
+            path = Path(location)
+            if not path.is_file():
+                raise UsageError(f"--schema file not found: {path}")
+            module_spec = importlib.util.spec_from_file_location(f"_kx_schema_{path.stem}", path)
+            if module_spec is None or module_spec.loader is None:
+                raise UsageError(f"--schema: cannot import {path}")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[module_spec.name] = module
+            module_spec.loader.exec_module(module)
+        else:
+            module = importlib.import_module(location)
+    except UsageError:
+        raise
+    except Exception as exc:  # the user's module does not import: say why, in one line
+        raise UsageError(f"--schema: cannot import {location}: {_reason(exc)}") from None
+    model = getattr(module, name, None)
+    if not isinstance(model, type):
+        raise UsageError(f"--schema: {location} has no class {name!r}")
+    return model
+
+
+#: Input formats by suffix.
+INPUT_SUFFIXES = (".csv", ".jsonl", ".ndjson", ".json", ".parquet")
 
 
 def read_table(path: Path) -> Any:
-    """Read .csv, .jsonl/.ndjson, .json or .parquet into a DataFrame."""
+    """Read .csv, .jsonl/.ndjson, .json or .parquet into a DataFrame; a file that is missing,
+    of another format, or cannot be parsed (truncated, binary, empty) is a ``UsageError``."""
     import pandas as pd
 
     suffix = path.suffix.lower()
     if not path.exists():
-        raise SystemExit(f"input file not found: {path}")
-    if suffix == ".csv":
-        return pd.read_csv(path)
-    if suffix in (".jsonl", ".ndjson"):
-        return pd.read_json(path, lines=True)
-    if suffix == ".json":
-        return pd.read_json(path)
-    if suffix == ".parquet":
+        raise UsageError(f"input file not found: {path}")
+    if suffix not in INPUT_SUFFIXES:
+        raise UsageError(
+            f"unsupported input format {suffix or path.name!r} for {path}; "
+            "use .csv, .jsonl or .parquet"
+        )
+    try:
+        if suffix == ".csv":
+            return pd.read_csv(path)
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            try:
+                return pd.read_json(path, lines=suffix != ".json")
+            except UnicodeEncodeError:  # a lone surrogate (a "\udc80" escape) in a string
+                return _read_json_records(path, lines=suffix != ".json")
         return pd.read_parquet(path)
-    raise SystemExit(f"unsupported input format {suffix!r}; use .csv, .jsonl or .parquet")
+    except UsageError:
+        raise
+    except pd.errors.EmptyDataError:
+        raise UsageError(f"cannot read {path}: the file is empty (no header, no rows)") from None
+    except ImportError as exc:  # .parquet without pyarrow
+        raise UsageError(f"cannot read {path}: {exc}") from None
+    except Exception as exc:  # a truncated, binary or malformed file
+        raise UsageError(f"cannot read {path} as {suffix[1:]}: {_reason(exc)}") from None
+
+
+def _read_json_records(path: Path, *, lines: bool) -> Any:
+    """JSON records whose text pandas' str dtype cannot hold (lone surrogates): such columns
+    stay object columns, so the run makes each such cell its row's error."""
+    from .table.export import records_frame
+
+    text = path.read_text(encoding="utf-8")
+    if lines:
+        records = [json.loads(line) for line in text.split("\n") if line.strip()]
+    else:
+        records = json.loads(text)
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise UsageError(f"cannot read {path}: expected one JSON object per row")
+    return records_frame(records)
 
 
 def check_output(path: Path) -> None:
-    """Refuse an output file we could not write, before the first request (exit 2)."""
+    """Refuse an output file we could not write, before the first request: an unknown format,
+    .parquet without pyarrow, a directory that is missing or takes no new files, a directory
+    as the file (``UsageError``, exit 2)."""
     from .exceptions import ConfigurationError
-    from .table.export import check_format
+    from .table.export import check_path
 
     try:
-        check_format(path)
+        check_path(path)
     except ConfigurationError as exc:
-        raise SystemExit(f"error: {exc}") from None
+        raise UsageError(f"--out: {exc}") from None
+
+
+def save_table(frame: Any, out: Path, *, finished: bool) -> tuple[Path | None, str]:
+    """Write the run's rows: to ``out`` when the run finished, else (or when ``out`` cannot be
+    written) to ``STEM.partial.SUFFIX`` beside it, else in the temp directory. Returns the file
+    written (None: none could be) and the line to print."""
+    from .exceptions import ConfigurationError
+    from .table.export import partial_path, write_table
+
+    rows = f"{len(frame):,} rows"
+    failure = ""
+    if finished:
+        try:
+            write_table(frame, out)
+            return out, f"wrote {rows} to {out}"
+        except (OSError, ConfigurationError) as exc:
+            failure = f"error: cannot write {out} ({one_line(_reason(exc))}); "
+    else:
+        failure = f"the run did not finish: {out} was not changed; "
+    kept = partial_path(out)
+    for place in (kept, Path(tempfile.gettempdir()) / kept.name):
+        try:
+            write_table(frame, place)
+            return place, f"{failure}wrote the {rows} so far to {place}"
+        except (OSError, ConfigurationError):
+            continue
+    return None, (
+        f"{failure}the {rows} could not be written beside it nor in {tempfile.gettempdir()} "
+        "(rerun: finished rows come from the result store)"
+    )
 
 
 @contextlib.contextmanager
@@ -93,12 +183,18 @@ def _maybe_simulator(enabled: bool) -> Iterator[Any]:
     from .simulator import Simulator
 
     with Simulator() as sim:
+        yield sim
+
+
+def _announce(sim: Any) -> None:
+    """Say where ``--simulate`` sent the requests (after the run: a run that could not start
+    says only why)."""
+    if sim is not None:
         print(
-            f"--simulate: requests go to the local Kimi simulator at {sim.base_url} "
+            f"--simulate: the requests went to the local Kimi simulator at {sim.base_url} "
             "(offline; answers are synthetic, tokens are simulated)",
             file=sys.stderr,
         )
-        yield sim
 
 
 #: Flags that set an ``ExtractorConfig`` setting of another name (the rest share its name).
@@ -176,7 +272,6 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
     from .exceptions import KimiExtractError, RunInterrupted, RunStopped
     from .extractor import Extractor
     from .table import columns
-    from .table.export import partial_path, write_table
 
     output = load_model(args.schema)
     dry_run = getattr(args, "dry_run", False)
@@ -184,40 +279,45 @@ def _run_command(args: argparse.Namespace, run: Any, estimate: Any = None) -> in
         frame: pd.DataFrame | None = None
         try:
             extractor: Extractor[Any] = Extractor(output, **_extractor_options(args, sim))
+        except (KimiExtractError, TypeError, ValueError) as exc:
+            raise UsageError(str(exc)) from None
+        try:
             if dry_run and estimate is not None:
                 print(estimate(extractor).summary())
                 return EXIT_OK
             frame = run(extractor)
             code = EXIT_OK
         except (RunStopped, RunInterrupted) as stopped:
+            _announce(sim)
             print(f"error: {stopped}", file=sys.stderr)
             frame, code = stopped.partial, EXIT_STOPPED
         except (KimiExtractError, TypeError, ValueError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return EXIT_STOPPED
+            # Raised before the first request (a column, a template): the run could not start.
+            raise UsageError(str(exc)) from None
+        else:
+            _announce(sim)
     if frame is None:
         return code
-    if args.out and code == EXIT_STOPPED:
-        # An unfinished run never replaces --out: the rows so far go beside it.
-        kept = partial_path(Path(args.out))
-        write_table(frame, kept)
-        print(
-            f"the run did not finish: {args.out} was not changed; wrote the {len(frame):,} rows "
-            f"so far to {kept}",
-            file=sys.stderr,
-        )
-    elif args.out:
-        write_table(frame, Path(args.out))
-        print(f"wrote {len(frame):,} rows to {args.out}", file=sys.stderr)
+    if args.out:
+        # An unfinished run never replaces --out; rows that cannot go there go beside it.
+        written, message = save_table(frame, Path(args.out), finished=code == EXIT_OK)
+        print(message, file=sys.stderr)
+        if written != Path(args.out):
+            code = EXIT_STOPPED
     with pd.option_context(
         "display.max_columns", 20, "display.width", 160, "display.max_colwidth", 40
     ):
-        print(frame.head(args.show))
+        print(_printable(str(frame.head(args.show))))
     if extractor.last_run is not None:
         print(summary_table(extractor.last_run))
     if code == EXIT_OK and frame[columns.ERROR].notna().any():
         code = EXIT_ROWS_FAILED
     return code
+
+
+def _printable(text: str) -> str:
+    """``text`` (lines kept) with lone surrogates escaped, so stdout can always print it."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -267,8 +367,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             title=args.title,
         )
     except (KimiExtractError, OSError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_STOPPED
+        raise UsageError(str(exc)) from None
     print(f"wrote the review page of {len(frame):,} rows to {out}", file=sys.stderr)
     return EXIT_OK
 
@@ -367,10 +466,26 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (``UsageError``), not the usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
+def version() -> str:
+    """The installed version of kimi-extract."""
+    try:
+        return importlib.metadata.version("kimi-extract")
+    except importlib.metadata.PackageNotFoundError:  # a checkout on sys.path, not installed
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
-    parser = argparse.ArgumentParser(
-        prog="kimi-extract", description="Structured extraction with Kimi models."
+    parser = _Parser(prog="kimi-extract", description="Structured extraction with Kimi models.")
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {version()}", help="print the version"
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -500,16 +615,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``kimi-extract`` and ``python -m kimi_extract``."""
-    args = build_parser().parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
-        format="%(levelname)s %(name)s: %(message)s",
-    )
-    if getattr(args, "out", None):
-        check_output(Path(args.out))  # before reading inputs or sending anything
+    """Entry point of ``kimi-extract`` and ``python -m kimi_extract``: returns the exit code.
+
+    A command that cannot start prints one line, ``error: ...``, and returns 2 (``--help`` and
+    ``--version`` exit 0 through ``SystemExit``, as argparse does)."""
     try:
+        args = build_parser().parse_args(argv)
+        logging.basicConfig(
+            level=logging.INFO if args.verbose else logging.WARNING,
+            format="%(levelname)s %(name)s: %(message)s",
+        )
+        if getattr(args, "out", None):
+            check_output(Path(args.out))  # before reading inputs or sending anything
         return int(args.func(args))
+    except UsageError as exc:
+        print(f"error: {one_line(exc)}", file=sys.stderr)
+        return EXIT_STOPPED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return EXIT_STOPPED

@@ -56,21 +56,21 @@ def test_parquet_output_without_pyarrow_exits_2_before_any_request(
     calls = _refuse_runs(monkeypatch)
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     out = tmp_path / "out.parquet"
-    with pytest.raises(SystemExit) as stopped:
-        cli.main([*DEMO, "--out", str(out)])
-    assert install_hint("parquet") in str(stopped.value.code)
-    assert calls == [] and not out.exists()
-    assert "simulator" not in capsys.readouterr().err  # it never even started
+    assert cli.main([*DEMO, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and install_hint("parquet") in err
+    assert calls == [] and not out.exists() and list(tmp_path.iterdir()) == []
+    assert "simulator" not in err  # it never even started
 
 
 @pytest.mark.parametrize("name", ["out.xlsx", "out"])
-def test_unknown_output_format_exits_before_any_request(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+def test_unknown_output_format_exits_2_before_any_request(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], name: str
 ) -> None:
     calls = _refuse_runs(monkeypatch)
-    with pytest.raises(SystemExit) as stopped:
-        cli.main([*DEMO, "--out", str(tmp_path / name)])
-    assert ".csv, .jsonl or .parquet" in str(stopped.value.code)
+    assert cli.main([*DEMO, "--out", str(tmp_path / name)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and ".csv, .jsonl or .parquet" in err and name in err
     assert calls == []
 
 
