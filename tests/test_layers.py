@@ -95,6 +95,7 @@ LAYERS: dict[str, int] = {
     "cluster": 7,
     "dask": 7,
     "cli": 7,
+    "cli_io": 7,
     "shared_simulator": 7,
     "": 8,
     "__main__": 8,
