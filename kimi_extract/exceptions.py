@@ -266,7 +266,8 @@ class RunStopped(KimiExtractError):
 
     ``partial`` is the output DataFrame with every row: finished rows hold their values, the rest
     hold ``kx_error``. ``cause`` is the error that stopped the run. For ``run_to``,
-    ``partial_file`` is the file holding the rows written so far (the target is left untouched).
+    ``partial_file`` is the file holding the rows written so far (the target is left untouched),
+    and ``partial`` holds only the rows no file could take (a full disk), else None.
     """
 
     partial_file: str | None = None

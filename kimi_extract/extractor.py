@@ -531,10 +531,14 @@ class Extractor(Generic[T]):
         if kept is not None:
             where = f"the {written} rows written so far are in {kept}"
         elif written:
-            where = (
-                f"the {written} rows written before could not be kept ({writer.format} cannot "
-                "be completed after a failed write; rerun to resume from the result store)"
+            why = (
+                "a parquet file cannot be completed after a failed write"
+                if writer.broken
+                else "neither its directory nor the temp directory took them"
             )
+            where = f"the {written} rows written before could not be kept ({why})"
+            if report.store:
+                where += f"; a rerun takes them from the result store {report.store}"
         else:
             where = "no rows were written"
         if unwritten is not None:

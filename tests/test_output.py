@@ -106,7 +106,7 @@ def test_two_writers_of_one_target_never_leave_an_empty_file(tmp_path: Path, suf
 
 
 #: Writers racing on one target: (writer, action) steps in any order.
-_ACTIONS = st.sampled_from(["write", "write", "commit", "abort", "lose"])
+_ACTIONS = st.sampled_from(["write", "write", "commit", "abort", "lose", "swap"])
 
 
 @settings(
@@ -121,15 +121,18 @@ def test_racing_writers_leave_the_old_table_or_one_whole_new_one(
     tmp_path_factory: pytest.TempPathFactory, suffix: str, writers: int, steps: list
 ) -> None:
     """Whatever the interleaving of writes, commits, aborts and temporary files deleted under
-    them, the target is at every moment the old table or the complete table of the writer that
-    committed last; a writer whose temporary file was lost publishes nothing and raises; an
-    aborted writer's rows are all in the file it names; no temporary file is left."""
+    them or replaced by another file, the target is at every moment the old table or the
+    complete table of the writer that committed last; a writer whose temporary file was lost
+    publishes nothing and raises, and keeps its rows; an aborted writer's rows are all in the
+    file it names; no temporary file of ours is left."""
     directory = tmp_path_factory.mktemp("race")
     target = directory / f"out{suffix}"
     old = old_table(target)
     pool = [TableWriter(target) for _ in range(writers)]
     written: list[list[str]] = [[] for _ in pool]
     done = [False] * writers
+    lost = [False] * writers
+    strangers: set[str] = set()  # files another program put at a writer's temporary name
     published: list[str] | None = None  # None: the old table
     for who, action in steps:
         who %= writers
@@ -142,18 +145,25 @@ def test_racing_writers_leave_the_old_table_or_one_whole_new_one(
             written[who] += rows
         elif action == "lose":
             writer.tmp.unlink(missing_ok=True)  # a temp cleaner
+            lost[who] = True
+            strangers.discard(writer.tmp.name)
+        elif action == "swap":
+            writer.tmp.unlink(missing_ok=True)  # another program's file takes the name
+            writer.tmp.write_bytes(b"not ours")
+            lost[who] = True
+            strangers.add(writer.tmp.name)
         elif action == "commit":
             done[who] = True
-            lost = not writer.tmp.exists()
             try:
                 writer.commit()
             except OSError:
-                assert lost
+                assert lost[who]
                 kept = writer.abort()
                 assert kept is not None and kept.exists()
-                assert read(kept)["row"].tolist() == written[who] if written[who] else True
+                if written[who]:
+                    assert read(kept)["row"].tolist() == written[who]
             else:
-                assert not lost
+                assert not lost[who]
                 published = written[who]
         else:
             done[who] = True
@@ -170,7 +180,7 @@ def test_racing_writers_leave_the_old_table_or_one_whole_new_one(
     for who, writer in enumerate(pool):
         if not done[who]:
             writer.abort()
-    assert leftovers(directory) == []
+    assert leftovers(directory) == sorted(strangers)  # a file not ours is never removed
 
 
 RACER = textwrap.dedent(
