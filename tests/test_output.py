@@ -6,6 +6,7 @@ Each test was checked to fail on the code before its fix.
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -342,7 +343,6 @@ FULL_DISK = textwrap.dedent(
 
 
 def test_a_full_disk_under_run_to_is_run_stopped_and_loses_no_row(tmp_path: Path):
-    import json
 
     targets = [tmp_path / f"out{suffix}" for suffix in FORMATS]
     proc = subprocess.run(
@@ -409,7 +409,6 @@ def test_run_to_writes_what_run_handles(
 def read_raw(path: Path) -> list[dict[str, Any]]:
     """The rows of a file as plain values, read without pandas' type guessing."""
     import csv
-    import json
 
     if path.suffix == ".jsonl":
         lines = path.read_text(encoding="utf-8").split("\n")  # (not splitlines: U+2028 etc.)
@@ -436,7 +435,6 @@ def test_any_text_is_written_with_lone_surrogates_escaped(
 ) -> None:
     """Every str a frame can hold (lone surrogates included, in cells, nested values and the
     index) is written and reads back as itself with its surrogates escaped."""
-    import json
 
     def escape(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
@@ -454,3 +452,17 @@ def test_any_text_is_written_with_lone_surrogates_escaped(
     assert [r["t"] for r in rows] == [escape(t) for t in texts]
     nested = [r["nested"] if suffix == ".jsonl" else json.loads(r["nested"]) for r in rows]
     assert nested == [{"k": [escape(t)]} for t in texts]
+
+
+@pytest.mark.parametrize("suffix", FORMATS)
+def test_a_surrogate_inside_a_dict_subclass_is_escaped_too(tmp_path: Path, suffix: str) -> None:
+    from collections import OrderedDict
+
+    frame = pd.DataFrame({"a": pd.Series([OrderedDict(k=SURROGATE), "plain"], dtype=object)})
+    writer = TableWriter(tmp_path / f"out{suffix}")
+    writer.write(frame)
+    writer.commit()
+    rows = read_raw(tmp_path / f"out{suffix}")
+    first = rows[0]["a"] if suffix == ".jsonl" else json.loads(rows[0]["a"])
+    assert first == {"k": SURROGATE.replace("\udc80", "\\udc80")}
+    assert rows[1]["a"] == "plain"

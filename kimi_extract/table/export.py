@@ -136,31 +136,39 @@ def _clean(value: Any) -> Any:
     return [_clean(v) for v in value]
 
 
-def _clean_frame(table: pd.DataFrame) -> pd.DataFrame:
+#: A lone surrogate as ``repr`` shows it (inside a list or dict): a cheap first test, whose
+#: rare false alarms (a text holding that escape literally) only cost the exact check.
+_NESTED = frozenset({dict, list, tuple, set})
+_SURROGATE_REPR = re.compile(r"\\ud[89a-f]", re.IGNORECASE)
+
+
+def _may_hold_surrogate(values: Any) -> bool:
+    """False when no value of ``values`` holds a lone surrogate (two C-speed scans: the texts
+    joined, then the reprs of the nested values)."""
+    texts = [v for v in values if type(v) is str]
+    if texts and _SURROGATE.search("\x00".join(texts)):
+        return True
+    nested = [repr(v) for v in values if type(v) in _NESTED]
+    return bool(nested) and _SURROGATE_REPR.search("\x00".join(nested)) is not None
+
+
+def _clean_frame(table: pd.DataFrame, *, every: bool = False) -> pd.DataFrame:
     """The frame with lone surrogates escaped in names, index labels and object cells (only
-    the columns that hold one are rebuilt)."""
-    table = table.rename(columns=lambda c: _printable(c) if isinstance(c, str) else c)
+    the columns a quick scan finds one in are rebuilt; ``every``: all of them)."""
+    if every or _may_hold_surrogate(list(table.columns)):
+        table = table.rename(columns=lambda c: _printable(c) if isinstance(c, str) else c)
     index = table.index
-    if index.nlevels == 1 and (index.dtype == object or isinstance(index.name, str)):
+    if index.nlevels == 1 and (every or _may_hold_surrogate([*index, index.name])):
         labels = [_clean(v) for v in index] if index.dtype == object else index
         table = table.set_axis(pd.Index(labels, dtype=index.dtype, name=_clean(index.name)))
     for position, dtype in enumerate(table.dtypes):
+        if not pd.api.types.is_object_dtype(dtype):
+            continue  # pandas' str dtype cannot hold a lone surrogate; numbers hold no text
         column = table.iloc[:, position]
-        if pd.api.types.is_object_dtype(dtype) and any(_has_surrogate(v) for v in column):
+        if every or _may_hold_surrogate(column.tolist()):
             cleaned = pd.Series([_clean(v) for v in column], index=table.index, dtype=object)
             table.isetitem(position, cast(Any, cleaned))
     return table
-
-
-def _holds_carriage_return(table: pd.DataFrame) -> bool:
-    if any("\r" in str(name) for name in table.columns):
-        return True
-    return any(
-        isinstance(value, str) and "\r" in value
-        for position, dtype in enumerate(table.dtypes)
-        if not pd.api.types.is_numeric_dtype(dtype)
-        for value in table.iloc[:, position]
-    )
 
 
 def records_frame(records: list[dict[str, Any]], index: pd.Index | None = None) -> pd.DataFrame:
@@ -296,7 +304,14 @@ class TableWriter:
             return
         if self.broken:
             raise OSError(f"{self.tmp} cannot take more rows after a failed parquet write")
-        table = _clean_frame(frame)
+        try:
+            self._render(_clean_frame(frame))
+        except UnicodeEncodeError:  # a surrogate the quick scan missed (a dict subclass...)
+            self._render(_clean_frame(frame, every=True))
+        self.rows += len(frame)
+
+    def _render(self, table: pd.DataFrame) -> None:
+        """Write one cleaned batch in the file's format."""
         table = _index_as_column(table) if self.index else table.reset_index(drop=True)
         if self.format in ("jsonl", "ndjson"):
             text = table.to_json(
@@ -307,19 +322,14 @@ class TableWriter:
             self._append_batch(text.encode("utf-8"))
         elif self.format == "csv":
             table = table.map(_json_text)
-            # A bare carriage return is quoted only with every field (the csv module quotes
-            # the line terminator's characters, and ours is "\n"): unquoted, readers split
-            # the row there.
-            quote_all = _holds_carriage_return(table)
-            text = table.to_csv(
-                header=self.rows == 0,
-                index=False,
-                quoting=csv.QUOTE_ALL if quote_all else csv.QUOTE_MINIMAL,
-            )
+            text = table.to_csv(header=self.rows == 0, index=False)
+            if "\r" in text:
+                # Rows end in "\n", so a "\r" is in a value, and the csv module quotes only
+                # the line terminator's characters: unquoted, readers split the row there.
+                text = table.to_csv(header=self.rows == 0, index=False, quoting=csv.QUOTE_ALL)
             self._append_batch(text.encode("utf-8"))
         else:
             self._write_parquet(table)
-        self.rows += len(frame)
 
     def _append(self, data: bytes) -> None:
         _write_all(self._fd, data)
