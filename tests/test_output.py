@@ -406,6 +406,19 @@ def test_run_to_writes_what_run_handles(
     assert not any("\udc80" in c for c in cells)
 
 
+#: Any text (lone surrogates included); most hold one of the characters writers get wrong.
+_ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=6)
+_ODD_TEXT = st.one_of(
+    _ANY_TEXT,
+    st.builds(
+        lambda before, odd, after: before + odd + after,
+        _ANY_TEXT,
+        st.sampled_from(["\udc80", "\ud800", "\udfff", "\r", "\n", '"', ",", "\\", "\x00"]),
+        _ANY_TEXT,
+    ),
+)
+
+
 def read_raw(path: Path) -> list[dict[str, Any]]:
     """The rows of a file as plain values, read without pandas' type guessing."""
     import csv
@@ -426,9 +439,7 @@ def read_raw(path: Path) -> list[dict[str, Any]]:
 )
 @given(
     suffix=st.sampled_from(FORMATS),
-    texts=st.lists(
-        st.text(st.characters(exclude_categories=()), max_size=8), min_size=1, max_size=6
-    ),
+    texts=st.lists(_ODD_TEXT, min_size=1, max_size=6),
 )
 def test_any_text_is_written_with_lone_surrogates_escaped(
     tmp_path_factory: pytest.TempPathFactory, suffix: str, texts: list[str]
