@@ -98,7 +98,7 @@ def read_table(path: Path) -> Any:
 def _read_json_records(path: Path, *, lines: bool) -> Any:
     """JSON records whose text pandas' str dtype cannot hold (lone surrogates): such columns
     stay object columns, so the run makes each such cell its row's error."""
-    from .table.export import records_frame
+    from .run.inputs import records_frame
 
     text = path.read_text(encoding="utf-8")
     if lines:

@@ -50,7 +50,7 @@ from .run.budget import Budget
 from .run.conversation import RowSettings, charge_retry
 from .run.documents import plan_documents
 from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
-from .run.inputs import TextSpec, amake_row, prepare
+from .run.inputs import TextSpec, amake_row, prepare, records_frame
 from .run.report import RunReport, fill_missing, not_run_reason
 from .run.request import (
     Mode,
@@ -64,7 +64,7 @@ from .run.store import ResultStore, check_location, endpoint_identity, open_stor
 from .run.sync import run_sync
 from .schema.compiled import compile_schema
 from .table.documents import check_document_columns, document_frame
-from .table.export import TableWriter, check_format, records_frame
+from .table.export import TableWriter, check_format
 from .table.frame import build_frame, check_clashes, check_output_names
 
 logger = logging.getLogger("kimi_extract")

@@ -631,3 +631,19 @@ def test_the_cli_opts_in_to_private_addresses_with_a_flag(monkeypatch):
     assert "allow_private_urls" not in seen  # the Extractor's default: refused
     seen = extractor_options(monkeypatch, demo_args("--fetch-urls", "--allow-private-urls"))
     assert seen["fetch_urls"] is True and seen["allow_private_urls"] is True
+
+
+@pytest.mark.parametrize("via", ["run", "run_to"])
+def test_a_lone_surrogate_in_a_list_of_dicts_is_that_rows_error(sim, make_extractor, via, tmp_path):
+    # pandas' str dtype cannot hold a lone surrogate: a list of dict rows holding one used to
+    # raise UnicodeEncodeError before any request, where a DataFrame made it that row's error.
+    rows = [{"t": "fine", "extra": "x"}, {"t": "bad \udc80 text", "extra": "y \udc81"}]
+    if via == "run":
+        out = make_extractor().run(rows, text="t")
+    else:
+        make_extractor().run_to(tmp_path / "out.jsonl", rows, text="t")
+        out = pd.read_json(tmp_path / "out.jsonl", lines=True)
+    errors = out["kx_error"].tolist()
+    assert pd.isna(errors[0])
+    assert "lone surrogate" in errors[1]
+    assert [h.body["messages"][-1]["content"] for h in chat_requests(sim)] == ["fine"]

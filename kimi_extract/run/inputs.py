@@ -207,7 +207,7 @@ def prepare(
             # The dicts themselves render the text: a key absent from one is that row's error
             # (with a template), where the frame would hold NaN and render "".
             sources = [{str(k): v for k, v in item.items()} for item in items]
-            frame = pd.DataFrame.from_records(items)
+            frame = records_frame(items)
             return _prepare_frame(frame, text, template, columns_args, sources)
         kinds = sorted({type(item).__name__ for item in items})
         raise InputError(f"rows must all be strings or all be dicts; got {kinds}")
@@ -483,3 +483,22 @@ def image_urls_of(cell: Any, media: MediaOptions | None = None) -> list[str]:
 def image_url(value: Any, media: MediaOptions | None = None) -> str:
     """One image value as a URL: passed through for http(s), a base64 data URL otherwise."""
     return _media_image_url(value, media)
+
+
+def records_frame(records: list[dict[str, Any]], index: pd.Index | None = None) -> pd.DataFrame:
+    """A frame of dict records (``run_to``'s input columns, the CLI's JSON input). A column
+    holding a lone surrogate, which pandas' str dtype cannot hold, stays an object column (as
+    in a frame the user built with ``dtype=object``), so such text reaches ``run``, which makes
+    it that row's error, and the writers, which escape it."""
+    try:
+        return pd.DataFrame.from_records(records, index=index)
+    except UnicodeEncodeError:
+        pass
+    data: dict[Any, pd.Series] = {}
+    for column in dict.fromkeys(key for record in records for key in record):
+        values = [record.get(column) for record in records]
+        try:
+            data[column] = pd.Series(values, index=index)
+        except UnicodeEncodeError:
+            data[column] = pd.Series(values, index=index, dtype=object)
+    return pd.DataFrame(data, index=index)

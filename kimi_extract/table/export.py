@@ -171,25 +171,6 @@ def _clean_frame(table: pd.DataFrame, *, every: bool = False) -> pd.DataFrame:
     return table
 
 
-def records_frame(records: list[dict[str, Any]], index: pd.Index | None = None) -> pd.DataFrame:
-    """A frame of dict records (``run_to``'s input columns, the CLI's JSON input). A column
-    holding a lone surrogate, which pandas' str dtype cannot hold, stays an object column (as
-    in a frame the user built with ``dtype=object``), so such text reaches ``run``, which makes
-    it that row's error, and the writers, which escape it."""
-    try:
-        return pd.DataFrame.from_records(records, index=index)
-    except UnicodeEncodeError:
-        pass
-    data: dict[Any, pd.Series] = {}
-    for column in dict.fromkeys(key for record in records for key in record):
-        values = [record.get(column) for record in records]
-        try:
-            data[column] = pd.Series(values, index=index)
-        except UnicodeEncodeError:
-            data[column] = pd.Series(values, index=index, dtype=object)
-    return pd.DataFrame(data, index=index)
-
-
 def _json_text(value: Any) -> Any:
     if isinstance(value, dict | list | tuple | set):
         return json.dumps(value, default=str, ensure_ascii=False)
