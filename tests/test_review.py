@@ -221,7 +221,7 @@ def test_counts_errors_unsupported_and_cost(tmp_path):
     assert [c["unsupported"] for c in data["cards"]] == [0, 0, 1]
     assert data["cards"][0]["usage"]["prompt"] == 120 and data["cards"][0]["cost"] == 0.0004
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "3 rows · 1 with errors · 1 with unsupported values · $0.0012" in page
+    assert "3 rows · 1 with errors · 1 unsupported value · $0.0012" in page
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
@@ -246,7 +246,7 @@ def test_document_spans_index_their_page_text(tmp_path):
     page2 = "Memo from Bolt Supplies Ltd about cups"
     vendor = {**span(page2, "Bolt Supplies Ltd", "vendor"), "page": 2}
     df = pd.DataFrame({"kx_source": [str(doc)], "kx_page": [None], "kx_spans": [[vendor]]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     card = data["cards"][0]
     assert [s["page"] for s in card["sections"]] == [1, 2]
     (got,) = card["spans"]
@@ -263,7 +263,7 @@ def test_document_spans_into_the_joined_text_are_read_so(tmp_path, invoice_pdf):
     start = joined.index("Bolt")
     vendor.update(start=start, end=start + len("Bolt Supplies Ltd"))
     df = pd.DataFrame({"kx_source": [str(invoice_pdf)], "kx_page": [None], "kx_spans": [[vendor]]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     card = data["cards"][0]
     assert [(s["page"], s["text"] is None, s["image"] is None) for s in card["sections"]] == [
         (None, False, True),  # the text as one piece
@@ -281,7 +281,7 @@ def test_a_scanned_page_shows_its_image(tmp_path):
     path = tmp_path / "scan.pdf"
     samples.write_pdf(path, [[(72, 700, 12, "Typed cover page with a text layer")], SCAN])
     df = pd.DataFrame({"kx_source": [str(path)], "kx_page": [None], "kx_spans": [None]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     sections = data["cards"][0]["sections"]
     assert [(s["page"], s["text"] is None, s["image"] is None) for s in sections] == [
         (1, False, True),

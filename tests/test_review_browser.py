@@ -228,7 +228,7 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
     df = pd.DataFrame(
         {"kx_source": [str(invoice_pdf)], "kx_page": pd.array([2], dtype="Int64")}
     ).assign(vendor=["Bolt Supplies Ltd"], kx_spans=[spans], kx_error=[None])
-    out = kx.review(df, tmp_path / "r.html")
+    out = kx.review(df, tmp_path / "r.html", documents_root=tmp_path)
     show(page, out)
     page.wait_for("document.querySelector('.pagewrap img').complete")
     assert page.evaluate("document.images[0].src.startsWith('data:image/png;base64,')")
@@ -240,7 +240,7 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
     assert inside > 50 and below == 0, ink  # the box covers the printed words, not blank paper
     page.click(".pagewrap .box")
     assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
-    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.evaluate("document.querySelector('tr.c-none td').textContent") == "number"
     assert page.problems() == []
 
 
@@ -262,7 +262,7 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
     )
     out = ex.run_documents(invoice_pdf, pages="2")
     assert [s["kind"] for s in out["kx_spans"].iloc[0]] == ["exact", "none"]
-    show(page, kx.review(out, tmp_path / "r.html"))
+    show(page, kx.review(out, tmp_path / "r.html", documents_root=tmp_path))
     page.wait_for("document.querySelector('.pagewrap img').complete")
     assert page.evaluate("document.querySelector('mark').textContent") == "Bolt Supplies Ltd"
     ink = page.evaluate(INK)
@@ -271,7 +271,7 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
     assert inside > 50 and below == 0, ink
     page.click(".pagewrap .box")
     assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
-    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.evaluate("document.querySelector('tr.c-none td').textContent") == "number"
     assert page.problems() == []
 
 
@@ -295,7 +295,13 @@ def test_screenshot_for_the_notebook(page, tmp_path):
         }
     )
     both = pd.concat([df, pdf], ignore_index=True)
-    out = kx.review(both, tmp_path / "review.html", text_column="text", title="invoices")
+    out = kx.review(
+        both,
+        tmp_path / "review.html",
+        text_column="text",
+        title="invoices",
+        documents_root=tmp_path,
+    )
     page.call(
         "Emulation.setDeviceMetricsOverride",
         {"width": 1280, "height": 1480, "deviceScaleFactor": 1, "mobile": False},
