@@ -19,31 +19,19 @@ import pytest
 
 import kimi_extract as kx
 
-from .cdp import Browser, browser_required, find_chromium
+from .cdp import Browser, browser_session
 from .test_review import HOSTILE, frame, make_invoice_pdf, pdf_span, span
-
-BINARY = find_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if BINARY is None:
-        message = "no chromium on PATH (apt-get install chromium, or set KX_CHROMIUM)"
-        if browser_required():
-            pytest.fail(f"{message}; the browser tests are required here (CI)")
-        pytest.skip(message)
-    instance = Browser(BINARY)
-    try:
-        yield instance
-    finally:
-        instance.close()
+    yield from browser_session()
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Browser]:
     """The browser with its problem list emptied; the test fails if the page logged any."""
-    with browser._lock:
-        browser.events.clear()
+    browser.clear_events()
     yield browser
 
 

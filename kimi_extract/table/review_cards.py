@@ -253,8 +253,8 @@ def _columns(
         parts = [p for p in _SEGMENT.split(view.path) if p]
         if parts:
             hidden.add(parts[0])
-        if rows[row].item is not None and "[" in view.path:
-            after = [p for p in _SEGMENT.split(view.path.split("]", 1)[1]) if p]
+        if rows[row].item is not None and "]" in view.path:
+            after = [p for p in _SEGMENT.split(view.path.partition("]")[2]) if p]
             if after:
                 hidden.add(after[0])
     cells = [

@@ -75,7 +75,7 @@ mark.kx-hl.selected { outline:2px solid var(--sel); outline-offset:1px; }
 .pagewrap { position:relative; display:inline-block; max-width:min(100%, 520px); border:1px solid var(--line); }
 .pagewrap.zoomed { max-width:none; }
 .pagewrap img { display:block; max-width:100%; height:auto; }
-.pagewrap.zoomed img { width:100%; max-width:none; }
+.pagewrap.zoomed img { max-width:none; }
 .box { position:absolute; background:rgba(255,214,0,.35); outline:1px solid rgba(200,150,0,.9); cursor:pointer; }
 .box.c-fuzzy { background:rgba(255,140,0,.3); outline-style:dashed; }
 .box.c-near { background:rgba(233,30,99,.25); outline-color:var(--nr-line); }

@@ -164,13 +164,13 @@ SCRIPT = r"""
 
   var ZOOMS = [1, 1.5, 2, 3, 4];
   function zoomPage(view, direction) {
-    var wrap = view.querySelector(".pagewrap");
-    if (!wrap.dataset.base) wrap.dataset.base = String(wrap.getBoundingClientRect().width);
+    var wrap = view.querySelector(".pagewrap"), img = wrap.querySelector("img");
+    if (!wrap.dataset.base) wrap.dataset.base = String(img.getBoundingClientRect().width);
     var at = ZOOMS.indexOf(Number(wrap.dataset.zoom || 1));
     var next = ZOOMS[Math.max(0, Math.min(ZOOMS.length - 1, at + direction))];
     wrap.dataset.zoom = String(next);
     wrap.classList.toggle("zoomed", next !== 1);
-    wrap.style.width = next === 1 ? "" : (Number(wrap.dataset.base) * next) + "px";
+    img.style.width = next === 1 ? "" : (Number(wrap.dataset.base) * next) + "px";
     view.querySelector(".level").textContent = Math.round(100 * next) + "%";
   }
 
