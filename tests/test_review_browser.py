@@ -266,8 +266,16 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
 def test_screenshot_for_the_notebook(page, tmp_path):
     invoice_pdf = make_invoice_pdf(tmp_path)
     df = frame(MIXED[:3], LEAVES[:3])
-    df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], span(MIXED[2], "田中", "contact")]
-    df.at[2, "kx_grounded"] = 2 / 3
+    # Doubtful values: a near miss (a digit changed), a fuzzy match, an unsupported value, and
+    # a label (inferred, not a quotation).
+    near = {**span(MIXED[0], "2024-03-01", "due"), "value": "2024-03-07", "kind": "near"}
+    near["score"] = 90.0
+    label = {"path": "type", "value": "invoice", "kind": "inferred", "score": 0.0}
+    df.at[0, "kx_spans"] = [*df.at[0, "kx_spans"], near, label]
+    fuzzy = {**span(MIXED[2], "株式会社サクラ電機", "payee"), "value": "株式会社サクラ電気"}
+    fuzzy.update(kind="fuzzy", score=89.0)
+    df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], fuzzy, span(MIXED[2], "田中", "contact")]
+    df["kx_grounded"] = [0.75, 1.0, 0.75]
     pdf = pd.DataFrame(
         {
             "text": [None],

@@ -51,7 +51,7 @@ from .export import informative_index
 from .review_cards import Row, card_of
 from .review_page import CSS, fill
 from .review_script import SCRIPT
-from .review_sources import Document, read_document, render_pdf_pages, resolve_root
+from .review_sources import ReadDocument, read_document, render_pdf_pages, resolve_root
 from .review_spans import spans_of, text_of, utf16_offsets
 
 __all__ = ["review", "script_json", "spans_of", "utf16_offsets"]
@@ -185,13 +185,13 @@ def _hashable(value: Any) -> Any:
 
 @dataclass
 class _Images:
-    """The page images embedded so far; ``Document.images`` maps a page to an index here."""
+    """The page images embedded so far; ``ReadDocument.images`` maps a page to an index here."""
 
     pixels: int
     limit: int
     items: list[dict[str, Any]]
 
-    def page(self, document: Document, number: int) -> int | None:
+    def page(self, document: ReadDocument, number: int) -> int | None:
         """The index of ``number``'s rendered image (rendered once), or None."""
         if number in document.images:
             return document.images[number]
@@ -230,7 +230,7 @@ class _Builder:
         self.cards: list[dict[str, Any]] = []
         self.texts: list[str] = []
         self.text_ids: dict[str, int] = {}
-        self.loaded: dict[str, Document] = {}
+        self.loaded: dict[str, ReadDocument] = {}
         self.error_rows = 0
         self.counts: dict[str, int] = {}
         self.cost = 0.0
@@ -242,7 +242,7 @@ class _Builder:
             self.texts.append(text)
         return found
 
-    def document(self, source: str) -> Document | None:
+    def document(self, source: str) -> ReadDocument | None:
         if self.root is None:
             return None
         found = self.loaded.get(source)

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from ..records import is_missing
 from ..run.inputs import TextSpec
 from . import columns as kx
-from .review_sources import Document, page_fractions
+from .review_sources import ReadDocument, page_fractions
 from .review_spans import (
     SpanView,
     clean_span,
@@ -68,7 +68,7 @@ class Context(Protocol):
 
     def text_id(self, text: str) -> int: ...
 
-    def document(self, source: str) -> Document | None: ...
+    def document(self, source: str) -> ReadDocument | None: ...
 
 
 def card_of(ctx: Context, rows: list[Row]) -> dict[str, Any]:
@@ -175,7 +175,7 @@ def _place(
     section_of_page: dict[int, int],
     plain: int | None,
     by_page: bool,
-    document: Document | None,
+    document: ReadDocument | None,
 ) -> list[dict[str, Any]]:
     """The spans as the page's script reads them: ``sec`` is the section whose text a span
     highlights (-1: none), ``s``/``e`` UTF-16 offsets there, ``boxes`` fractions of the page

@@ -46,7 +46,7 @@ body.panel-open #kx-list, body.panel-open #kx-note { margin-right:min(44vw, 620p
 .card .head { display:flex; flex-wrap:wrap; gap:4px 12px; align-items:baseline; padding:8px 12px;
   border-bottom:1px solid var(--line); }
 .card .head .label { font-weight:600; overflow-wrap:anywhere; }
-.card .head .row, .card .head .src { color:var(--muted); overflow-wrap:anywhere; }
+.card .head .row { color:var(--muted); overflow-wrap:anywhere; }
 .badge { display:inline-block; padding:0 6px; border-radius:9px; font-size:12px; border:1px solid; }
 .badge.err, .badge.none { color:var(--bad); border-color:var(--bad); }
 .badge.near { color:var(--nr-line); border-color:var(--nr-line); }
@@ -153,14 +153,14 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <input type="search" id="f-query" placeholder="filter: field, value, source, error">
 <select id="f-sort" title="order of the cards">
 <option value="order">row order</option>
-<option value="grounded">grounded share, lowest first</option>
-<option value="cost">cost, highest first</option>
+<option value="grounded">least grounded first</option>
+<option value="cost">highest cost first</option>
 <option value="error">errors first</option>
 </select>
 <select id="f-field" title="one field's values across rows"><option value="">field view…</option></select>
 <button type="button" id="f-doubtful">doubtful values</button>
 <span class="stats" id="kx-shown"></span>
-<span class="keys">j / k or arrows: next / previous card; click a highlight or a field to select it</span>
+<span class="keys">j / k: next / previous card</span>
 </header>
 <div id="kx-note">@@NOTE@@</div>
 <main id="kx-list"></main>

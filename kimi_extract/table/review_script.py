@@ -239,13 +239,10 @@ SCRIPT = r"""
     card.setAttribute("data-card", String(i));
     if (i === current) card.classList.add("current");
     var head = el("div", "head");
-    head.appendChild(el("span", "label", c.label));
-    if (c.source || c.label !== c.row) head.appendChild(el("span", "row", "row " + c.row));
-    if (c.source) {
-      var src = el("span", "src", c.source);
-      src.title = c.source;
-      head.appendChild(src);
-    }
+    var label = el("span", "label", c.label);
+    if (c.source) label.title = c.source;
+    head.appendChild(label);
+    if (c.label !== c.row) head.appendChild(el("span", "row", "row " + c.row));
     if (c.error) head.appendChild(el("span", "badge err", "error"));
     if (n.none) head.appendChild(el("span", "badge none", n.none + " unsupported"));
     if (n.near) head.appendChild(el("span", "badge near", n.near + " near"));

@@ -66,7 +66,7 @@ def allowed_path(source: str, root: Path) -> tuple[Path | None, str | None]:
 
 
 @dataclass
-class Document:
+class ReadDocument:
     """A document read again: its page texts, and its rendered pages (lazily, by number)."""
 
     path: Path | None
@@ -76,13 +76,13 @@ class Document:
     error: str | None = None
 
 
-def read_document(source: str, root: Path) -> Document:
+def read_document(source: str, root: Path) -> ReadDocument:
     """The page texts of ``source`` (as the run sent them: the text layer for PDFs), or a
-    ``Document`` whose ``error`` says why not."""
+    ``ReadDocument`` whose ``error`` says why not."""
     path, refused = allowed_path(source, root)
     if path is None:
-        return Document(None, error=refused)
-    document = Document(path)
+        return ReadDocument(None, error=refused)
+    document = ReadDocument(path)
     try:
         _, pages = load_pages(path, pdf_mode="text")
         document.texts = {p.number: p.text for p in pages}
