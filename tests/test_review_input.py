@@ -224,8 +224,10 @@ def outside(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_documents_outside_the_root_are_not_read(outside):
     root, doc = outside
-    card = page_data(kx.review(doc_frame(doc), root / "r.html", documents_root=root))["cards"][0]
+    out = kx.review(doc_frame(doc), root / "r.html", documents_root=root)
+    card = page_data(out)["cards"][0]
     assert card["sections"] == [] and "outside the documents root" in card["note"]
+    assert "1 document was not read again: outside the documents root" in out.read_text()
     # A link inside the root to the file outside is not followed.
     (root / "link.txt").symlink_to(doc)
     card = page_data(kx.review(doc_frame(root / "link.txt"), root / "r.html", documents_root=root))

@@ -280,9 +280,19 @@ class _Builder:
             "images": self.images.items,
             "no_text": "no source text: pass text_column= or template= as given to the run",
         }
-        note = ""
+        notes = []
         if self.spec is None and not any(c["sections"] for c in self.cards):
-            note = "Source texts are not shown: pass text_column= (or template=) to review()."
+            notes.append(
+                "Source texts are not shown: pass text_column= (or template=) to review()."
+            )
+        outside = sum(1 for d in self.loaded.values() if d.outside)
+        if outside:
+            notes.append(
+                f"{outside:,} document{' was' if outside == 1 else 's were'} not read again: "
+                f"outside the documents root {self.root} (pass documents_root=, or "
+                "kimi-extract review --documents-root DIR, to read them)."
+            )
+        note = " ".join(notes)
         return fill(
             {
                 "TITLE": visible(title),

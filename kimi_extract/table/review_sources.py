@@ -22,6 +22,8 @@ from ..exceptions import ConfigurationError, MediaError, install_hint
 from ..media.documents import load_pages
 from ..media.formats import png_bytes
 
+OUTSIDE = "outside the documents root"
+
 
 def resolve_root(root: str | os.PathLike[str] | None) -> Path:
     """The resolved directory documents are read from (None: the current directory);
@@ -59,7 +61,7 @@ def allowed_path(source: str, root: Path) -> tuple[Path | None, str | None]:
         return None, f"not read: the document path {shown!r} cannot be used ({exc})"
     if not inside:
         return None, (
-            f"not read: {shown} is outside the documents root {root}; pass documents_root= "
+            f"not read: {shown} is {OUTSIDE} {root}; pass documents_root= "
             "(kimi-extract review --documents-root DIR) to read documents there"
         )
     return real, None
@@ -74,6 +76,7 @@ class ReadDocument:
     images: dict[int, int | None] = field(default_factory=dict)  # page -> index in images
     sizes: dict[int, tuple[float, float]] = field(default_factory=dict)  # page -> points (w, h)
     error: str | None = None
+    outside: bool = False  # refused: outside the documents root
 
 
 def read_document(source: str, root: Path) -> ReadDocument:
@@ -81,7 +84,7 @@ def read_document(source: str, root: Path) -> ReadDocument:
     ``ReadDocument`` whose ``error`` says why not."""
     path, refused = allowed_path(source, root)
     if path is None:
-        return ReadDocument(None, error=refused)
+        return ReadDocument(None, error=refused, outside=OUTSIDE in str(refused))
     document = ReadDocument(path)
     try:
         _, pages = load_pages(path, pdf_mode="text")
