@@ -89,6 +89,7 @@ LAYERS: dict[str, int] = {
     "table.review": 4,
     "table.review_cards": 4,
     "table.review_page": 4,
+    "table.review_controls": 4,
     "table.review_script": 4,
     "table.review_sources": 4,
     "table.review_spans": 4,
