@@ -16,7 +16,7 @@ import pytest
 
 import kimi_extract as kx
 
-from .cdp import Browser, browser_session
+from .cdp import Browser, CDPError, browser_session
 from .test_review import exploded_frame, frame, kinds_frame, make_invoice_pdf, pdf_span, span
 from .test_review_browser import HIGHLIGHTS, LEAVES, MIXED, show
 
@@ -158,7 +158,8 @@ def test_filters_and_counts_work_per_value(page, tmp_path):
     toggle(page, "f-errors")
     toggle(page, "f-inferred")
     assert shown(page) == f"{n} of {n} shown"
-    assert page.evaluate(ROW % 0 + ".filter(r => r.offsetParent !== null).length") == 5
+    # Card 0 was emptied while filtered out; it renders again as it comes back into view.
+    page.wait_for(ROW % 0 + ".filter(r => r.offsetParent !== null).length === 5")
     assert page.problems() == []
 
 
@@ -186,10 +187,13 @@ def in_view(page: Any, selector: str) -> bool:
 
 
 def settled_in_view(page: Any, selector: str) -> bool:
-    """``in_view`` once the cards around a jump have rendered (two animation frames)."""
-    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    return in_view(page, selector)
+    """``in_view`` once the cards around a jump have rendered (they render after the jump's
+    frame and may move it; the page looks again then): polled, not timed."""
+    try:
+        page.wait_for(f"{IN_VIEW}({json.dumps(selector)})", timeout=10)
+    except CDPError:
+        return False
+    return True
 
 
 def test_the_doubtful_list_jumps_to_each_value(page, tmp_path):
