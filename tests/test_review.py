@@ -361,9 +361,9 @@ def test_diffs_given_as_text_or_pieces_are_kept_for_the_page(tmp_path):
 
 def test_cards_are_labelled_by_an_id_column_or_the_document(tmp_path):
     df = frame(["ACME a", "Bolt b"], [[("vendor", "ACME")], [("vendor", "Bolt")]])
-    df["sku"] = ["SKU-1", "SKU-2"]
+    df["sku"] = ["SKU-1", None]
     cards = page_data(kx.review(df, tmp_path / "r.html", text_column="text", id="sku"))["cards"]
-    assert [(c["label"], c["row"]) for c in cards] == [("SKU-1", "0"), ("SKU-2", "1")]
+    assert [(c["label"], c["row"]) for c in cards] == [("SKU-1", "0"), ("1", "1")]
     with pytest.raises(InputError, match="id='nope'"):
         kx.review(df, tmp_path / "r.html", id="nope")
     docs = pd.DataFrame({"kx_source": ["/data/in/a.pdf", "/data/in/b.txt"], "kx_page": [3, None]})

@@ -278,11 +278,12 @@ _SEGMENT = re.compile(r"[.\[\]]")
 
 
 def _label(ctx: Context, rows: list[Row], source: str | None, page: int | None) -> str:
-    """``id=``'s column, else the document's file name (and page), else the index label; with
-    the item number or the number of items."""
+    """``id=``'s column (when the row has a value there), else the document's file name (and
+    page), else the index label; with the item number or the number of items."""
     first = rows[0]
-    if ctx.id_column is not None:
-        label = text_of(first.record.get(ctx.id_column), 200)
+    chosen = first.record.get(ctx.id_column) if ctx.id_column is not None else None
+    if not is_missing(chosen) and chosen is not None:
+        label = text_of(chosen, 200)
     elif source:
         label = PurePosixPath(source.replace("\\", "/")).name or source
         label = text_of(label, 200) + (f" · page {page}" if page is not None else "")

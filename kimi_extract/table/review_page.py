@@ -146,10 +146,10 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <span class="stats">@@SUMMARY@@</span>
 <label><input type="checkbox" id="f-errors"> errors only <span class="n" id="n-errors"></span></label>
 <span class="group">values:</span>
-<label class="c-none"><input type="checkbox" id="f-unsupported"> unsupported <span class="n" id="n-unsupported"></span></label>
-<label class="c-near"><input type="checkbox" id="f-near"> near <span class="n" id="n-near"></span></label>
+<label class="c-none" title="values without evidence: no match, or a near miss"><input type="checkbox" id="f-unsupported"> unsupported <span class="n" id="n-unsupported"></span></label>
+<label class="c-near" title="near misses: the closest text differs from the value"><input type="checkbox" id="f-near"> near <span class="n" id="n-near"></span></label>
 <label class="c-fuzzy"><input type="checkbox" id="f-fuzzy"> fuzzy <span class="n" id="n-fuzzy"></span></label>
-<label class="c-inferred"><input type="checkbox" id="f-inferred"> inferred <span class="n" id="n-inferred"></span></label>
+<label class="c-inferred" title="labels (enums, booleans, marked fields): inferred, not quoted"><input type="checkbox" id="f-inferred"> inferred <span class="n" id="n-inferred"></span></label>
 <input type="search" id="f-query" placeholder="filter: field, value, source, error">
 <select id="f-sort" title="order of the cards">
 <option value="order">row order</option>
