@@ -3,7 +3,7 @@
     kimi-extract run INPUT --schema FILE.py:Class --text COL --out OUT [--simulate] ...
     kimi-extract run-docs DIR|FILES --schema FILE.py:Class [--explode FIELD] --out OUT ...
     kimi-extract simulate --port 8000
-    kimi-extract review OUT.parquet --html review.html [--text COL]
+    kimi-extract review OUT.parquet --html review.html [--text COL] [--id COL] [--documents-root D]
     kimi-extract --version
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
@@ -227,6 +227,8 @@ def cmd_review(args: argparse.Namespace) -> int:
             text_column=text,
             template=args.template,
             documents=False if args.no_documents else None,
+            documents_root=args.documents_root or Path(args.table).parent,
+            id=args.id,
             title=args.title,
         )
     except (KimiExtractError, OSError) as exc:
@@ -403,6 +405,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="do not read the kx_source documents again (no page texts or images)",
     )
+    rev.add_argument(
+        "--documents-root",
+        metavar="DIR",
+        help="read kx_source documents only under DIR (default: the table's directory; "
+        "'/' allows any file)",
+    )
+    rev.add_argument("--id", metavar="COL", help="label each card by this column's value")
     rev.add_argument("--title", help="the page title (default: the file name)")
     rev.set_defaults(func=cmd_review)
 

@@ -511,9 +511,12 @@ def documents() -> list[Any]:
 
             `kx.review(frame, "review.html", text_column=...)` writes one self-contained HTML
             file: a card per page with the source (for PDFs the page image, boxes over the
-            evidence), each grounded value highlighted (click it to select its field), and the
-            unsupported values flagged. From the shell: `kimi-extract review OUT.parquet --html
-            review.html`.
+            evidence), each located value highlighted in the colour of its match (verified,
+            fuzzy, near miss), unsupported values flagged, filters and counts per value, and a
+            list of the doubtful ones. The documents named in `kx_source` are read again only
+            from under `documents_root=` (default: the current directory; here the samples
+            folder). From the shell: `kimi-extract review OUT.parquet --html review.html`
+            (there the table's folder is the default root).
             """
         ),
         code(
@@ -521,7 +524,7 @@ def documents() -> list[Any]:
             import tempfile
 
             review_path = Path(tempfile.mkdtemp()) / "review.html"
-            kx.review(grounded, review_path, text_column="page_text")
+            kx.review(grounded, review_path, text_column="page_text", documents_root=DOCS)
             print(f"{review_path.name}: {review_path.stat().st_size:,} bytes, no external assets")
             """
         ),

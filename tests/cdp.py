@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,24 @@ def find_chromium() -> str | None:
 def browser_required() -> bool:
     """True in CI: a missing browser is a failure there, not a skip."""
     return bool(os.environ.get("KX_REQUIRE_BROWSER") or os.environ.get("CI"))
+
+
+def browser_session() -> Iterator[Browser]:
+    """A browser for a test module's fixture (closed afterwards): skipped without a binary,
+    failed in CI (``browser_required``)."""
+    import pytest
+
+    binary = find_chromium()
+    if binary is None:
+        message = "no chromium on PATH (apt-get install chromium, or set KX_CHROMIUM)"
+        if browser_required():
+            pytest.fail(f"{message}; the browser tests are required here (CI)")
+        pytest.skip(message)
+    instance = Browser(binary)
+    try:
+        yield instance
+    finally:
+        instance.close()
 
 
 class CDPError(RuntimeError):
@@ -243,6 +262,11 @@ class Browser:
             elif method == "Page.javascriptDialogOpening":
                 found.append(f"dialog: {params.get('message')}")
         return found
+
+    def clear_events(self) -> None:
+        """Forget the events seen so far (each test asserts on its own ``problems()``)."""
+        with self._lock:
+            self.events.clear()
 
     def console_messages(self) -> list[dict[str, Any]]:
         with self._lock:

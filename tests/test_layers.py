@@ -87,7 +87,12 @@ LAYERS: dict[str, int] = {
     "table.frame": 4,
     "table.plot": 4,
     "table.review": 4,
+    "table.review_cards": 4,
     "table.review_page": 4,
+    "table.review_controls": 4,
+    "table.review_script": 4,
+    "table.review_sources": 4,
+    "table.review_spans": 4,
     # 5..8
     "config": 5,
     "extractor": 6,

@@ -221,7 +221,7 @@ def test_counts_errors_unsupported_and_cost(tmp_path):
     assert [c["unsupported"] for c in data["cards"]] == [0, 0, 1]
     assert data["cards"][0]["usage"]["prompt"] == 120 and data["cards"][0]["cost"] == 0.0004
     page = (tmp_path / "r.html").read_text(encoding="utf-8")
-    assert "3 rows · 1 with errors · 1 with unsupported values · $0.0012" in page
+    assert "3 rows · 1 with errors · 1 unsupported value · $0.0012" in page
 
 
 @pytest.mark.parametrize("suffix", [".parquet", ".jsonl", ".csv"])
@@ -246,7 +246,7 @@ def test_document_spans_index_their_page_text(tmp_path):
     page2 = "Memo from Bolt Supplies Ltd about cups"
     vendor = {**span(page2, "Bolt Supplies Ltd", "vendor"), "page": 2}
     df = pd.DataFrame({"kx_source": [str(doc)], "kx_page": [None], "kx_spans": [[vendor]]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     card = data["cards"][0]
     assert [s["page"] for s in card["sections"]] == [1, 2]
     (got,) = card["spans"]
@@ -263,7 +263,7 @@ def test_document_spans_into_the_joined_text_are_read_so(tmp_path, invoice_pdf):
     start = joined.index("Bolt")
     vendor.update(start=start, end=start + len("Bolt Supplies Ltd"))
     df = pd.DataFrame({"kx_source": [str(invoice_pdf)], "kx_page": [None], "kx_spans": [[vendor]]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     card = data["cards"][0]
     assert [(s["page"], s["text"] is None, s["image"] is None) for s in card["sections"]] == [
         (None, False, True),  # the text as one piece
@@ -281,10 +281,184 @@ def test_a_scanned_page_shows_its_image(tmp_path):
     path = tmp_path / "scan.pdf"
     samples.write_pdf(path, [[(72, 700, 12, "Typed cover page with a text layer")], SCAN])
     df = pd.DataFrame({"kx_source": [str(path)], "kx_page": [None], "kx_spans": [None]})
-    data = page_data(kx.review(df, tmp_path / "r.html"))
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
     sections = data["cards"][0]["sections"]
     assert [(s["page"], s["text"] is None, s["image"] is None) for s in sections] == [
         (1, False, True),
         (2, True, False),
     ]
     assert data["images"][0]["src"].startswith("data:image/png;base64,")
+
+
+# -- kinds, labels, exploded frames, linear offsets ------------------------------------------------
+
+
+def kinds_frame() -> tuple[pd.DataFrame, str]:
+    """One row holding a span of every kind (and one this version does not know)."""
+    text = "ACME Corp may redistribute Section 2.1 of the licence, said acme corp."
+    spans = [
+        span(text, "ACME Corp", "vendor"),
+        {**span(text, "acme corp", "alias"), "kind": "normalized"},
+        {**span(text, "Section 2.1", "section"), "value": "Section 2.2", "kind": "fuzzy"},
+        {
+            **span(text, "may redistribute", "right"),
+            "value": "may not redistribute",
+            "kind": "near",
+            "score": 91.0,
+            "diff": "negation: not",
+        },
+        {
+            **span(text, "licence", "doc"),
+            "value": "license",
+            "kind": "near",
+            "diff": [["license", "licence"], "spelling"],
+        },
+        {"path": "sentiment", "value": "positive", "kind": "inferred", "score": 0.0},
+        {"path": "city", "value": "Paris", "kind": "none", "score": 0.0},
+        {**span(text, "said", "verb"), "kind": "telepathic"},
+    ]
+    df = pd.DataFrame({"text": [text], "kx_spans": [spans], "kx_grounded": [0.5]})
+    return df, text
+
+
+def test_every_kind_gets_its_class_and_counts_per_value(tmp_path):
+    df, _ = kinds_frame()
+    data = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))
+    (card,) = data["cards"]
+    assert [s["cls"] for s in card["spans"]] == [
+        "verified",
+        "verified",
+        "fuzzy",
+        "near",
+        "near",
+        "inferred",
+        "none",
+        "other",
+    ]
+    assert card["counts"] == {
+        "verified": 2,
+        "fuzzy": 1,
+        "near": 2,
+        "inferred": 1,
+        "none": 1,
+        "other": 1,
+        "bad": 0,
+    }
+    assert card["unsupported"] == 3  # none and near: no evidence for the value
+    # Near misses and unknown kinds are located (the closest text); inferred and none are not.
+    assert [s["sec"] for s in card["spans"]] == [0, 0, 0, 0, 0, -1, -1, 0]
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "3 unsupported values · 2 near · 1 fuzzy · 1 inferred" in page
+
+
+def test_diffs_given_as_text_or_pieces_are_kept_for_the_page(tmp_path):
+    df, _ = kinds_frame()
+    spans = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))["cards"][0]["spans"]
+    assert spans[3]["diff"] == [{"note": "negation: not"}]
+    assert spans[4]["diff"] == [{"v": "license", "x": "licence"}, {"note": "spelling"}]
+    assert spans[2]["diff"] is None  # the page computes a character diff
+
+
+def test_cards_are_labelled_by_an_id_column_or_the_document(tmp_path):
+    df = frame(["ACME a", "Bolt b"], [[("vendor", "ACME")], [("vendor", "Bolt")]])
+    df["sku"] = ["SKU-1", None]
+    cards = page_data(kx.review(df, tmp_path / "r.html", text_column="text", id="sku"))["cards"]
+    assert [(c["label"], c["row"]) for c in cards] == [("SKU-1", "0"), ("1", "1")]
+    with pytest.raises(InputError, match="id='nope'"):
+        kx.review(df, tmp_path / "r.html", id="nope")
+    docs = pd.DataFrame({"kx_source": ["/data/in/a.pdf", "/data/in/b.txt"], "kx_page": [3, None]})
+    cards = page_data(kx.review(docs, tmp_path / "r.html", documents=False))["cards"]
+    assert [c["label"] for c in cards] == ["a.pdf · page 3", "b.txt"]
+
+
+def exploded_frame(tmp_path: Path) -> pd.DataFrame:
+    """An exploded run_documents output: two documents, three and two item rows."""
+    rows = []
+    for name, items in (("a.txt", ["hinge", "panel", "screw"]), ("b.txt", ["nut", "bolt"])):
+        text = "Order: " + ", ".join(f"{item} x {n + 1}" for n, item in enumerate(items))
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        for n, item in enumerate(items):
+            spans = [{**span(text, item, f"items[{n}].name"), "page": 1}]
+            if n == 0:
+                spans.insert(0, {"path": "currency", "value": "EUR", "kind": "none"})
+            rows.append(
+                {
+                    "kx_source": str(tmp_path / name),
+                    "kx_page": None,
+                    "kx_item": n,
+                    "name": item,
+                    "qty": n + 1,
+                    "kx_spans": spans,
+                    "kx_cost": 0.001 if n == 0 else 0.0,
+                    "kx_error": None,
+                }
+            )
+    return pd.DataFrame(rows, index=[0, 0, 0, 1, 1])
+
+
+def test_an_exploded_frame_is_one_card_per_document_with_its_items(tmp_path):
+    df = exploded_frame(tmp_path)
+    data = page_data(kx.review(df, tmp_path / "r.html", documents_root=tmp_path))
+    assert len(data["cards"]) == 2 and len(data["texts"]) == 2  # each document's text once
+    first, second = data["cards"]
+    assert first["label"] == "a.txt · 3 items" and second["label"] == "b.txt · 2 items"
+    assert [r["item"] for r in first["rows"]] == [0, 1, 2]
+    # The item columns differ per item; the spans carry their item row.
+    assert [r["fields"] for r in first["rows"]] == [[["qty", "1"]], [["qty", "2"]], [["qty", "3"]]]
+    assert [(s["r"], s["path"]) for s in first["spans"]] == [
+        (0, "currency"),
+        (0, "items[0].name"),
+        (1, "items[1].name"),
+        (2, "items[2].name"),
+    ]
+    text = data["texts"][first["sections"][0]["text"]]
+    assert [text[s["s"] : s["e"]] for s in first["spans"][1:]] == ["hinge", "panel", "screw"]
+    assert first["cost"] == 0.001 and first["unsupported"] == 1
+    # Read back from a file (the index is a column then), the same cards.
+    table = tmp_path / "out.parquet"
+    write_table(df, table)
+    html = tmp_path / "cli.html"
+    assert cli_main(["review", str(table), "--html", str(html)]) == 0
+    assert [c["label"] for c in page_data(html)["cards"]] == [first["label"], second["label"]]
+
+
+def test_offsets_are_converted_in_one_sweep_per_text(tmp_path, monkeypatch):
+    """10,000 spans in one row: the text is scanned once for UTF-16 offsets, not once per span
+    (a counter of the characters the converter is handed)."""
+    from kimi_extract.table import review_cards
+
+    pieces, spans, at = ["😀 order "], [], len("😀 order ")
+    for n in range(10_000):
+        value = f"v{n}"
+        spans.append(
+            {
+                "path": f"items[{n}]",
+                "value": value,
+                "start": at + 1,
+                "end": at + 1 + len(value),
+                "kind": "exact",
+            }
+        )
+        pieces.append(" " + value)
+        at += 1 + len(value)
+    text = "".join(pieces)
+    scanned = []
+    real = review_cards.utf16_offsets
+
+    def counting(text: str, offsets: list[int]) -> list[int]:
+        scanned.append(len(text))
+        return real(text, offsets)
+
+    monkeypatch.setattr(review_cards, "utf16_offsets", counting)
+    df = pd.DataFrame({"text": [text], "kx_spans": [spans]})
+    card = page_data(kx.review(df, tmp_path / "r.html", text_column="text"))["cards"][0]
+    assert sum(scanned) <= 2 * len(text), sum(scanned)
+    wide = text.encode("utf-16-le")
+    for got, sent in zip(card["spans"], spans, strict=True):
+        assert wide[2 * got["s"] : 2 * got["e"]].decode("utf-16-le") == sent["value"]
+
+
+def test_utf16_offsets_in_any_order():
+    text = "a😀b𠀋c"
+    offsets = [5, 0, 3, 1, 2, 4]
+    assert utf16_offsets(text, offsets) == [len(text[:o].encode("utf-16-le")) // 2 for o in offsets]

@@ -19,31 +19,19 @@ import pytest
 
 import kimi_extract as kx
 
-from .cdp import Browser, browser_required, find_chromium
+from .cdp import Browser, browser_session
 from .test_review import HOSTILE, frame, make_invoice_pdf, pdf_span, span
-
-BINARY = find_chromium()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    if BINARY is None:
-        message = "no chromium on PATH (apt-get install chromium, or set KX_CHROMIUM)"
-        if browser_required():
-            pytest.fail(f"{message}; the browser tests are required here (CI)")
-        pytest.skip(message)
-    instance = Browser(BINARY)
-    try:
-        yield instance
-    finally:
-        instance.close()
+    yield from browser_session()
 
 
 @pytest.fixture
 def page(browser: Browser) -> Iterator[Browser]:
     """The browser with its problem list emptied; the test fails if the page logged any."""
-    with browser._lock:
-        browser.events.clear()
+    browser.clear_events()
     yield browser
 
 
@@ -228,7 +216,7 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
     df = pd.DataFrame(
         {"kx_source": [str(invoice_pdf)], "kx_page": pd.array([2], dtype="Int64")}
     ).assign(vendor=["Bolt Supplies Ltd"], kx_spans=[spans], kx_error=[None])
-    out = kx.review(df, tmp_path / "r.html")
+    out = kx.review(df, tmp_path / "r.html", documents_root=tmp_path)
     show(page, out)
     page.wait_for("document.querySelector('.pagewrap img').complete")
     assert page.evaluate("document.images[0].src.startsWith('data:image/png;base64,')")
@@ -240,7 +228,7 @@ def test_pdf_page_image_with_boxes_over_the_evidence(page, tmp_path):
     assert inside > 50 and below == 0, ink  # the box covers the printed words, not blank paper
     page.click(".pagewrap .box")
     assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
-    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.evaluate("document.querySelector('tr.c-none td').textContent") == "number"
     assert page.problems() == []
 
 
@@ -262,7 +250,7 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
     )
     out = ex.run_documents(invoice_pdf, pages="2")
     assert [s["kind"] for s in out["kx_spans"].iloc[0]] == ["exact", "none"]
-    show(page, kx.review(out, tmp_path / "r.html"))
+    show(page, kx.review(out, tmp_path / "r.html", documents_root=tmp_path))
     page.wait_for("document.querySelector('.pagewrap img').complete")
     assert page.evaluate("document.querySelector('mark').textContent") == "Bolt Supplies Ltd"
     ink = page.evaluate(INK)
@@ -271,15 +259,23 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
     assert inside > 50 and below == 0, ink
     page.click(".pagewrap .box")
     assert page.evaluate("document.querySelector('tr.selected td').textContent") == "vendor"
-    assert page.evaluate("document.querySelector('tr.unsupported td').textContent") == "number"
+    assert page.evaluate("document.querySelector('tr.c-none td').textContent") == "number"
     assert page.problems() == []
 
 
 def test_screenshot_for_the_notebook(page, tmp_path):
     invoice_pdf = make_invoice_pdf(tmp_path)
     df = frame(MIXED[:3], LEAVES[:3])
-    df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], span(MIXED[2], "田中", "contact")]
-    df.at[2, "kx_grounded"] = 2 / 3
+    # Doubtful values: a near miss (a digit changed), a fuzzy match, an unsupported value, and
+    # a label (inferred, not a quotation).
+    near = {**span(MIXED[0], "2024-03-01", "due"), "value": "2024-03-07", "kind": "near"}
+    near["score"] = 90.0
+    label = {"path": "type", "value": "invoice", "kind": "inferred", "score": 0.0}
+    df.at[0, "kx_spans"] = [*df.at[0, "kx_spans"], near, label]
+    fuzzy = {**span(MIXED[2], "株式会社サクラ電機", "payee"), "value": "株式会社サクラ電気"}
+    fuzzy.update(kind="fuzzy", score=89.0)
+    df.at[2, "kx_spans"] = [*df.at[2, "kx_spans"], fuzzy, span(MIXED[2], "田中", "contact")]
+    df["kx_grounded"] = [0.75, 1.0, 0.75]
     pdf = pd.DataFrame(
         {
             "text": [None],
@@ -295,7 +291,13 @@ def test_screenshot_for_the_notebook(page, tmp_path):
         }
     )
     both = pd.concat([df, pdf], ignore_index=True)
-    out = kx.review(both, tmp_path / "review.html", text_column="text", title="invoices")
+    out = kx.review(
+        both,
+        tmp_path / "review.html",
+        text_column="text",
+        title="invoices",
+        documents_root=tmp_path,
+    )
     page.call(
         "Emulation.setDeviceMetricsOverride",
         {"width": 1280, "height": 1480, "deviceScaleFactor": 1, "mobile": False},

@@ -1,11 +1,13 @@
-# ruff: noqa: E501  (the CSS and the script keep their own line lengths)
-"""The review page's static parts: the HTML shell, its CSS and its script (``table.review`` fills
-in the data).
+# ruff: noqa: E501  (the CSS keeps its own line lengths)
+"""The review page's static parts: the HTML shell and its CSS (``table.review`` fills in the data,
+``table.review_script`` holds the script).
 
-The script builds every element from the embedded JSON with ``createElement`` / ``textContent``
-(never ``innerHTML``), so nothing taken from the data is ever parsed as markup. Cards are rendered
-lazily: the list holds one empty placeholder per card and an ``IntersectionObserver`` renders the
-cards near the viewport and empties those that scroll far away (``.card.rendered`` counts them).
+Colours say how far a value is vouched for: verified matches (exact, normalized) are yellow, quote
+matches yellow with a dotted underline, fuzzy matches orange with a dashed underline, near misses
+(the closest text to a value that is not there) pink with a wavy underline, kinds this version
+does not know grey; unsupported values (no evidence) are red in the fields table, inferred ones
+(labels) muted. The controls in the header filter values by class, sort cards, open the list of
+doubtful values or one field across rows (a side panel).
 A Content-Security-Policy ``<meta>`` forbids any network access: images are data URLs.
 """
 
@@ -15,30 +17,41 @@ import re
 
 CSS = """
 :root { --fg:#1d2125; --muted:#69717a; --line:#dde1e6; --bg:#f6f7f9; --card:#fff;
-  --hl:#fff0a8; --hl-sel:#ffbf47; --bad:#c62828; --ok:#2e7d32; --fuzzy:#ef6c00; }
+  --hl:#fff0a8; --hl-line:#c9a400; --fz:#ffd9b3; --fz-line:#e65100; --nr:#ffd0da; --nr-line:#c2185b;
+  --ot:#e3e6ea; --ot-line:#7b848d; --sel:#2f6fdf; --bad:#c62828; --ok:#2e7d32; --warn:#e65100;
+  --inf:#5c6bc0; }
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,"Noto Sans",
   "Noto Sans CJK SC","PingFang SC","Microsoft YaHei",sans-serif; color:var(--fg); background:var(--bg); }
 header.top { position:sticky; top:0; z-index:5; background:#fff; border-bottom:1px solid var(--line);
-  padding:8px 16px; display:flex; flex-wrap:wrap; gap:6px 18px; align-items:center; }
+  padding:8px 16px; display:flex; flex-wrap:wrap; gap:6px 14px; align-items:center; }
 header.top h1 { font-size:16px; margin:0; }
 header.top .stats { color:var(--muted); }
 header.top label { white-space:nowrap; cursor:pointer; }
+header.top .n { color:var(--muted); font-size:12px; }
+header.top .group { color:var(--muted); font-size:12px; }
 header.top input[type=search] { min-width:14em; padding:3px 6px; }
+header.top select, header.top button { font:inherit; font-size:13px; }
 header.top .keys { color:var(--muted); font-size:12px; }
+label.c-none, label.c-near { color:var(--bad); }
+label.c-fuzzy { color:var(--warn); }
+label.c-inferred { color:var(--inf); }
 #kx-note { margin:8px 16px; color:var(--muted); }
 #kx-list { padding:8px 16px 60vh; }
+body.panel-open #kx-list, body.panel-open #kx-note { margin-right:min(44vw, 620px); }
 .slot { margin:0 0 12px; min-height:60px; }
 .slot[hidden] { display:none; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:6px; }
 .card.current { outline:2px solid #4a7bd0; }
 .card .head { display:flex; flex-wrap:wrap; gap:4px 12px; align-items:baseline; padding:8px 12px;
   border-bottom:1px solid var(--line); }
-.card .head .label { font-weight:600; }
-.card .head .src { color:var(--muted); overflow-wrap:anywhere; }
+.card .head .label { font-weight:600; overflow-wrap:anywhere; }
+.card .head .row { color:var(--muted); overflow-wrap:anywhere; }
 .badge { display:inline-block; padding:0 6px; border-radius:9px; font-size:12px; border:1px solid; }
-.badge.err { color:var(--bad); border-color:var(--bad); }
-.badge.warn { color:var(--fuzzy); border-color:var(--fuzzy); }
+.badge.err, .badge.none { color:var(--bad); border-color:var(--bad); }
+.badge.near { color:var(--nr-line); border-color:var(--nr-line); }
+.badge.fuzzy { color:var(--warn); border-color:var(--warn); }
+.badge.bad { color:var(--muted); border-color:var(--muted); }
 .badge.ok { color:var(--ok); border-color:var(--ok); }
 .card .body { display:grid; grid-template-columns:minmax(0,3fr) minmax(0,2fr); }
 @media (max-width: 900px) { .card .body { grid-template-columns:1fr; } }
@@ -48,291 +61,70 @@ header.top .keys { color:var(--muted); font-size:12px; }
 .text { white-space:pre-wrap; overflow-wrap:anywhere; max-height:28em; overflow:auto;
   padding:6px 8px; background:#fbfbfc; border:1px solid var(--line); border-radius:4px; }
 .text.none { color:var(--muted); font-style:italic; }
-mark.kx-hl { background:var(--hl); color:inherit; border-bottom:2px solid #d4b106; cursor:pointer;
-  border-radius:2px; }
-mark.kx-hl.fuzzy, mark.kx-hl.quote { border-bottom-color:var(--fuzzy); }
-mark.kx-hl.selected { background:var(--hl-sel); }
-.pagewrap { position:relative; display:inline-block; max-width:min(100%, 520px); margin-bottom:6px;
-  border:1px solid var(--line); }
+mark.kx-hl { color:inherit; cursor:pointer; border-radius:2px; background:var(--hl);
+  border-bottom:2px solid var(--hl-line); }
+mark.kx-hl.c-quote { border-bottom-style:dotted; border-bottom-color:var(--fz-line); }
+mark.kx-hl.c-fuzzy { background:var(--fz); border-bottom:2px dashed var(--fz-line); }
+mark.kx-hl.c-near { background:var(--nr); border-bottom:none; text-decoration:underline wavy var(--nr-line);
+  text-decoration-skip-ink:none; }
+mark.kx-hl.c-other { background:var(--ot); border-bottom-color:var(--ot-line); }
+mark.kx-hl.selected { outline:2px solid var(--sel); outline-offset:1px; }
+.pageview { overflow:auto; max-height:80vh; max-width:100%; margin-bottom:6px; }
+.zoom { display:flex; gap:4px; align-items:center; margin-bottom:4px; color:var(--muted); font-size:12px; }
+.zoom button { font:inherit; min-width:2em; }
+.pagewrap { position:relative; display:inline-block; max-width:min(100%, 520px); border:1px solid var(--line); }
+.pagewrap.zoomed { max-width:none; }
 .pagewrap img { display:block; max-width:100%; height:auto; }
-.box { position:absolute; background:rgba(255,214,0,.35); outline:1px solid rgba(200,150,0,.9);
-  cursor:pointer; }
-.box.selected { background:rgba(255,120,0,.45); outline:2px solid #e65100; }
+.pagewrap.zoomed img { max-width:none; }
+.box { position:absolute; background:rgba(255,214,0,.35); outline:1px solid rgba(200,150,0,.9); cursor:pointer; }
+.box.c-fuzzy { background:rgba(255,140,0,.3); outline-style:dashed; }
+.box.c-near { background:rgba(233,30,99,.25); outline-color:var(--nr-line); }
+.box.c-other { background:rgba(120,130,140,.25); outline-color:var(--ot-line); }
+.box.selected { outline:2px solid var(--sel); }
 .fields { padding:8px 12px; min-width:0; }
 .fields table { border-collapse:collapse; width:100%; font-size:13px; }
 .fields th, .fields td { text-align:left; vertical-align:top; padding:3px 6px;
   border-bottom:1px solid var(--line); overflow-wrap:anywhere; }
 .fields th { color:var(--muted); font-weight:500; }
+.fields tr.item th { color:var(--fg); background:#f1f3f6; font-weight:600; }
 .fields tr.span { cursor:pointer; }
 .fields tr.column td { color:var(--muted); }
-.fields tr.selected td { background:#ffe7b8; }
-.fields tr.unsupported td.value { color:var(--bad); }
+.fields tr.selected td { background:#dce8fb; }
+.fields tr.c-none td.value, .fields tr.c-near td.value { color:var(--bad); }
+body.vfilter .fields tr.span, body.vfilter .fields tr.column { display:none; }
+body.vf-none .fields tr.span.c-none, body.vf-near .fields tr.span.c-near,
+body.vf-fuzzy .fields tr.span.c-fuzzy, body.vf-inferred .fields tr.span.c-inferred { display:table-row; }
 .kind { font-size:12px; white-space:nowrap; }
-.kind.none { color:var(--bad); font-weight:600; }
-.kind.fuzzy, .kind.quote { color:var(--fuzzy); }
-.kind.exact, .kind.normalized { color:var(--ok); }
-.error { margin:0 12px 8px; padding:6px 8px; color:var(--bad); background:#fdecea;
-  border-radius:4px; white-space:pre-wrap; overflow-wrap:anywhere; }
+.kind.c-none { color:var(--bad); font-weight:600; }
+.kind.c-near { color:var(--nr-line); font-weight:600; }
+.kind.c-fuzzy { color:var(--warn); }
+.kind.c-verified, .kind.c-quote { color:var(--ok); }
+.kind.c-inferred { color:var(--inf); font-style:italic; }
+.kind.c-other { color:var(--muted); }
+.kind .badspan { color:var(--muted); white-space:normal; font-style:italic; }
+.diff { font-size:12px; margin-top:2px; color:var(--muted); }
+.diff del { color:var(--bad); background:#fde4e4; text-decoration:line-through; }
+.diff ins { color:var(--ok); background:#e3f4e4; text-decoration:none; }
+.diff .d-note { color:var(--fg); background:#f1f3f6; padding:0 3px; margin-right:4px; border-radius:3px; }
+.error, .note { margin:0 12px 8px; padding:6px 8px; border-radius:4px; white-space:pre-wrap;
+  overflow-wrap:anywhere; }
+.error { color:var(--bad); background:#fdecea; }
+.note { color:var(--muted); background:#f1f3f6; }
 .foot { padding:6px 12px; border-top:1px solid var(--line); color:var(--muted); font-size:12px; }
-"""
-
-SCRIPT = r"""
-"use strict";
-(function () {
-  var data = JSON.parse(document.getElementById("kx-data").textContent);
-  var cards = data.cards, texts = data.texts, images = data.images;
-  var list = document.getElementById("kx-list");
-  var slots = [];
-  var current = -1;
-  var ESTIMATE = 180;
-
-  function el(tag, cls, text) {
-    var node = document.createElement(tag);
-    if (cls) node.className = cls;
-    if (text !== undefined && text !== null) node.textContent = String(text);
-    return node;
-  }
-  function num(n) { return Number(n).toLocaleString("en-US"); }
-  function isUnsupported(s) { return s.kind === "none"; }
-
-  function highlighted(text, spans) {
-    // The text with one <mark> per run of characters covered by the same spans (overlaps split).
-    var node = el("div", "text");
-    var cuts = {0: true};
-    cuts[text.length] = true;
-    spans.forEach(function (s) { cuts[s.s] = true; cuts[s.e] = true; });
-    var points = Object.keys(cuts).map(Number).sort(function (a, b) { return a - b; });
-    for (var p = 0; p + 1 < points.length; p++) {
-      var a = points[p], b = points[p + 1];
-      if (b <= a) continue;
-      var covering = spans.filter(function (s) { return s.s <= a && s.e >= b; });
-      var piece = text.slice(a, b);
-      if (!covering.length) { node.appendChild(document.createTextNode(piece)); continue; }
-      var mark = el("mark", "kx-hl", piece);
-      if (covering.some(function (s) { return s.kind === "fuzzy"; })) mark.classList.add("fuzzy");
-      if (covering.some(function (s) { return s.kind === "quote"; })) mark.classList.add("quote");
-      mark.setAttribute("data-spans", covering.map(function (s) { return s.k; }).join(" "));
-      mark.title = covering.map(function (s) {
-        return s.path + ": " + s.value + " (" + s.kind + ", " + Math.round(s.score) + ")";
-      }).join("\n");
-      node.appendChild(mark);
-    }
-    return node;
-  }
-
-  function pageImage(image, spans) {
-    var wrap = el("div", "pagewrap");
-    var img = el("img");
-    if (typeof image.src === "string" && image.src.indexOf("data:image/") === 0) img.src = image.src;
-    img.alt = "page image";
-    img.width = image.w; img.height = image.h;
-    wrap.appendChild(img);
-    spans.forEach(function (s) {
-      (s.boxes || []).forEach(function (b) {
-        var box = el("div", "box");
-        box.style.left = (100 * b[0]) + "%"; box.style.top = (100 * b[1]) + "%";
-        box.style.width = (100 * (b[2] - b[0])) + "%"; box.style.height = (100 * (b[3] - b[1])) + "%";
-        box.setAttribute("data-spans", String(s.k));
-        box.title = s.path + ": " + s.value;
-        wrap.appendChild(box);
-      });
-    });
-    return wrap;
-  }
-
-  function fieldsTable(c) {
-    var table = el("table");
-    var head = el("tr");
-    var names = c.spans.length ? ["field", "value", "evidence"] : ["column", "value"];
-    names.forEach(function (n) { head.appendChild(el("th", null, n)); });
-    table.appendChild(head);
-    c.spans.forEach(function (s) {
-      var tr = el("tr", "span");
-      tr.setAttribute("data-span", String(s.k));
-      if (isUnsupported(s)) tr.classList.add("unsupported");
-      tr.appendChild(el("td", "path", s.path));
-      tr.appendChild(el("td", "value", s.value));
-      var label = isUnsupported(s) ? "unsupported" : s.kind + (s.kind === "fuzzy" ? " " + Math.round(s.score) : "");
-      if (!isUnsupported(s) && s.page !== null && s.page !== undefined) label += " · p." + s.page;
-      var kind = el("td", "kind " + s.kind, label);
-      if (s.quote) kind.title = "quote: " + s.quote;
-      tr.appendChild(kind);
-      table.appendChild(tr);
-    });
-    c.fields.forEach(function (f) {
-      var tr = el("tr", "column");
-      tr.appendChild(el("td", "path", f[0]));
-      tr.appendChild(el("td", "value", f[1]));
-      if (c.spans.length) tr.appendChild(el("td", "kind", "column"));
-      table.appendChild(tr);
-    });
-    var box = el("div", "fields");
-    box.appendChild(table);
-    return box;
-  }
-
-  function footer(c) {
-    var u = c.usage, parts = [];
-    if (u.prompt !== null) parts.push("prompt " + num(u.prompt) + " tokens (cached " + num(u.cached || 0) + ")");
-    if (u.completion !== null) parts.push("completion " + num(u.completion) + " (reasoning " + num(u.reasoning || 0) + ")");
-    if (c.cost !== null) parts.push("$" + Number(c.cost).toFixed(6));
-    if (u.attempts !== null) parts.push(u.attempts + " attempt" + (u.attempts === 1 ? "" : "s"));
-    if (u.latency !== null) parts.push(Number(u.latency).toFixed(2) + " s");
-    if (u.from_store) parts.push("from the result store");
-    return el("div", "foot", parts.join(" · ") || "no accounting columns");
-  }
-
-  function render(i) {
-    var c = cards[i], slot = slots[i];
-    var card = el("div", "card rendered");
-    card.setAttribute("data-card", String(i));
-    if (i === current) card.classList.add("current");
-    var head = el("div", "head");
-    head.appendChild(el("span", "label", c.label));
-    if (c.source) {
-      var src = el("span", "src", c.source.split(/[\\/]/).pop() + (c.page !== null ? " · page " + c.page : ""));
-      src.title = c.source;
-      head.appendChild(src);
-    }
-    if (c.error) head.appendChild(el("span", "badge err", "error"));
-    if (c.unsupported) head.appendChild(el("span", "badge warn", c.unsupported + " unsupported"));
-    if (c.grounded !== null) head.appendChild(el("span", "badge ok", Math.round(100 * c.grounded) + "% grounded"));
-    card.appendChild(head);
-    if (c.error) card.appendChild(el("div", "error", c.error));
-    var body = el("div", "body"), sources = el("div", "sources");
-    if (!c.sections.length) sources.appendChild(el("div", "text none", data.no_text));
-    c.sections.forEach(function (sec, n) {
-      var box = el("div", "section");
-      if (sec.page !== null) box.appendChild(el("div", "ptitle", "page " + sec.page));
-      var boxed = c.spans.filter(function (s) { return s.bsec === n; });
-      var marked = c.spans.filter(function (s) { return s.sec === n && s.s !== null; });
-      if (sec.image !== null) box.appendChild(pageImage(images[sec.image], boxed));
-      if (sec.text !== null) box.appendChild(highlighted(texts[sec.text], marked));
-      sources.appendChild(box);
-    });
-    body.appendChild(sources);
-    body.appendChild(fieldsTable(c));
-    card.appendChild(body);
-    card.appendChild(footer(c));
-    slot.textContent = "";
-    slot.style.height = "";
-    slot.appendChild(card);
-  }
-
-  function unrender(i) {
-    var slot = slots[i];
-    if (!slot.firstChild) return;
-    slot.style.height = slot.offsetHeight + "px";
-    slot.textContent = "";
-  }
-
-  var observer = new IntersectionObserver(function (entries) {
-    entries.forEach(function (entry) {
-      var i = Number(entry.target.getAttribute("data-i"));
-      if (entry.isIntersecting) { if (!entry.target.firstChild) render(i); }
-      else unrender(i);
-    });
-  }, {rootMargin: "1200px 0px"});
-
-  var frag = document.createDocumentFragment();
-  cards.forEach(function (c, i) {
-    var slot = el("div", "slot");
-    slot.setAttribute("data-i", String(i));
-    slot.style.height = ESTIMATE + "px";
-    slots.push(slot);
-    frag.appendChild(slot);
-  });
-  list.appendChild(frag);
-  slots.forEach(function (slot) { observer.observe(slot); });
-
-  function select(i, k) {
-    var card = slots[i].querySelector(".card");
-    if (!card) return;
-    card.querySelectorAll(".selected").forEach(function (n) { n.classList.remove("selected"); });
-    card.querySelectorAll("[data-spans]").forEach(function (n) {
-      if (n.getAttribute("data-spans").split(" ").indexOf(String(k)) >= 0) n.classList.add("selected");
-    });
-    var row = card.querySelector('tr[data-span="' + k + '"]');
-    if (row) row.classList.add("selected");
-    setCurrent(i, false);
-    return row;
-  }
-
-  list.addEventListener("click", function (event) {
-    var target = event.target;
-    var holder = target.closest("[data-card]");
-    if (!holder) return;
-    var i = Number(holder.getAttribute("data-card"));
-    var hit = target.closest("[data-spans]");
-    if (hit) { select(i, Number(hit.getAttribute("data-spans").split(" ")[0])); return; }
-    var row = target.closest("tr[data-span]");
-    if (row) {
-      select(i, Number(row.getAttribute("data-span")));
-      var mark = holder.querySelector("mark.selected, .box.selected");
-      if (mark) mark.scrollIntoView({block: "nearest"});
-    }
-  });
-
-  function setCurrent(i, scroll) {
-    if (current >= 0) {
-      var old = slots[current].querySelector(".card");
-      if (old) old.classList.remove("current");
-    }
-    current = i;
-    if (i < 0) return;
-    if (scroll) { slots[i].scrollIntoView({block: "start"}); window.scrollBy(0, -60); }
-    if (!slots[i].firstChild) render(i);
-    slots[i].querySelector(".card").classList.add("current");
-  }
-
-  function step(direction) {
-    var i = current;
-    for (;;) {
-      i += direction;
-      if (i < 0 || i >= slots.length) return;
-      if (!slots[i].hidden) { setCurrent(i, true); return; }
-    }
-  }
-
-  document.addEventListener("keydown", function (event) {
-    var tag = event.target && event.target.tagName;
-    if (tag === "INPUT" || tag === "TEXTAREA" || event.ctrlKey || event.metaKey || event.altKey) return;
-    if (event.key === "j" || event.key === "ArrowDown") { step(1); event.preventDefault(); }
-    else if (event.key === "k" || event.key === "ArrowUp") { step(-1); event.preventDefault(); }
-  });
-
-  var onlyErrors = document.getElementById("f-errors");
-  var onlyUnsupported = document.getElementById("f-unsupported");
-  var query = document.getElementById("f-query");
-  var shown = document.getElementById("kx-shown");
-  function matches(c, q) {
-    if (!q) return true;
-    if (c.label.toLowerCase().indexOf(q) >= 0) return true;
-    if (c.source && c.source.toLowerCase().indexOf(q) >= 0) return true;
-    if (c.error && c.error.toLowerCase().indexOf(q) >= 0) return true;
-    return c.spans.some(function (s) { return (s.path + " " + s.value).toLowerCase().indexOf(q) >= 0; })
-      || c.fields.some(function (f) { return (f[0] + " " + f[1]).toLowerCase().indexOf(q) >= 0; });
-  }
-  function applyFilters() {
-    var q = query.value.trim().toLowerCase(), count = 0;
-    cards.forEach(function (c, i) {
-      var keep = (!onlyErrors.checked || !!c.error) && (!onlyUnsupported.checked || c.unsupported > 0)
-        && matches(c, q);
-      slots[i].hidden = !keep;
-      if (keep) count++;
-    });
-    shown.textContent = num(count) + " of " + num(cards.length) + " shown";
-  }
-  var timer = null;
-  onlyErrors.addEventListener("change", applyFilters);
-  onlyUnsupported.addEventListener("change", applyFilters);
-  query.addEventListener("input", function () { clearTimeout(timer); timer = setTimeout(applyFilters, 150); });
-  applyFilters();
-
-  window.kxReview = {cards: cards.length, select: select, step: step,
-    rendered: function () { return document.querySelectorAll(".card.rendered").length; }};
-  document.body.setAttribute("data-ready", "1");
-})();
+#kx-panel { position:fixed; right:0; bottom:0; width:min(44vw, 620px); background:#fff; z-index:4;
+  border-left:1px solid var(--line); display:flex; flex-direction:column; }
+#kx-panel[hidden] { display:none; }
+#kx-panel .phead { display:flex; gap:8px; align-items:center; justify-content:space-between;
+  padding:8px 12px; border-bottom:1px solid var(--line); font-weight:600; }
+#kx-panel-body { overflow:auto; padding:4px 12px 24px; font-size:13px; }
+#kx-panel table { border-collapse:collapse; width:100%; }
+#kx-panel td, #kx-panel th { text-align:left; vertical-align:top; padding:3px 6px;
+  border-bottom:1px solid var(--line); overflow-wrap:anywhere; }
+#kx-panel th { color:var(--muted); font-weight:500; }
+#kx-panel tr.pick { cursor:pointer; }
+#kx-panel tr.pick:hover td { background:#eef3fc; }
+#kx-panel .more { color:var(--muted); padding:6px; }
+#kx-panel mark { background:var(--hl); color:inherit; }
 """
 
 #: The page: its ``@@NAME@@`` slots are filled in one pass (``fill``): TITLE, SUMMARY and NOTE
@@ -352,14 +144,28 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 <header class="top">
 <h1>@@TITLE@@</h1>
 <span class="stats">@@SUMMARY@@</span>
-<label><input type="checkbox" id="f-errors"> errors only</label>
-<label><input type="checkbox" id="f-unsupported"> unsupported values only</label>
+<label><input type="checkbox" id="f-errors"> errors only <span class="n" id="n-errors"></span></label>
+<span class="group">values:</span>
+<label class="c-none" title="values without evidence: no match, or a near miss"><input type="checkbox" id="f-unsupported"> unsupported <span class="n" id="n-unsupported"></span></label>
+<label class="c-near" title="near misses: the closest text differs from the value"><input type="checkbox" id="f-near"> near <span class="n" id="n-near"></span></label>
+<label class="c-fuzzy"><input type="checkbox" id="f-fuzzy"> fuzzy <span class="n" id="n-fuzzy"></span></label>
+<label class="c-inferred" title="labels (enums, booleans, marked fields): inferred, not quoted"><input type="checkbox" id="f-inferred"> inferred <span class="n" id="n-inferred"></span></label>
 <input type="search" id="f-query" placeholder="filter: field, value, source, error">
+<select id="f-sort" title="order of the cards">
+<option value="order">row order</option>
+<option value="grounded">least grounded first</option>
+<option value="cost">highest cost first</option>
+<option value="error">errors first</option>
+</select>
+<select id="f-field" title="one field's values across rows"><option value="">field view…</option></select>
+<button type="button" id="f-doubtful">doubtful values</button>
 <span class="stats" id="kx-shown"></span>
-<span class="keys">j / k or arrows: next / previous card; click a highlight to select its field</span>
+<span class="keys">j / k: next / previous card</span>
 </header>
 <div id="kx-note">@@NOTE@@</div>
 <main id="kx-list"></main>
+<aside id="kx-panel" hidden><div class="phead"><span id="kx-panel-title"></span>\
+<button type="button" id="kx-panel-close">close</button></div><div id="kx-panel-body"></div></aside>
 <script type="application/json" id="kx-data">@@DATA@@</script>
 <script>@@SCRIPT@@</script>
 </body>
