@@ -16,7 +16,7 @@ The hierarchy::
     │   ├── RateLimitError          429 rate_limit_reached_error / engine_overloaded_error (retried)
     │   ├── QuotaExceededError      429 exceeded_current_quota_error (not retried)
     │   ├── ServerError             5xx (retried)
-    │   └── ResponseTooLargeError   the body passed max_response_bytes (not retried)
+    │   └── ResponseTooLargeError   the body passed max_response_bytes or its JSON value cap
     ├── APIConnectionError          the request did not get an answer (retried)
     │   └── APITimeoutError
     ├── RowError                    one row could not be extracted (raised by ``extract``)
@@ -25,7 +25,7 @@ The hierarchy::
     │   ├── ContextOverflowError    the prompt cannot fit the model's context window
     │   ├── ValidationFailedError   answers stayed invalid after every reask
     │   ├── TruncatedError          the answer hit max_completion_tokens twice
-    │   └── ToolLoopError           the model kept calling tools (web search) past the round limit
+    │   └── ToolLoopError           tool calls past the round limit, not offered, or too many
     └── RunStopped                  the run stopped early; ``.partial`` holds the DataFrame so far
         └── BudgetExceeded          max_cost / max_tokens would have been crossed
 
@@ -37,8 +37,10 @@ The hierarchy::
 
 No exception ever carries the API key: messages are built from status, Kimi error type, message
 and request id only, request headers are never included, and every text a server sent is redacted
-of the key (whole, any 8 consecutive characters of it, or an elided "sk-abc...xyz" form) where it
-enters the library (``transport.Secret.redact``), since some servers echo the key back.
+of the key where it enters the library (``http.secret.Secret.redact``), since some servers echo
+the key back: whole, any 8 consecutive characters of it, an elided "sk-abc...xyz" form, and the
+same decoded (upper-cased, spaced out, ``\\u``-escaped, percent-encoded, base64). A key shorter
+than 8 characters is redacted only as a whole token.
 """
 
 from __future__ import annotations
@@ -212,7 +214,9 @@ class ServerError(APIError):
 
 
 class ResponseTooLargeError(APIError):
-    """The response body passed ``max_response_bytes`` (counted after decompression).
+    """The response body passed ``max_response_bytes`` (counted after decompression), or held
+    more JSON values outside its strings than ``http.wire.MAX_RESPONSE_VALUES`` (refused before
+    it is parsed, so its size in Python objects is bounded too).
 
     The attempt is abandoned as soon as the cap is crossed; not retried (a server that sends an
     oversized answer once is likely to again, and each attempt may be billed).
@@ -258,7 +262,9 @@ class TruncatedError(RowError):
 
 
 class ToolLoopError(RowError):
-    """The model kept answering with tool calls past ``max_tool_rounds``."""
+    """The model kept answering with tool calls past ``max_tool_rounds``, called a tool the
+    request did not offer, or made more calls in one answer than the run accepts (the last two
+    end the row at once, with no follow-up request)."""
 
 
 class RunStopped(KimiExtractError):

@@ -10,14 +10,70 @@ including wrong Content-Length, chunked and gzip bodies.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import gzip
 import json
+import re
 import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 Pieces = list[tuple[float, bytes]]
+
+_BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{11,}")
+_UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+
+
+def encoded_echoes(key: str) -> list[str]:
+    """Every encoded way a server may echo ``key``: upper-cased, spaced out (spaces, zero-width
+    characters, JSON newline escapes), JSON ``\\u``-escaped, percent-encoded, and base64 of the
+    key and of ``Bearer <key>`` (standard and URL-safe, after a prefix of 0-2 bytes)."""
+    raw = key.encode()
+    echoes = [
+        key.upper(),
+        " ".join(key),
+        "\u200b".join(key),
+        "\\n".join(key),
+        "".join(f"\\u{ord(c):04x}" for c in key),
+        "".join(f"%{ord(c):02X}" for c in key),
+        "".join(f"%{ord(c):02x}" for c in key),
+        f"Authorization: Bearer%20{''.join(f'%{ord(c):02X}' for c in key)}",
+    ]
+    for data in (raw, b"Bearer " + raw, b"x Bearer " + raw, b"xy:" + raw):
+        echoes.append(base64.b64encode(data).decode())
+        echoes.append(base64.urlsafe_b64encode(data).decode().rstrip("="))
+    return echoes
+
+
+def key_leaks(text: str, key: str) -> list[str]:
+    """Every run of 8 characters of ``key`` that ``text`` reveals, read as is and decoded in every
+    way ``encoded_echoes`` encodes (independent of the library's own redaction code); in base64,
+    every run of 12 or the whole key (base64 is redacted from about 11 characters of the key)."""
+    views = [text, text.lower(), "".join(text.split()).lower()]
+    unescaped = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
+    views += [unescaped.lower(), "".join(unescaped.replace("\\n", "").split()).lower()]
+    views.append(urllib.parse.unquote(text).lower())
+    views.append("".join(text.replace("\u200b", "").split()).lower())
+    decoded = []
+    for run in _BASE64_RUN.findall(text):
+        for offset in range(4):
+            piece = run[offset:]
+            piece = piece[:-1] if len(piece) % 4 == 1 else piece + "=" * (-len(piece) % 4)
+            for decode in (base64.b64decode, base64.urlsafe_b64decode):
+                try:
+                    decoded.append(decode(piece).decode("latin-1").lower())
+                except (binascii.Error, ValueError):
+                    pass
+    lowered = key.lower()
+    runs = {lowered[i : i + 8] for i in range(len(key) - 7)}
+    size = min(12, len(key))
+    long_runs = {lowered[i : i + size] for i in range(len(key) - size + 1)}
+    found = {run for run in runs for view in views if run in view}
+    found |= {run for run in long_runs for view in decoded if run in view}
+    return sorted(found)
 
 
 @dataclass

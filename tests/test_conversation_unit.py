@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import tracemalloc
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,9 +20,16 @@ import kimi_extract as kx
 from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.transport import RetryPolicy, Secret, Transport
+from kimi_extract.http.wire import MAX_RESPONSE_VALUES, json_values
 from kimi_extract.records import Pricing, RowInput, Usage
 from kimi_extract.run.budget import Budget
-from kimi_extract.run.conversation import RowRunner, RowSettings, charge_retry
+from kimi_extract.run.conversation import (
+    MAX_TOOL_CALLS,
+    MIN_ANSWER_VALUES,
+    RowRunner,
+    RowSettings,
+    charge_retry,
+)
 from kimi_extract.schema.compiled import compile_schema
 
 from .conftest import Review
@@ -245,6 +253,88 @@ def test_a_model_that_keeps_calling_tools_ends_in_a_tool_loop_error():
     out = run_row(calls, tools=({"type": "web_search"},), max_tool_rounds=2)
     assert out.result.error.startswith("ToolLoopError: the model still called tools after 2")
     assert isinstance(out.result.exception, kx.ToolLoopError)
+
+
+def test_a_call_of_a_tool_not_offered_ends_the_row_with_no_follow_up():
+    for tools in ((), ({"type": "web_search"},)):
+        call = search_call("x")
+        call[0]["function"]["name"] = "run_shell" if tools else "$web_search"
+        out = run_row([answer(None, finish="tool_calls", tool_calls=call)], tools=tools)
+        assert out.result.error.startswith("ToolLoopError: the model called a tool that was not")
+        assert len(out.bodies) == 1  # refused at once: nothing echoed back
+
+
+def test_more_tool_calls_in_one_answer_than_accepted_end_the_row_with_no_follow_up():
+    calls = [search_call(f"q{i}", call_id=f"call-{i}")[0] for i in range(MAX_TOOL_CALLS + 1)]
+    out = run_row(
+        [answer(None, finish="tool_calls", tool_calls=calls)], tools=({"type": "web_search"},)
+    )
+    assert out.result.error.startswith(f"ToolLoopError: the answer made {MAX_TOOL_CALLS + 1}")
+    assert len(out.bodies) == 1
+    fine = calls[:MAX_TOOL_CALLS]
+    out = run_row(
+        [answer(None, finish="tool_calls", tool_calls=fine), answer()],
+        tools=({"type": "web_search"},),
+    )
+    assert out.result.ok and out.result.web_searches == MAX_TOOL_CALLS
+
+
+def searched(tokens: int) -> list[dict[str, Any]]:
+    """A ``$web_search`` call as Kimi sends it, reporting ``tokens`` of search results."""
+    arguments = {"search_result": {"search_id": "ws-1"}, "usage": {"total_tokens": tokens}}
+    call = search_call("x")
+    call[0]["function"]["arguments"] = json.dumps(arguments)
+    return call
+
+
+def test_the_follow_up_reserves_the_search_results_the_search_reported():
+    # First request: ~10 prompt tokens + 1,000 completion fits 3,000; the follow-up would bill
+    # the 2,500 search tokens on top: it is not sent, and the row says why.
+    budget = Budget(max_cost=None, max_tokens=3_000)
+    first = answer(None, finish="tool_calls", tool_calls=searched(2_500), prompt=10, completion=5)
+    out = run_row([first], budget=budget, tools=({"type": "web_search"},))
+    error = out.result.error
+    assert error.startswith("budget: ") and "2,500 of them web search" in error, error
+    assert len(out.bodies) == 1 and budget.spent_tokens == 15
+    # With room for them the follow-up goes, its reservation holding the search tokens.
+    budget = Budget(max_cost=None, max_tokens=5_000)
+    out = run_row([first, answer()], budget=budget, tools=({"type": "web_search"},))
+    assert out.result.ok and len(out.bodies) == 2
+
+
+def test_an_answer_with_more_json_values_than_its_budget_allows_is_refused_unparsed():
+    # max_completion_tokens 1,000: at most max(10,000, 4 * 1,000) values.
+    flood = "[" + "{}," * MIN_ANSWER_VALUES + "{}]"
+    out = run_row([answer(flood)], max_completion_tokens=1_000)
+    assert out.result.error.startswith("ValidationFailedError: the answer holds more than 10,000")
+    assert len(out.bodies) == 1  # not asked again either
+    inside_strings = json.dumps({"sentiment": "positive", "aspects": ["{}," * 20_000]})
+    assert json_values(inside_strings, 10_000) == 3  # what strings hold does not count
+
+
+def test_a_response_with_more_json_values_than_the_cap_is_refused_before_parsing():
+    # The values sit outside the message (a field of the body): refused before json builds them.
+    body = json.loads(answer().body)
+    body["junk"] = [{}] * (MAX_RESPONSE_VALUES + 1)
+    flood = HttpReply(200, CIMultiDict(), json.dumps(body).encode())
+    tracemalloc.start()
+    try:
+        out = run_row([flood], retry=RetryPolicy(max_retries=3))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert out.result.error.startswith("ResponseTooLargeError: 200: the response holds more")
+    assert len(out.bodies) == 1  # not retried
+    # Parsed, 100,001 dicts would take over 6 MB; refused, the peak stays near the body's copy.
+    assert peak < 3 * len(flood.body), peak
+
+
+def test_a_stream_event_with_more_json_values_than_the_cap_is_refused_before_parsing():
+    from kimi_extract.http.wire import StreamAssembler, TooManyValues
+
+    assembler = StreamAssembler()
+    with pytest.raises(TooManyValues):
+        assembler.feed_line("data: " + json.dumps({"junk": [[]] * (MAX_RESPONSE_VALUES + 1)}))
 
 
 def test_a_prompt_beyond_the_context_window_is_not_sent():

@@ -536,6 +536,57 @@ def test_billed_totals_never_cross_a_budget(
     assert tokens == out["kx_prompt_tokens"].sum() + out["kx_completion_tokens"].sum()
 
 
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    max_tokens=st.integers(min_value=20_000, max_value=80_000),
+    max_cost=st.one_of(st.none(), st.floats(min_value=0.02, max_value=0.2)),
+    cap=st.integers(min_value=500, max_value=4_000),
+    concurrency=st.integers(min_value=1, max_value=16),
+    rows=st.integers(min_value=4, max_value=40),
+)
+def test_web_search_results_never_carry_a_run_past_its_budget(
+    sim, make_extractor, max_tokens, max_cost, cap, concurrency, rows
+):
+    """The simulator bills each search's 800-4,000 result tokens as input of the follow-up
+    request, as Kimi does: they are reserved before it is sent, so billed totals stay within
+    the caps (a follow-up that cannot pay for them ends its row with a ``budget:`` error)."""
+    sim.reset()
+    try:
+        ex = make_extractor(
+            max_tokens=max_tokens,
+            max_cost=max_cost,
+            max_completion_tokens=cap,
+            concurrency=concurrency,
+            web_search=True,
+            store=False,
+        )
+    except kx.ConfigurationError:  # a cap below one request's completion budget
+        return
+    try:
+        out = ex.run([f"review {i}: the kettle is loud" for i in range(rows)])
+    except kx.BudgetExceeded as stopped:
+        out = stopped.partial
+    assert ex.pricing is not None
+    tokens, cost = _billed(sim, ex.pricing)
+    assert tokens <= max_tokens
+    assert max_cost is None or cost <= max_cost + 1e-9
+    assert tokens == out["kx_prompt_tokens"].sum() + out["kx_completion_tokens"].sum()
+
+
+def test_a_follow_up_that_cannot_pay_for_its_search_results_is_not_sent(sim, make_extractor):
+    # One row: its first request fits, the follow-up's 800-4,000 search tokens do not.
+    ex = make_extractor(max_tokens=2_600, max_completion_tokens=1_000, web_search=True)
+    with pytest.raises(kx.BudgetExceeded) as info:
+        ex.run(["the kettle is loud"])
+    error = info.value.partial.loc[0, "kx_error"]
+    assert error.startswith("budget: ") and "web search results" in error, error
+    assert len(chat_requests(sim)) == 1
+
+
 # -- 8. Outputs never destroy an existing file -------------------------------------------------
 
 

@@ -26,7 +26,17 @@ from kimi_extract.http.backends import BACKENDS
 from kimi_extract.http.clock import use_clock
 
 from .conftest import SPEEDUP, FastClock
-from .hostile import HostileServer, Pieces, Request, completion, http, sse, stream_completion
+from .hostile import (
+    HostileServer,
+    Pieces,
+    Request,
+    completion,
+    encoded_echoes,
+    http,
+    key_leaks,
+    sse,
+    stream_completion,
+)
 
 KEY = "sk-hypo-Zq9Wm3Lx7Rt2Vb8Nc4Hk6Jd1Fs5Gp0Ya"
 ROWS = ["first row", "second row", "third row"]
@@ -38,6 +48,8 @@ ECHOES = [
     f"{KEY[:8]}{'*' * 24}{KEY[-4:]}",
     f"fragment {KEY[12:24]}",
     "no secret here",
+    *encoded_echoes(KEY),
+    *(f"key: {echo}!" for echo in encoded_echoes(KEY)[::3]),
 ]
 
 
@@ -46,8 +58,14 @@ class Out(BaseModel):
 
 
 def key_parts(text: str) -> list[str]:
-    """Every run of 8 characters of KEY in ``text``."""
-    return [KEY[i : i + 8] for i in range(len(KEY) - 7) if KEY[i : i + 8] in text]
+    """Every run of 8 characters of KEY that ``text`` reveals, as is or decoded (``key_leaks``:
+    upper-cased, spaced out, ``\\u``-escaped, percent-encoded, base64)."""
+    return key_leaks(text, KEY)
+
+
+def escape_key(content: str) -> str:
+    """A JSON answer with the key in it written as ``\\uXXXX`` escapes (still the same JSON)."""
+    return content.replace(KEY, "".join(f"\\u{ord(c):04x}" for c in KEY))
 
 
 JSON = st.recursive(
@@ -121,6 +139,7 @@ class Plan:
     delay: float
     pieces: int  # body split into this many pieces, 0.05 s apart
     stream_cut: bool
+    escaped: bool = False  # the key in a good answer written as JSON \\u escapes
 
 
 def _set(data: Any, path: tuple[Any, ...], value: Any) -> Any:
@@ -134,6 +153,8 @@ def _set(data: Any, path: tuple[Any, ...], value: Any) -> Any:
 def body_of(plan: Plan, streaming: bool) -> bytes:
     if plan.kind in ("good", "mutated"):
         content = json.dumps({"value": plan.text})
+        if plan.escaped:
+            content = escape_key(content)
         if streaming and plan.kind == "good":
             data = stream_completion(content)
             if plan.stream_cut:
@@ -206,6 +227,7 @@ plans = st.builds(
     delay=st.sampled_from([0.0] * 5 + [0.02, 0.1, 0.6]),  # 0.6 s passes the 0.3 s deadline
     pieces=st.sampled_from([1, 1, 1, 3]),
     stream_cut=st.booleans(),
+    escaped=st.booleans(),
 )
 
 
@@ -285,6 +307,7 @@ def test_any_server_answer_ends_in_row_errors_and_never_leaks_the_key(
         assert (row["kx_error"] is None) == (not missing), row.to_dict()
         event(f"row: {(row['kx_error'] or 'ok').split(':')[0]}")
     texts.append(frame.to_json())
+    texts += [str(value) for value in frame.to_numpy().ravel()]
     texts += logs.lines
     for text in texts:
         assert not key_parts(text), text
@@ -302,3 +325,23 @@ def test_the_server_can_serve_every_shape(server):
         ["a"]
     )
     assert out.loc[0, "value"] == "ok"
+
+
+@pytest.mark.parametrize("form", ["escaped", *range(len(encoded_echoes(KEY)))])
+def test_a_key_echoed_in_a_valid_answer_reaches_no_frame_file_or_page(server, tmp_path, form):
+    """The key in the answer itself, ``\\u``-escaped inside the JSON (decoded only when the
+    answer is parsed) or in any other encoded form: the value holds ``[redacted]`` instead, in
+    the frame, the output file and the review page."""
+    if form == "escaped":
+        content = escape_key(json.dumps({"value": f"id {KEY} ok"}))
+    else:
+        content = json.dumps({"value": f"id {encoded_echoes(KEY)[form]} ok"})
+    server.respond = lambda request: http(200, completion(content))
+    extractor = kx.Extractor(Out, base_url=server.base_url, api_key=KEY, progress=False)
+    frame = extractor.run(["a"])
+    assert frame.loc[0, "kx_error"] is None and "[redacted]" in frame.loc[0, "value"]
+    extractor.run_to(tmp_path / "out.jsonl", ["a"])
+    page = kx.review(frame, tmp_path / "review.html", text_column=None)
+    texts = [frame.loc[0, "value"], (tmp_path / "out.jsonl").read_text(), page.read_text()]
+    for text in texts:
+        assert not key_parts(text)

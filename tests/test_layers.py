@@ -62,6 +62,7 @@ LAYERS: dict[str, int] = {
     "http.clock": 2,
     "http.limiter": 2,
     "http.routing": 2,
+    "http.secret": 2,
     "http.transport": 2,
     "http.wire": 2,
     # 3: one row's conversation and many rows

@@ -22,7 +22,6 @@ import email.utils
 import json
 import logging
 import math
-import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -47,13 +46,23 @@ from ..exceptions import (
     PermissionDeniedError,
     QuotaExceededError,
     RateLimitError,
+    ResponseTooLargeError,
     ServerError,
 )
 from ..kimi import QUOTA_ERROR_TYPE, RETRY_AFTER_MESSAGE, STATUS_OF_ERROR_TYPE
 from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, HttpReply, make_backend
 from .clock import Clock, default_clock
 from .routing import Router
-from .wire import Answer, ErrorObject, StreamAssembler, encode_body, parse_completion
+from .secret import MAX_SERVER_TEXT, Secret, server_text
+from .wire import (
+    Answer,
+    ErrorObject,
+    StreamAssembler,
+    TooManyValues,
+    check_values,
+    encode_body,
+    parse_completion,
+)
 
 logger = logging.getLogger("kimi_extract")
 
@@ -61,142 +70,6 @@ CHAT_PATH = "/v1/chat/completions"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "msh-request-id", "x-trace-id")
 #: Default stall limit between stream lines (never above ``timeout``).
 DEFAULT_STALL_TIMEOUT = 120.0
-
-
-#: Shortest run of the key's characters that counts as (part of) the key in server text.
-REDACT_MIN_RUN = 8
-REDACTED = "[redacted]"
-#: The marker of a key with its middle elided ("sk-abc...xyz", "sk-proj-****abcd").
-_ELISION = re.compile(r"(?:\u2026|[.*\u2022]{2,})+")
-_KEY_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
-_ELISION_MARKS = ("..", "**", ".*", "*.", "\u2026", "\u2022")
-#: Longest server text (message, type, request id) kept in an error.
-MAX_SERVER_TEXT = 1000
-
-
-class Secret:
-    """Holds the API key; its repr and str never show it.
-
-    ``redact`` removes it from text that came from a server (see there); every such text passes
-    through it where it enters the library, so the key cannot reach an error, a log, a frame or a
-    file even when a server echoes it.
-    """
-
-    __slots__ = ("_value", "_runs", "_blocks", "_ends", "_suspect")
-
-    def __init__(self, value: str) -> None:
-        self._value = value
-        size = min(REDACT_MIN_RUN, len(value))
-        self._runs = frozenset(value[i : i + size] for i in range(len(value) - size + 1))
-        # Every run of 8 key characters contains one of the key's 4-character blocks at offsets
-        # 0, 4, 8, ...: text with none of them holds no run, and 12 searches replace 40.
-        self._blocks = (
-            tuple(value[i : i + 4] for i in range(0, len(value) - 3, 4))
-            if len(value) >= REDACT_MIN_RUN
-            else (value,)
-        )
-        # An elided form keeps 3 or more characters at one end of the key.
-        self._ends = (value[:3], value[-3:])
-        # Text holding none of the blocks and neither end holds no trace of the key: one search
-        # in C tells (the answer of nearly every request), instead of a Python loop per block.
-        self._suspect = re.compile(
-            "|".join(re.escape(part) for part in (*self._blocks, *self._ends) if part)
-        ).search
-
-    def suspect(self, text: str) -> bool:
-        """Whether ``text`` may hold the key or a piece of it (False: ``redact`` would return it
-        unchanged). Several texts can be checked at once, joined by any separator: the joined
-        text holds every piece each text holds (a piece across a seam is only a false alarm)."""
-        return bool(self._value) and self._suspect(text) is not None
-
-    def get(self) -> str:
-        """The key itself, for the Authorization header only."""
-        return self._value
-
-    def redact(self, text: str) -> str:
-        """``text`` without the key: every run of 8 or more of the key's consecutive characters
-        (the whole key, or any part of it that long) and any elided form of it (a prefix of the
-        key, ``...`` / ``***`` / ``…``, a suffix of the key, as in "sk-abc...xyz") becomes
-        ``[redacted]``."""
-        if not self._value or not text or self._suspect(text) is None:
-            return text
-        if any(block in text for block in self._blocks):
-            text = self._redact_runs(text)
-        if any(end in text for end in self._ends) and any(m in text for m in _ELISION_MARKS):
-            text = self._redact_elided(text)
-        return text
-
-    def _redact_runs(self, text: str) -> str:
-        spans: list[tuple[int, int]] = []
-        for run in self._runs:
-            start = text.find(run)
-            while start != -1:
-                spans.append((start, start + len(run)))
-                start = text.find(run, start + 1)
-        if spans:
-            spans.sort()
-            merged: list[list[int]] = []
-            for start, end in spans:
-                if merged and start <= merged[-1][1]:
-                    merged[-1][1] = max(merged[-1][1], end)
-                else:
-                    merged.append([start, end])
-            pieces, last = [], 0
-            for start, end in merged:
-                pieces.append(text[last:start])
-                pieces.append(REDACTED)
-                last = end
-            pieces.append(text[last:])
-            text = "".join(pieces)
-        return text
-
-    def _redact_elided(self, text: str) -> str:
-        """Replace each "head marker tail" whose head starts the key and whose tail ends it."""
-        key = self._value
-        pieces, last = [], 0
-        for match in _ELISION.finditer(text):
-            start, end = match.start(), match.end()
-            while start > last and text[start - 1] in _KEY_CHARS:
-                start -= 1
-            while end < len(text) and text[end] in _KEY_CHARS:
-                end += 1
-            head, tail = text[start : match.start()], text[match.end() : end]
-            if (
-                len(head) + len(tail) >= 4
-                and (len(head) >= 3 or len(tail) >= 3)
-                and len(head) < len(key)
-                and key.startswith(head)
-                and key.endswith(tail)
-            ):
-                pieces += [text[last:start], REDACTED]
-                last = end
-        if not pieces:
-            return text
-        pieces.append(text[last:])
-        return "".join(pieces)
-
-    def redact_value(self, value: Any) -> Any:
-        """A JSON value with every string (and key) in it redacted; other values unchanged."""
-        if isinstance(value, str):
-            return self.redact(value)
-        if isinstance(value, dict):
-            return {self.redact(str(k)): self.redact_value(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.redact_value(v) for v in value]
-        return value
-
-    def __repr__(self) -> str:
-        return "Secret('********')"
-
-    __str__ = __repr__
-
-
-def server_text(value: Any, secret: Secret | None, limit: int = MAX_SERVER_TEXT) -> str:
-    """Text from a server made safe to keep: a string, at most ``limit`` characters, redacted."""
-    text = value if isinstance(value, str) else str(value)
-    if len(text) > limit:
-        text = text[:limit] + "..."
-    return secret.redact(text) if secret is not None else text
 
 
 @dataclass(frozen=True)
@@ -551,7 +424,10 @@ class Transport:
         if reply.status != 200:
             raise error_from_response(reply.status, reply.headers, reply.body, secret)
         try:
+            check_values(reply.body)  # before json builds a Python object per value
             return parse_completion(json.loads(reply.body), _request_id(reply.headers, secret))
+        except TooManyValues as exc:
+            raise ResponseTooLargeError(str(exc), status=200) from None
         except ErrorObject as exc:
             raise error_from_object(exc.error, 200, reply.headers, secret) from None
         except (ValueError, RecursionError) as exc:
@@ -582,6 +458,8 @@ class Transport:
                     assembler.feed_line(line)
             except ErrorObject as exc:
                 raise error_from_object(exc.error, 200, reply.headers, secret) from None
+            except TooManyValues as exc:
+                raise ResponseTooLargeError(str(exc), status=200) from None
             except (ValueError, RecursionError) as exc:
                 raise ServerError(
                     f"malformed stream chunk: {server_text(str(exc), secret, 300)}", status=200

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,6 +135,47 @@ def encode_body(body: dict[str, Any]) -> bytes:
     return _dumps(body).encode()
 
 
+#: Most JSON values a response body (or one stream event) may hold outside its strings, counted
+#: as its ``{``, ``[`` and ``,`` (each value but the first in a container follows a comma, each
+#: container opens with a bracket). A chat completion holds a few dozen; the bound keeps what one
+#: body can become in Python objects small (about 100 bytes per value: ~10 MB) whatever its size.
+MAX_RESPONSE_VALUES = 100_000
+#: A JSON string (the unrolled form: no backtracking per character).
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def json_values(data: bytes | str, limit: int) -> int:
+    """How many JSON values ``data`` holds outside its strings (its ``{``, ``[`` and ``,``), read
+    before anything is parsed; exact only past ``limit``.
+
+    Below ``limit`` the raw count is returned (what strings hold is counted too, so it can only
+    be higher): three ``count`` calls in C, the whole cost for nearly every body. Past it, the
+    strings are cut out first (one regex pass) and the rest counted.
+    """
+    if isinstance(data, str):
+        if data.count("{") + data.count("[") + data.count(",") <= limit:
+            return data.count("{") + data.count("[") + data.count(",")
+        data = data.encode("utf-8", "surrogatepass")
+    count = data.count(b"{") + data.count(b"[") + data.count(b",")
+    if count <= limit:
+        return count
+    bare = _JSON_STRING.sub(b"", data)
+    return bare.count(b"{") + bare.count(b"[") + bare.count(b",")
+
+
+class TooManyValues(ValueError):
+    """A body or event holding more than ``MAX_RESPONSE_VALUES`` values (refused unparsed)."""
+
+
+def check_values(data: bytes | str, limit: int = MAX_RESPONSE_VALUES) -> None:
+    """Raise ``TooManyValues`` when ``data`` holds more than ``limit`` JSON values."""
+    if json_values(data, limit) > limit:
+        raise TooManyValues(
+            f"the response holds more than {limit:,} JSON values outside its strings; "
+            "refused before parsing"
+        )
+
+
 class ErrorObject(Exception):
     """A body or stream event that is an API error object (``{"error": {...}}``), not an answer.
 
@@ -240,6 +282,7 @@ class StreamAssembler:
             self.done = True
             return
         if data:
+            check_values(data)
             try:
                 chunk = json.loads(data)
             except RecursionError:

@@ -16,13 +16,21 @@ With ``grounding=`` the valid answer's leaves are then aligned to the row's text
 (``run.grounding``; an answer served from the store too), filling ``RowResult.spans``.
 
 Budgets (``Budget``) are checked per attempt: each one reserves its worst case (prompt + its
-``max_completion_tokens``) before it is sent, so billed totals never cross a cap.
+``max_completion_tokens``) before it is sent, so billed totals never cross a cap. After a web
+search the prompt includes the search result tokens the search reported
+(``arguments.usage.total_tokens``), which every later request of the row bills as input.
+
+Tool calls are followed up only for tools the request offered, at most ``MAX_TOOL_CALLS`` per
+answer: anything else ends the row at once (``ToolLoopError``), with no follow-up request. An
+answer holding more JSON values than ``VALUES_PER_TOKEN`` per token of its
+``max_completion_tokens`` is refused before it is parsed.
 """
 
 from __future__ import annotations
 
 import contextvars
 import functools
+import json
 import logging
 import math
 from collections.abc import Awaitable
@@ -46,6 +54,7 @@ from ..exceptions import (
     ValidationFailedError,
 )
 from ..http.transport import Exchange, Transport
+from ..http.wire import json_values
 from ..kimi import DEFAULT_CACHE_TTL, MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
 from ..records import Pricing, RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid, CompiledSchema
@@ -70,6 +79,60 @@ FATAL_ERRORS = (AuthenticationError, PermissionDeniedError, QuotaExceededError, 
 SAME_400_LIMIT = 3
 #: ``kx_error`` of a row not sent because it would have crossed the run's budget.
 BUDGET_ERROR = "budget"
+#: Most tool calls accepted in one answer; more end the row (no follow-up is sent).
+MAX_TOOL_CALLS = 16
+#: An answer may hold at most this many JSON values per token of its ``max_completion_tokens``
+#: (at least ``MIN_ANSWER_VALUES``), counted before it is parsed: a valid answer needs about a
+#: token per value, so only a server sending more than it was asked for is refused.
+VALUES_PER_TOKEN = 4
+MIN_ANSWER_VALUES = 10_000
+
+
+def offered_tools(tools: tuple[dict[str, Any], ...]) -> frozenset[str]:
+    """The function names a request offers: ``$web_search`` for ``{"type": "web_search"}``, the
+    name of each function tool."""
+    names = set()
+    for tool in tools:
+        if tool.get("type") == "web_search":
+            names.add(WEB_SEARCH_FUNCTION)
+        elif isinstance(tool.get("function"), dict) and tool["function"].get("name"):
+            names.add(str(tool["function"]["name"]))
+    return frozenset(names)
+
+
+def search_tokens(tool_calls: list[dict[str, Any]]) -> int:
+    """The search result tokens the ``$web_search`` calls of an answer report
+    (``arguments.usage.total_tokens``): the next request bills them as input."""
+    total = 0
+    for call in tool_calls:
+        function = call.get("function") or {}
+        if function.get("name") != WEB_SEARCH_FUNCTION:
+            continue
+        try:
+            arguments = json.loads(function.get("arguments") or "{}")
+            reported = arguments["usage"]["total_tokens"]
+        except (ValueError, TypeError, KeyError, RecursionError):
+            continue
+        if isinstance(reported, int) and not isinstance(reported, bool) and reported > 0:
+            total += reported
+    return total
+
+
+def check_tool_calls(tool_calls: list[dict[str, Any]], offered: frozenset[str]) -> None:
+    """Refuse, at once, an answer calling a tool the request did not offer or calling more than
+    ``MAX_TOOL_CALLS`` (``ToolLoopError``: no follow-up request is sent)."""
+    if len(tool_calls) > MAX_TOOL_CALLS:
+        raise ToolLoopError(
+            f"the answer made {len(tool_calls):,} tool calls, more than the {MAX_TOOL_CALLS} "
+            "accepted per answer; no follow-up was sent"
+        )
+    for call in tool_calls:
+        name = (call.get("function") or {}).get("name")
+        if name not in offered:
+            shown = repr(name)[:80]
+            raise ToolLoopError(
+                f"the model called a tool that was not offered ({shown}); no follow-up was sent"
+            )
 
 
 @dataclass(frozen=True)
@@ -100,6 +163,11 @@ class RowSettings:
     endpoint: str = ""
     #: ``grounding=``: align each valid answer's leaves to the row's text (``run.grounding``).
     grounding: bool | str = False
+
+    @functools.cached_property
+    def offered_tools(self) -> frozenset[str]:
+        """The function names ``tools`` offers (an answer calling another is refused)."""
+        return offered_tools(self.tools)
 
     @functools.cached_property
     def _keys(self) -> RequestKeys:
@@ -301,12 +369,18 @@ class RowRunner:
         return True
 
     async def _send(
-        self, body: dict[str, Any], exchange: Exchange, prompt_estimate: int, completion: int
+        self,
+        body: dict[str, Any],
+        exchange: Exchange,
+        prompt_estimate: int,
+        completion: int,
+        searched: int = 0,
     ) -> Answer:
         """One request (with its retries), within the budget when there is one.
 
         The request's worst case is reserved before it is sent and replaced by the billed usage
-        when it ends; retries run one at a time under the same reservation.
+        when it ends; retries run one at a time under the same reservation. ``searched``: the
+        web search result tokens the prompt estimate includes (named when they do not fit).
         """
         budget = self.budget
         if budget is None:
@@ -316,12 +390,21 @@ class RowRunner:
             raise _OverBudget(
                 f"{BUDGET_ERROR}: this row's next request may bill up to {worst.tokens:,} tokens"
                 + (f" / ${worst.cost:.4f}" if budget.max_cost is not None else "")
-                + f" (prompt ~{prompt_estimate:,} + max_completion_tokens {completion:,}), "
+                + f" (prompt ~{prompt_estimate:,}"
+                + (f", {searched:,} of them web search results" if searched else "")
+                + f" + max_completion_tokens {completion:,}), "
                 f"more than {budget.describe()}; raise the budget or lower max_completion_tokens"
             )
         reservation = await budget.reserve(worst)
         if reservation is None:
             self.budget_hit = True
+            if searched:
+                raise _OverBudget(
+                    f"{BUDGET_ERROR}: the follow-up request after a web search bills its "
+                    f"{searched:,} tokens of search results as input; what is left of "
+                    f"{budget.describe()} cannot pay for it (up to {worst.tokens:,} tokens), so "
+                    "it was not sent"
+                )
             raise _OverBudget(BUDGET_ERROR)
         billed: Any = None
         token = _CURRENT_ATTEMPT.set((self, reservation))
@@ -370,7 +453,7 @@ class RowRunner:
             )
         budget = min(settings.max_completion_tokens, room)
         budget_doubled = False
-        reasks = tool_rounds = 0
+        reasks = tool_rounds = searched = 0
         while True:
             body = build_body(
                 model=settings.model,
@@ -385,11 +468,12 @@ class RowRunner:
             if self.budget is None:  # one coroutine less per request
                 answer = await self.transport.complete(body, exchange, prompt_estimate)
             else:
-                answer = await self._send(body, exchange, prompt_estimate, budget)
+                answer = await self._send(body, exchange, prompt_estimate, budget, searched)
             # The first answer's usage is the row's so far (a Usage less per row).
             result.usage = result.usage + answer.usage if result.attempts else answer.usage
             result.attempts += 1
             if answer.finish_reason == "tool_calls" and answer.tool_calls:
+                check_tool_calls(answer.tool_calls, settings.offered_tools)
                 if tool_rounds >= settings.max_tool_rounds:
                     raise ToolLoopError(f"the model still called tools after {tool_rounds} rounds")
                 tool_rounds += 1
@@ -400,7 +484,10 @@ class RowRunner:
                 )
                 added = [assistant_message(answer), *tool_result_messages(answer)]
                 messages = [*messages, *added]
-                prompt_estimate += estimate_prompt_tokens(added)
+                # Every later request bills the search results the history names, as input.
+                found = search_tokens(answer.tool_calls)
+                searched += found
+                prompt_estimate += estimate_prompt_tokens(added) + found
                 continue
             if answer.finish_reason == "length":
                 larger = min(budget * 2, MAX_COMPLETION_TOKENS, room)
@@ -411,6 +498,12 @@ class RowRunner:
                 budget, budget_doubled = larger, True
                 continue
             raw = answer.content or ""
+            most = max(MIN_ANSWER_VALUES, VALUES_PER_TOKEN * budget)
+            if json_values(raw, most) > most:  # before a parse builds an object per value
+                raise ValidationFailedError(
+                    f"the answer holds more than {most:,} JSON values ({VALUES_PER_TOKEN} per "
+                    f"token of max_completion_tokens={budget:,}); refused before parsing"
+                )
             try:
                 return settings.compiled.parse(raw), raw
             except AnswerInvalid as invalid:
