@@ -224,9 +224,15 @@ class ResponseTooLargeError(APIError):
 
 
 class APIConnectionError(KimiExtractError):
-    """The request got no answer (connection refused or reset, stream cut); retried."""
+    """The request got no answer (connection refused or reset, stream cut); retried.
+
+    ``connect_failure`` says what failed when the request never reached a server ("connection
+    refused", "DNS lookup failed", "connect timed out"); None after connecting. A run in which
+    no attempt has ever connected stops early (see ``http.transport``).
+    """
 
     retryable = True
+    connect_failure: str | None = None
 
 
 class APITimeoutError(APIConnectionError):

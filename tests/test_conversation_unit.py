@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import random
 import tracemalloc
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from multidict import CIMultiDict
 import kimi_extract as kx
 from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
-from kimi_extract.http.transport import RetryPolicy, Secret, Transport
+from kimi_extract.http.transport import UNREACHABLE_AFTER, RetryPolicy, Secret, Transport
 from kimi_extract.http.wire import MAX_RESPONSE_VALUES, json_values
 from kimi_extract.records import Pricing, RowInput, Usage
 from kimi_extract.run.budget import Budget
@@ -497,3 +498,74 @@ def test_connection_errors_are_retried_and_the_key_never_reaches_the_rows_error(
     out = run_row(replies, retry=RetryPolicy(max_retries=8))
     assert out.result.error.startswith("APIConnectionError") and len(out.bodies) == 9
     assert KEY not in out.result.error and KEY[:8] not in out.result.error
+
+
+# -- an endpoint no attempt reaches --------------------------------------------------------------
+
+
+def refused() -> kx.APIConnectionError:
+    """What a backend raises when the port is closed."""
+    error = kx.APIConnectionError("connection failed: ClientConnectorError: refused")
+    error.connect_failure = "connection refused"
+    return error
+
+
+class Unreachable(ScriptedBackend):
+    """Every POST fails to connect (after ``answers`` good answers)."""
+
+    def __init__(self, answers: int = 0) -> None:
+        super().__init__([answer() for _ in range(answers)])
+
+    async def post(self, url: str, payload: bytes) -> HttpReply:
+        if self.replies:
+            return await super().post(url, payload)
+        self.bodies.append(json.loads(payload))
+        raise refused()
+
+
+def run_unreachable(backend: Unreachable, rows: int, timeout: float = 30.0) -> tuple[Any, ...]:
+    random.seed(20)  # the backoff's jitter: the same waits every run
+    clock = VirtualClock()
+    start = clock.time
+
+    async def main() -> tuple[Any, ...]:
+        transport = Transport(
+            base_url="http://127.0.0.1:9",
+            api_key=Secret(KEY),
+            concurrency=1,
+            timeout=timeout,
+            retry=RetryPolicy(max_retries=8),
+            clock=clock,
+            backend=backend,
+        )
+        runner = RowRunner(settings(), transport)
+        async with transport:
+            results = []
+            for position in range(rows):
+                row = RowInput(label=position, position=position, content=f"review {position}")
+                results.append(await runner.process(row))
+        return results, runner.fatal, transport
+
+    results, fatal, transport = asyncio.run(main())
+    return results, fatal, transport, clock.time - start
+
+
+def test_a_run_that_never_connects_stops_within_the_window_on_the_clock():
+    backend = Unreachable()
+    results, fatal, transport, elapsed = run_unreachable(backend, rows=1)
+    # The row gave up before its 9 attempts: the next retry would have started past the window.
+    assert results[0].error.startswith("APIConnectionError") and len(backend.bodies) < 9
+    assert elapsed < UNREACHABLE_AFTER + 30.0  # within the window plus one attempt's timeout
+    assert isinstance(fatal, kx.APIConnectionError) and fatal is transport.unreachable
+    assert str(fatal).startswith(
+        "cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused; no attempt of "
+    )
+    assert transport.connection_retries == len(backend.bodies) - 1
+
+
+def test_connection_failures_after_a_success_are_retried_as_before():
+    backend = Unreachable(answers=1)
+    results, fatal, transport, _ = run_unreachable(backend, rows=2)
+    assert results[0].ok and results[1].error.startswith("APIConnectionError")
+    assert len(backend.bodies) == 1 + 9  # every retry of the second row was made
+    assert fatal is None and transport.unreachable is None

@@ -7,6 +7,7 @@ import email.utils
 import gzip
 import json
 import logging
+import socket
 import time
 import zlib
 
@@ -24,6 +25,8 @@ from kimi_extract.exceptions import (
     RateLimitError,
     ServerError,
 )
+from kimi_extract.http.backends import BACKENDS, connect_failure
+from kimi_extract.http.clock import use_clock
 from kimi_extract.http.transport import (
     Exchange,
     RetryPolicy,
@@ -34,7 +37,7 @@ from kimi_extract.http.transport import (
     retry_after_seconds,
 )
 
-from .conftest import CTRL_C_BOUND_S
+from .conftest import CTRL_C_BOUND_S, SPEEDUP, FastClock
 from .hostile import HostileServer, completion, http, sse
 
 
@@ -483,3 +486,58 @@ def test_compressed_answers_are_read_in_bounded_steps(server, backend, encoding)
         assert out.loc[0, "kx_error"].startswith("APIConnectionError")
     else:
         assert out.loc[0, "kx_error"] is None and len(out.loc[0, "value"]) == 200_000
+
+
+# -- an endpoint no attempt reaches --------------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_closed_port_stops_the_run_with_one_line_naming_the_url(backend, capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    with use_clock(FastClock(SPEEDUP)), pytest.raises(kx.RunStopped) as info:
+        kx.Extractor(
+            Out,
+            base_url=f"http://127.0.0.1:{port}",
+            api_key=KEY,
+            http_backend=backend,
+            progress=True,
+        ).run([f"row {i}" for i in range(40)])
+    assert time.monotonic() - started < 60  # a sanity bound (the window is 10 s / SPEEDUP)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"cannot reach http://127.0.0.1:{port}/v1/chat/completions: connection refused" in (
+        message
+    )
+    assert isinstance(info.value.cause, kx.APIConnectionError)
+    assert info.value.cause.connect_failure == "connection refused"
+    assert len(info.value.partial) == 40
+    assert "connection retries=" in capsys.readouterr().err  # shown while it retried
+
+
+def _raised(error: BaseException, cause: BaseException) -> BaseException:
+    try:
+        try:
+            raise cause
+        except BaseException as inner:
+            raise error from inner
+    except BaseException as outer:
+        return outer
+
+
+def test_connect_failures_are_told_apart_from_failures_after_connecting():
+    import aiohttp
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    dns = socket.gaierror(-2, "Name or service not known")
+    assert connect_failure(_raised(httpx.ConnectError("x"), refused)) == "connection refused"
+    assert connect_failure(_raised(httpx.ConnectError("x"), dns)) == "DNS lookup failed"
+    assert connect_failure(httpx.ConnectTimeout("x")) == "connect timed out"
+    assert connect_failure(httpx.ReadTimeout("x")) is None
+    assert connect_failure(httpx.RemoteProtocolError("x")) is None
+    # httpx-aiohttp calls a server that hung up a ConnectTimeout: aiohttp's cause decides.
+    hung_up = aiohttp.ServerDisconnectedError()
+    assert connect_failure(_raised(httpx.ConnectTimeout("x"), hung_up)) is None
+    assert connect_failure(aiohttp.ConnectionTimeoutError()) == "connect timed out"

@@ -16,7 +16,9 @@ read in chunks and counted after decompression: past ``max_response_bytes`` the 
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -169,11 +171,55 @@ class ErrorMapping:
 
     def mapped(self, phase: str, exc: BaseException) -> APITimeoutError | APIConnectionError:
         """The library's error for ``exc``, one of ``timeouts`` or ``errors`` (for callers that
-        catch them themselves: a ``with`` block costs a generator per request)."""
+        catch them themselves: a ``with`` block costs a generator per request). A failure to
+        connect says so in ``connect_failure``."""
         timed_out, failed = self._WORDS[phase]
+        error: APITimeoutError | APIConnectionError
         if isinstance(exc, self.timeouts):
-            return APITimeoutError(f"{timed_out} ({type(exc).__name__})")
-        return APIConnectionError(f"{failed}: {type(exc).__name__}: {exc}")
+            error = APITimeoutError(f"{timed_out} ({type(exc).__name__})")
+        else:
+            error = APIConnectionError(f"{failed}: {type(exc).__name__}: {exc}")
+        if phase == "request":
+            error.connect_failure = connect_failure(exc)
+        return error
+
+
+#: Exception types (by name, across aiohttp, httpx and httpcore) raised only while connecting.
+_CONNECT_TIMEOUTS = frozenset({"ConnectionTimeoutError", "ConnectTimeout"})
+_CONNECT_ERRORS = frozenset({"ClientConnectorError", "ConnectError"})
+
+
+def connect_failure(exc: BaseException) -> str | None:
+    """What went wrong when ``exc`` (an HTTP library's error) means the request never reached
+    a server: "connection refused", "DNS lookup failed", "connect timed out" or "could not
+    connect (...)"; None for a failure after connecting (reset, cut, read timeout).
+
+    Read from the whole chain of causes, since wrappers rename them (httpx-aiohttp reports a
+    refused connection as ``ConnectTimeout``)."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and len(chain) < 8 and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    # A wrapper's own type can mislead (httpx-aiohttp turns a server disconnect into a
+    # ConnectTimeout): when aiohttp's error is in the chain, only its types count.
+    origin = [e for e in chain if type(e).__module__.startswith("aiohttp")] or chain
+    names = {klass.__name__ for error in origin for klass in type(error).__mro__}
+    for error in chain:
+        if isinstance(error, socket.gaierror) or type(error).__name__ == "ClientConnectorDNSError":
+            return "DNS lookup failed"
+        if isinstance(error, ConnectionRefusedError) or (
+            isinstance(error, OSError) and error.errno == errno.ECONNREFUSED
+        ):
+            return "connection refused"
+    if "ClientConnectorError" in names:  # aiohttp's: the cause is the real story
+        os_error = next((e for e in chain[1:] if isinstance(e, OSError)), None)
+        return f"could not connect ({os_error})" if os_error else "could not connect"
+    if names & _CONNECT_TIMEOUTS:
+        return "connect timed out"
+    if names & _CONNECT_ERRORS:
+        return f"could not connect ({exc})"
+    return None
 
 
 def _too_large(status: int, limit: int) -> ResponseTooLargeError:

@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
 
 from tenacity import (
     AsyncRetrying,
@@ -70,6 +71,10 @@ CHAT_PATH = "/v1/chat/completions"
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "msh-request-id", "x-trace-id")
 #: Default stall limit between stream lines (never above ``timeout``).
 DEFAULT_STALL_TIMEOUT = 120.0
+#: When no attempt of a run has ever connected, connection failures stop retrying (and the run)
+#: once the next attempt would start this many seconds after the run's first one (transport
+#: clock): an unreachable endpoint stops a run within about this plus one attempt's ``timeout``.
+UNREACHABLE_AFTER = 10.0
 
 
 @dataclass(frozen=True)
@@ -84,6 +89,14 @@ class RetryPolicy:
     max_retries: int = 8
     base: float = 0.5
     max_wait: float = 60.0
+
+
+def urlsplit_without_userinfo(url: str) -> str:
+    """``url`` without any ``user:password@`` part (for messages)."""
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
 
 
 def chat_url(base_url: str) -> str:
@@ -311,6 +324,14 @@ class Transport:
         self.on_retry = on_retry
         self.gate = gate
         self.retries = 0
+        #: Retries after a connection failure (shown by the progress bar).
+        self.connection_retries = 0
+        #: Some attempt of this run reached a server (any answer, even an error status).
+        self.connected = False
+        #: Set when no attempt has connected for ``UNREACHABLE_AFTER`` s: the run stops with it.
+        self.unreachable: APIConnectionError | None = None
+        self._first_attempt: float | None = None
+        self._last_connect_failure: tuple[str, str] | None = None  # (url, what failed)
         #: Given: used instead of making one from ``http_backend`` (tests: a scripted backend).
         self._given_backend = backend
         self._backend: Backend | None = None
@@ -335,7 +356,9 @@ class Transport:
             headers=headers,
             concurrency=self.concurrency,
             timeout=self.timeout,
-            connect_timeout=self.connect_timeout,
+            # Within the attempt's deadline, so a connect that hangs is told as one (it counts
+            # toward an unreachable endpoint) rather than as a deadline that says nothing.
+            connect_timeout=min(self.connect_timeout, 0.9 * self.timeout),
             max_response_bytes=self.max_response_bytes,
             redact=self._api_key.redact,
         )
@@ -392,6 +415,8 @@ class Transport:
         router = self.router
         base_url = router.base_url_for(body)
         url = self._urls.get(base_url) or self._urls.setdefault(base_url, chat_url(base_url))
+        if self._first_attempt is None:
+            self._first_attempt = self.clock.now()
         started = time.perf_counter()
         failure: KimiExtractError
         try:
@@ -412,12 +437,55 @@ class Transport:
             failure = APIConnectionError(f"broken response: {type(exc).__name__}: {detail}")
         else:
             router.report(base_url, None)
+            self.connected = True
             return answer
         finally:
             exchange.latency_s += time.perf_counter() - started
         router.report(base_url, failure)
+        if not self.connected:
+            self._note_unconnected(failure, url)
         # Raised outside the except blocks, so no chained context carries the server's raw text.
         raise failure
+
+    def _note_unconnected(self, failure: KimiExtractError, url: str) -> None:
+        """A failed attempt while no attempt of the run has connected: a connection failure is
+        remembered (and declares the endpoint unreachable once ``UNREACHABLE_AFTER`` has
+        passed); anything else means a server answered."""
+        what = getattr(failure, "connect_failure", None)
+        if what is None:
+            self.connected = True
+            return
+        self._last_connect_failure = (url, what)
+        if self.clock.now() - (self._first_attempt or 0.0) >= UNREACHABLE_AFTER:
+            self._declare_unreachable()
+
+    def _declare_unreachable(self) -> None:
+        if self.unreachable is not None or self._last_connect_failure is None:
+            return
+        url, what = self._last_connect_failure
+        elapsed = self.clock.now() - (self._first_attempt or 0.0)
+        shown = server_text(urlsplit_without_userinfo(url), self._api_key, 300)
+        self.unreachable = APIConnectionError(
+            f"cannot reach {shown}: {what}; no attempt of this run got an answer in "
+            f"{elapsed:.0f} s of trying (check base_url, its host and port, and the network)"
+        )
+        self.unreachable.connect_failure = what
+
+    def _stop_unreachable(self, state: RetryCallState) -> bool:
+        """Tenacity stop: give up once the endpoint is known unreachable, or when the next
+        attempt would start ``UNREACHABLE_AFTER`` s after the run's first with none connected."""
+        if self.unreachable is not None:
+            return True
+        if self.connected or self._first_attempt is None:
+            return False
+        exc = state.outcome.exception() if state.outcome else None
+        if getattr(exc, "connect_failure", None) is None:
+            return False
+        start_of_next = self.clock.now() + state.upcoming_sleep
+        if start_of_next - self._first_attempt >= UNREACHABLE_AFTER:
+            self._declare_unreachable()
+            return True
+        return False
 
     def _read_reply(self, reply: HttpReply) -> Answer:
         secret = self._api_key
@@ -537,8 +605,9 @@ class Transport:
             if not is_retryable(exc):
                 raise
             first: BaseException | None = exc
+        policy_stop = _Stop(self.retry)
         retrying = AsyncRetrying(
-            stop=_Stop(self.retry),
+            stop=lambda state: policy_stop(state) or self._stop_unreachable(state),
             wait=_Wait(self.retry),
             retry=retry_if_exception(is_retryable),
             reraise=True,
@@ -557,6 +626,8 @@ class Transport:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         self.retries += 1
+        if isinstance(exc, APIConnectionError):
+            self.connection_retries += 1
         logger.debug("retrying in %.2f s after %s", wait, exc)
         if self.on_retry is not None and exc is not None:
             self.on_retry(exc, wait)

@@ -9,8 +9,9 @@ the budget. Every answer's tokens count toward the row.
 
 Whatever a row's content or a server's answer, the worst outcome for that row is its
 ``kx_error``. ``RowRunner`` also keeps the run-level state the scheduler (``run.scheduler``) reads
-between rows: a fatal API error (authentication, permission, quota, unknown model, or the same
-400 for the first rows of a run), a halt (the result store failed), a budget hit.
+between rows: a fatal API error (authentication, permission, quota, unknown model, the same 400
+for the first rows of a run, or an endpoint no attempt has reached: ``Transport.unreachable``),
+a halt (the result store failed), a budget hit.
 
 With ``grounding=`` the valid answer's leaves are then aligned to the row's text
 (``run.grounding``; an answer served from the store too), filling ``RowResult.spans``.
@@ -429,6 +430,9 @@ class RowRunner:
         """Note a run-level error; the row is delivered first, then the run stops."""
         if isinstance(exc, FATAL_ERRORS):
             self.fatal = self.fatal or exc
+        unreachable = getattr(self.transport, "unreachable", None)
+        if unreachable is not None:  # no attempt of the run has ever connected
+            self.fatal = self.fatal or unreachable
         if isinstance(exc, BadRequestError) and self.successes == 0:
             key = f"{exc.error_type}:{exc.message}"
             self._early_400[key] = self._early_400.get(key, 0) + 1

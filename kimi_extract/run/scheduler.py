@@ -2,11 +2,11 @@
 
 ``Scheduler.run`` pulls rows lazily from an iterator and hands each to ``RowRunner.process``
 (``run.conversation``) on ``concurrency`` workers. A row's failure never stops the others; only
-run-level errors do (authentication, permission, quota, unknown model, or the same 400 for the
-first rows of a run). An input iterator that raises, or a result store that fails, halts the run:
-no new row starts, rows in flight finish, and the run stops with that error. Results are released
-in input order (``_Reorder``). ``run_engine`` is one whole run on a transport: scheduler, tally,
-the ``RunReport``, the logged summary.
+run-level errors do (authentication, permission, quota, unknown model, the same 400 for the first
+rows of a run, or an endpoint no attempt has reached). An input iterator that raises, or a result
+store that fails, halts the run: no new row starts, rows in flight finish, and the run stops with
+that error. Results are released in input order (``_Reorder``). ``run_engine`` is one whole run
+on a transport: scheduler, tally, the ``RunReport``, the logged summary.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import BudgetExceeded, RunStopped
+from ..exceptions import APIConnectionError, BudgetExceeded, RunStopped
 from ..http.limiter import Limiter
 from ..http.transport import Transport
 from ..records import RowInput, RowResult, Usage
@@ -66,9 +66,19 @@ class Scheduler:
         reads it.
         """
         order = _Reorder(window=lookahead or 2 * max(1, concurrency), sink=sink)
-        bar = Progress(total, enabled=progress, limiter=self.limiter)
-        stop: list[BaseException] = []
         runner = self.runner
+        transport = runner.transport
+        bar = Progress(total, enabled=progress, limiter=self.limiter, transport=transport)
+        stop: list[BaseException] = []
+        previous_on_retry = transport.on_retry
+        if bar.enabled:  # retries show on the bar as they happen, before any row finishes
+
+            def on_retry(exc: BaseException, wait: float) -> None:
+                bar.retried(exc)
+                if previous_on_retry is not None:
+                    previous_on_retry(exc, wait)
+
+            transport.on_retry = on_retry
 
         async def handle(row: RowInput) -> RowResult:
             result = await runner.process(row)
@@ -90,6 +100,7 @@ class Scheduler:
             stop.append(first.cause if isinstance(first, RunStopped) and first.cause else first)
         finally:
             bar.close()
+            transport.on_retry = previous_on_retry
         if not stop and runner.halt is not None:
             stop.append(runner.halt)
         if not stop and (runner.budget_hit or order.over_budget):
@@ -231,10 +242,20 @@ class _Reorder:
 
 
 class Progress:
-    """A tqdm bar showing rows, errors, tokens and cache-hit share (no-op when disabled)."""
+    """A tqdm bar showing rows, errors, tokens, cache-hit share and connection retries (no-op
+    when disabled)."""
 
-    def __init__(self, total: int | None, *, enabled: bool, limiter: Limiter | None = None) -> None:
+    def __init__(
+        self,
+        total: int | None,
+        *,
+        enabled: bool,
+        limiter: Limiter | None = None,
+        transport: Transport | None = None,
+    ) -> None:
         self.limiter = limiter
+        self.transport = transport
+        self.enabled = enabled
         self.errors = 0
         self.usage = Usage()
         self._last_postfix = 0.0
@@ -257,12 +278,25 @@ class Progress:
             self._bar.set_postfix_str(self.postfix(), refresh=False)
         self._bar.update(1)
 
+    def retried(self, exc: BaseException) -> None:
+        """A request is about to be retried: a connection retry shows at once (at most every
+        0.25 s), so a run that cannot connect is visible before any row finishes."""
+        if self._bar is None or not isinstance(exc, APIConnectionError):
+            return
+        now = time.monotonic()
+        if now - self._last_postfix > 0.25:
+            self._last_postfix = now
+            self._bar.set_postfix_str(self.postfix(), refresh=True)
+
     def postfix(self) -> str:
         """The bar's status text."""
         text = (
             f"errors={self.errors} tokens={self.usage.total_tokens:,} "
             f"cache={self.usage.cache_hit_share:.0%}"
         )
+        reconnects = self.transport.connection_retries if self.transport is not None else 0
+        if reconnects:
+            text += f" connection retries={reconnects:,}"
         rate = self.limiter.send_rate() if self.limiter is not None else None
         if rate is not None:
             text += f" rate={rate * 60:,.0f}/min"
