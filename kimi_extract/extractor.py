@@ -593,8 +593,10 @@ class Extractor(Generic[T]):
     ) -> Estimate:
         """Predict requests, prompt/cached/completion tokens and cost without calling the API.
 
-        The shared prefix is counted once as a cache write and then as cache reads; rows already
-        in the result store cost nothing. See ``kimi_extract.run.estimate`` for the assumptions.
+        Every request reads the shared prefix from the prompt cache once the first has written it
+        and writes its own row's blocks; completion is the mean reasoning of the effort plus the
+        expected answer of the output schema; rows already in the result store cost nothing. See
+        ``kimi_extract.run.estimate`` for the assumptions.
         """
         _check_input_args(text, template, images, videos)
         prepared = prepare(

@@ -371,8 +371,9 @@ def test_estimate_matches_a_real_run(sim, make_extractor, tmp_path: Path):
     estimate = ex.estimate(ROWS + [None])
     assert sim.history == []
     assert estimate.rows == 31 and estimate.requests == 30 and estimate.empty_rows == 1
-    assert estimate.cache_write_tokens > 256
-    assert estimate.cached_tokens == estimate.cache_write_tokens * 29
+    # Each later request reads the shared prefix's blocks; every request writes its own.
+    assert estimate.cached_tokens % 29 == 0 and estimate.cached_tokens // 29 > 256
+    assert estimate.cache_write_tokens >= estimate.cached_tokens // 29
     out = ex.run(ROWS)
     actual = out["kx_prompt_tokens"].sum()
     assert abs(estimate.prompt_tokens - actual) / actual < 0.05

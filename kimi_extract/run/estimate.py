@@ -1,25 +1,43 @@
 """Predict a run's requests, tokens and cost without calling the API (``Extractor.estimate``).
 
-Assumptions, stated so the numbers can be judged:
+The model mirrors how the simulator bills (``kimi_extract.simulator``: its cache and its answer
+rules), which follows Kimi's documented behaviour; the assumptions, stated so the numbers can be
+judged:
 
-- prompt tokens follow ``kimi_extract.tokens`` (the same approximation the simulator bills with);
+- prompt tokens follow ``kimi_extract.tokens`` (the approximation the simulator bills with);
 - one request per row (no reasks, retries or truncation retries); rows already in the result
   store and rows with no content cost nothing;
-- when the shared prefix (system + examples + schema) is longer than 256 tokens, the first
-  request writes it to the cache and every later request reads it (the cache-warm scheduler makes
-  this so); kimi-k3 reports no writes and bills them as regular input;
-- completion tokens per row = reasoning (by effort: low 400, high 2,000, max 6,000) + the answer
-  (12 tokens per property of the output schema, at least 20).
+- the prompt cache works on blocks of ``CACHE_BLOCK_TOKENS`` (64) tokens from the start of the
+  prompt. A request reads the leading blocks the shared prefix fills (tools, schema, system and
+  examples, the user message's role marker) when they are longer than ``CACHE_MIN_TOKENS`` (256),
+  and writes every other full block of its prompt when the prompt is longer than 256 tokens: the
+  first request writes the shared blocks too (the cache-warm scheduler sends it alone first), and
+  every request writes its own row's blocks. kimi-k3 reports no writes and bills them as regular
+  input. Entries are assumed not to expire during the run;
+- completion tokens per row = reasoning (the mean by effort: low 55, high 300, max 900; real
+  reasoning varies with the input and is often longer) + the answer, the expected tokens of a
+  JSON value of the output schema as the simulator writes one (``answer_tokens``: strings of 1-3
+  words, arrays of 1-3 items, integers 0-99, numbers with 2 decimals; every quote, bracket,
+  comma and colon a token).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..kimi import CACHE_MIN_TOKENS, CACHE_TTL_SECONDS, DEFAULT_CACHE_TTL, LONG_CACHE_TTL
+from .. import tokens
+from ..kimi import (
+    CACHE_MIN_TOKENS,
+    CACHE_TTL_SECONDS,
+    DEFAULT_CACHE_TTL,
+    EFFORT_ALIASES,
+    LONG_CACHE_TTL,
+)
 from ..records import Pricing, Usage
 from .request import estimate_prompt_tokens
 
@@ -27,10 +45,22 @@ if TYPE_CHECKING:
     from .conversation import RowSettings
     from .store import ResultStore
 
-REASONING_GUESS = {"low": 400, "high": 2000, "max": 6000, None: 6000}
-TOKENS_PER_PROPERTY = 12
+#: Mean reasoning tokens by (normalized) effort; the server's default effort is "max".
+REASONING_TOKENS = {"low": 55, "high": 300, "max": 900}
+#: The prompt cache's block: only whole blocks are read or written.
+CACHE_BLOCK_TOKENS = 64
+#: The user message's role marker: the part of a message's overhead before its content, shared by
+#: every row, so it ends the shared prefix.
+ROLE_MARKER_TOKENS = tokens.MESSAGE_OVERHEAD - 1
+#: Mean tokens of one word of a row's text (English prose under ``kimi_extract.tokens``).
+WORD_TOKENS = 1.25
 #: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
 ASSUMED_REQUEST_S = 10.0
+#: Tokens of a string whose form a format fixes ("2026-03-12", "04:05:06Z" ...), quotes apart.
+_FORMAT_TOKENS = {"date": 6, "date-time": 13, "time": 5, "email": 6, "uri": 10, "url": 10}
+_MAX_DEPTH = 4
+_CONSTRAINT = re.compile(r"(min items|max items|min length|max length|format):\s*([\w.-]+)")
+_EXACTLY = re.compile(r"exactly (\d+) items?")
 
 
 @dataclass(frozen=True)
@@ -72,21 +102,132 @@ class Estimate:
         )
 
 
-def count_properties(schema: Any, defs: dict[str, Any] | None = None, depth: int = 0) -> int:
-    """Properties in a JSON schema, nested ones included (``$ref`` followed, depth-capped)."""
-    if depth > 6 or not isinstance(schema, dict):
-        return 0
-    defs = defs if defs is not None else schema.get("$defs", {})
-    if "$ref" in schema:
-        return count_properties(defs.get(schema["$ref"].rsplit("/", 1)[-1]), defs, depth + 1)
-    total = 0
-    for sub in (schema.get("properties") or {}).values():
-        total += 1 + count_properties(sub, defs, depth + 1)
-    for branch in schema.get("anyOf") or ():
-        total = max(total, count_properties(branch, defs, depth + 1))
-    if "items" in schema:
-        total += count_properties(schema["items"], defs, depth + 1)
-    return total
+def answer_tokens(schema: Any) -> float:
+    """The expected completion tokens of an answer to ``schema`` (reasoning apart)."""
+    defs = (
+        schema.get("$defs") or schema.get("definitions") or {} if isinstance(schema, dict) else {}
+    )
+    return max(1.0, _value_tokens(schema, defs, 0, {}))
+
+
+def _constraints(node: dict[str, Any]) -> dict[str, str]:
+    """The constraints a node states: keywords, and the compiler's sentence in its description."""
+    found: dict[str, str] = {}
+    description = node.get("description")
+    if isinstance(description, str) and "Constraints:" in description:
+        text = description[description.find("Constraints:") :]
+        found.update(_CONSTRAINT.findall(text))
+        if exactly := _EXACTLY.search(text):
+            found["min items"] = found["max items"] = exactly.group(1)
+    for keyword, name in (("minItems", "min items"), ("maxItems", "max items")):
+        if isinstance(node.get(keyword), int):
+            found.setdefault(name, str(node[keyword]))
+    for keyword, name in (("minLength", "min length"), ("maxLength", "max length")):
+        if isinstance(node.get(keyword), int):
+            found.setdefault(name, str(node[keyword]))
+    if isinstance(node.get("format"), str):
+        found.setdefault("format", node["format"])
+    return found
+
+
+def _number(found: dict[str, str], name: str, default: int) -> int:
+    try:
+        return max(0, int(float(found.get(name, default))))
+    except ValueError:
+        return default
+
+
+def _value_tokens(node: Any, defs: dict[str, Any], depth: int, inherited: dict[str, str]) -> float:
+    """Expected tokens of a value the simulator writes for ``node`` (see the module docstring)."""
+    if not isinstance(node, dict):
+        return _string_tokens(inherited)
+    found = {**inherited, **_constraints(node)}
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        if depth >= _MAX_DEPTH:
+            return 1.0  # past the depth the simulator ends recursion (null, [], the smallest)
+        return _value_tokens(defs.get(ref.rsplit("/", 1)[-1]), defs, depth + 1, found)
+    if "const" in node:
+        return float(_json_tokens(node["const"]))
+    if isinstance(node.get("enum"), list) and node["enum"]:
+        return sum(_json_tokens(v) for v in node["enum"]) / len(node["enum"])
+    branches = node.get("anyOf") or node.get("oneOf")
+    if isinstance(branches, list) and branches:
+        others = [b for b in branches if not (isinstance(b, dict) and b.get("type") == "null")]
+        if not others:
+            return 1.0
+        mean = sum(_value_tokens(b, defs, depth, found) for b in others) / len(others)
+        return (1 / 8 + 7 / 8 * mean) if len(others) < len(branches) else mean
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kind = ([k for k in kind if k != "null"] or ["null"])[0]
+    if kind is None:
+        kind = "object" if "properties" in node else "array" if "items" in node else "string"
+    if kind == "object":
+        properties = node.get("properties") or {}
+        if not properties and isinstance(node.get("additionalProperties"), dict):
+            entry = (
+                3
+                + WORD_TOKENS * 1.5
+                + _value_tokens(node["additionalProperties"], defs, depth + 1, {})
+            )
+            return 2 + 2 * entry + 1  # 1-3 entries keyed by words, a comma between
+        total = 2.0 + max(0, len(properties) - 1)
+        for name, sub in properties.items():
+            total += 3 + tokens.count_text_tokens(str(name)) + _value_tokens(sub, defs, depth, {})
+        return total
+    if kind == "array":
+        low = _number(found, "min items", 0)
+        high = _number(found, "max items", max(low, 3))
+        smallest, largest = max(low, min(1, high)), max(low, min(3, high))
+        count = (smallest + largest) / 2
+        item = _value_tokens(node.get("items", {}), defs, depth, {})
+        return 2 + count * item + max(0.0, count - 1)
+    if kind in ("integer", "boolean", "null"):
+        return 1.0
+    if kind == "number":
+        return 3.0  # digits, a point, two decimals
+    return _string_tokens(found)
+
+
+def _string_tokens(found: dict[str, str]) -> float:
+    fmt = found.get("format", "")
+    text = float(_FORMAT_TOKENS.get(fmt, 20.0 if fmt == "uuid" else 2 * WORD_TOKENS))
+    least = _number(found, "min length", 0)
+    if least:  # words are added until the minimum length is reached (~5 characters a token)
+        text = max(text, least / 5)
+    if "max length" in found:
+        text = min(text, max(1.0, _number(found, "max length", 0) / 2))
+    return 2 + text
+
+
+def _json_tokens(value: Any) -> int:
+    return tokens.count_text_tokens(json.dumps(value, ensure_ascii=False))
+
+
+def reasoning_tokens(effort: str | None) -> int:
+    """Mean reasoning tokens at ``effort`` (None: the server's default, max)."""
+    return REASONING_TOKENS.get(EFFORT_ALIASES.get(effort or "max", "max"), REASONING_TOKENS["max"])
+
+
+def cache_usage(
+    prompts: list[int], prefix_tokens: int, separate_cache_writes: bool
+) -> tuple[int, int]:
+    """(cached tokens, cache-write tokens) of requests with these prompt sizes, sent in order
+    after the first (see the module docstring's cache rules)."""
+    shared_blocks = (prefix_tokens + ROLE_MARKER_TOKENS) // CACHE_BLOCK_TOKENS
+    cached = written = 0
+    present = 0  # shared blocks already in the cache
+    for prompt in prompts:
+        blocks = prompt // CACHE_BLOCK_TOKENS
+        shared = min(shared_blocks, blocks)
+        hit = min(present, shared)
+        if hit * CACHE_BLOCK_TOKENS > CACHE_MIN_TOKENS:
+            cached += hit * CACHE_BLOCK_TOKENS
+        if prompt > CACHE_MIN_TOKENS:
+            written += (blocks - hit) * CACHE_BLOCK_TOKENS
+            present = max(present, shared)
+    return cached, written if separate_cache_writes else 0
 
 
 def predict(
@@ -101,18 +242,14 @@ def predict(
     cache_ttl: str,
 ) -> Estimate:
     """The estimate for rows whose prompt sizes are known (None = no content)."""
-    answer = max(20, TOKENS_PER_PROPERTY * count_properties(schema))
-    completion_each = REASONING_GUESS.get(reasoning_effort, 6000) + answer
+    completion_each = round(reasoning_tokens(reasoning_effort) + answer_tokens(schema))
     sent = [
-        tokens
-        for tokens, is_stored in zip(row_prompt_tokens, stored, strict=True)
-        if tokens is not None and not is_stored
+        tokens_
+        for tokens_, is_stored in zip(row_prompt_tokens, stored, strict=True)
+        if tokens_ is not None and not is_stored
     ]
     prompt = sum(sent)
-    cached = writes = 0
-    if sent and prefix_tokens > CACHE_MIN_TOKENS:
-        cached = prefix_tokens * (len(sent) - 1)
-        writes = prefix_tokens if separate_cache_writes else 0
+    cached, writes = cache_usage(sent, prefix_tokens, separate_cache_writes)
     usage = Usage(
         prompt_tokens=prompt,
         cached_tokens=cached,
