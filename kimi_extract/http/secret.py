@@ -53,6 +53,11 @@ _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060\ufeff]+")
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrt]")
 #: The pieces the decoded view is built from: an escape, or a run of gaps.
 _VIEW_TOKEN = re.compile(rf"\\u([0-9a-fA-F]{{4}})|%([0-9a-fA-F]{{2}})|((?:{_GAP})+)")
+#: Base64 characters (both alphabets) to "a", other ASCII to a space: a run of base64 becomes a
+#: run of "a" (one C pass; ASCII-to-ASCII tables take ``str.translate``'s fast path).
+_BASE64_MASK = str.maketrans(
+    {chr(c): "a" if chr(c).isalnum() or chr(c) in "+/-_" else " " for c in range(128)}
+)
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
 #: ASCII text to its squeezed form in one C pass: upper case lowered, whitespace dropped.
 _SQUEEZE_ASCII = str.maketrans(
@@ -162,6 +167,7 @@ class Secret:
         "_ends",
         "_encoded",
         "_encoded_blocks",
+        "_base64_run",
         "_pieces",
     )
 
@@ -178,6 +184,7 @@ class Secret:
         self._ends = (value[:3], value[-3:])
         self._encoded: frozenset[str] = frozenset()
         self._encoded_blocks: tuple[str, ...] = ()
+        self._base64_run = ""
         self._short: re.Pattern[str] | None = None
         if len(value) < MIN_SECRET_LENGTH:
             # Only the whole key, as a token (not inside a word or a longer run of key chars).
@@ -190,12 +197,14 @@ class Secret:
             for f in forms
             for i in range(len(f) - min(BASE64_MIN_RUN, len(f)) + 1)
         )
-        # Every such run holds one of these blocks (offsets 0, 8, 16 ... of a form).
+        # Every such run holds one of these blocks (offsets 0, 8, 16 ... of a form), and a run
+        # of that many base64 characters (``_base64_run``), which nearly no answer holds.
         self._encoded_blocks = tuple({f[i : i + 8] for f in forms for i in range(0, len(f) - 7, 8)})
-        # Every form leaves one of these pieces, lower-cased, in the squeezed text
+        self._base64_run = "a" * min(BASE64_MIN_RUN, *map(len, forms))
+        # Every other form leaves one of these pieces, lower-cased, in the squeezed text
         # (``_loose_text``): text without any holds no trace of the key. A few substring
         # searches in C tell (the answer of nearly every request).
-        pieces = {p.lower() for p in (*self._blocks, *self._ends, *self._encoded_blocks) if p}
+        pieces = {p.lower() for p in (*self._blocks, *self._ends) if p}
         if not _KEY_CHARS.issuperset(value):  # a key whose own characters squeezing changes
             pieces |= {"".join(p.split()) for p in pieces} - {""}
         self._pieces = tuple(sorted(pieces, key=len, reverse=True))
@@ -213,6 +222,10 @@ class Secret:
         for piece in self._pieces:
             if piece in squeezed:
                 return True
+        if self._base64_run in text.translate(_BASE64_MASK):
+            for block in self._encoded_blocks:
+                if block in text:
+                    return True
         if not _KEY_CHARS.issuperset(self._value):
             lowered = text.lower()
             return any(piece in lowered for piece in self._pieces)
