@@ -56,6 +56,8 @@ def key_leaks(text: str, key: str) -> list[str]:
     unescaped = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     views += [unescaped.lower(), "".join(unescaped.replace("\\n", "").split()).lower()]
     views.append(urllib.parse.unquote(text).lower())
+    both = urllib.parse.unquote(unescaped).replace("\\n", "").replace("\u200b", "")
+    views.append("".join(both.split()).lower())
     views.append("".join(text.replace("\u200b", "").split()).lower())
     decoded = []
     for run in _BASE64_RUN.findall(text):

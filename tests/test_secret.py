@@ -48,6 +48,31 @@ def test_no_encoded_echo_of_the_key_survives_redaction(key, before, after, which
         assert key_leaks(json.loads(clean)["value"], key) == []
 
 
+@st.composite
+def mixed_echoes(draw: st.DrawFn, key: str) -> str:
+    """The key with each character written its own way (as is, upper-cased, ``\\u``-escaped or
+    percent-encoded) and any gap after it (none, spaces, a zero-width space, a JSON newline)."""
+    out = []
+    for char in key:
+        form = draw(st.sampled_from(["raw", "upper", "escape", "percent"]))
+        if form == "upper":
+            char = char.upper()
+        elif form == "escape":
+            char = f"\\u{ord(char):04x}"
+        elif form == "percent":
+            char = f"%{ord(char):02X}"
+        out.append(char + draw(st.sampled_from(["", "", " ", "  ", "\u200b", "\\n"])))
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=keys, data=st.data(), before=surroundings, after=surroundings)
+def test_an_echo_mixing_every_encoding_is_redacted(key, data, before, after):
+    text = before + data.draw(mixed_echoes(key)) + after
+    assert key_leaks(text, key)
+    assert key_leaks(Secret(key).redact(text), key) == []
+
+
 @settings(max_examples=200, deadline=None)
 @given(key=keys, text=st.text(max_size=60))
 def test_text_without_the_key_is_left_alone(key, text):
