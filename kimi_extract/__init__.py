@@ -23,6 +23,7 @@ from .exceptions import (
     ConfigurationError,
     ContextOverflowError,
     EmptyInputError,
+    EvaluationError,
     InputError,
     KimiExtractError,
     MediaError,
@@ -49,6 +50,7 @@ from .run.estimate import Estimate
 from .schema.compiled import CompiledSchema, compile_schema, response_format
 
 if typing.TYPE_CHECKING:
+    from .quality import Evaluation, evaluate
     from .simulator import Simulator
     from .table.plot import plot_usage
     from .table.review import review
@@ -67,6 +69,8 @@ __all__ = [
     "ContextOverflowError",
     "EmptyInputError",
     "Estimate",
+    "Evaluation",
+    "EvaluationError",
     "Extractor",
     "ExtractorConfig",
     "InputError",
@@ -95,6 +99,7 @@ __all__ = [
     "ValidationFailedError",
     "__version__",
     "compile_schema",
+    "evaluate",
     "plot_usage",
     "response_format",
     "review",
@@ -103,8 +108,14 @@ __all__ = [
 #: Public names whose modules load on first use, so ``import kimi_extract`` stays fast: the
 #: simulator pulls in its HTTP server stack, which most runs against the real API never need;
 #: ``plot_usage`` is only for notebooks (it imports matplotlib when called); ``review`` writes a
-#: page after a run.
-_LAZY = {"Simulator": ".simulator", "plot_usage": ".table.plot", "review": ".table.review"}
+#: page after a run; ``evaluate`` / ``Evaluation`` score a finished run against gold.
+_LAZY = {
+    "Evaluation": ".quality",
+    "Simulator": ".simulator",
+    "evaluate": ".quality",
+    "plot_usage": ".table.plot",
+    "review": ".table.review",
+}
 
 
 def __getattr__(name: str) -> typing.Any:

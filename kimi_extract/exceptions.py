@@ -7,6 +7,7 @@ The hierarchy::
     │   ├── MissingAPIKeyError      no key in the arguments or in KIMI_API_KEY / EVOLINK_API_KEY
     │   ├── SchemaError             an output model strict mode cannot express (names the field)
     │   ├── InputError              unknown column / template field, column clash, bad input type
+    │   │   └── EvaluationError     gold or predictions that do not fit the model (names row, field)
     │   └── StoreError              the result store file is corrupt, foreign or unwritable
     ├── APIError                    the API answered with an error status
     │   ├── BadRequestError         400 (invalid_request_error, content_filter)
@@ -103,6 +104,14 @@ class SchemaError(ConfigurationError, TypeError):
 
 class InputError(ConfigurationError):
     """The input data does not match the run's arguments (columns, template fields, types)."""
+
+
+class EvaluationError(InputError):
+    """``evaluate`` was given gold or predictions that do not fit the model.
+
+    The message names the row (its index label or ``on=`` key) and the field path: a column or a
+    key the model lacks, a key on two rows, a value of the wrong type.
+    """
 
 
 class StoreError(ConfigurationError):

@@ -94,6 +94,15 @@ LAYERS: dict[str, int] = {
     "table.review_script": 4,
     "table.review_sources": 4,
     "table.review_spans": 4,
+    # 4: measuring quality (reads finished outputs: the table layer's columns)
+    "quality": 4,
+    "quality.assign": 4,
+    "quality.bootstrap": 4,
+    "quality.evaluate": 4,
+    "quality.fields": 4,
+    "quality.matching": 4,
+    "quality.report": 4,
+    "quality.score": 4,
     # 5..8
     "config": 5,
     "extractor": 6,
