@@ -15,7 +15,8 @@ Measurements (see each ``bench_*.py``): 1 CPU per row at zero latency, 2 latency
 throughput, 3 rate-limited server, 4 prompt-cache warm-up, 5 memory of ``run_to``, 6 import
 time, 7 the limiter matrix (every limiter shape, limits untold and told), 8 one RPM quota
 shared by a Dask cluster (4 worker processes), 9 grounding: alignment time and recall vs
-LangExtract's resolver (its interpreter named by ``KX_LANGEXTRACT_PYTHON``). Peers (openai SDK,
+LangExtract's resolver (its interpreter named by ``KX_LANGEXTRACT_PYTHON``), 10 ``evaluate``
+on 100,000 rows against gold (no server). Peers (openai SDK,
 instructor) that are not installed are skipped and said so; install them with
 ``pip install -e '.[bench]'``.
 """
@@ -37,6 +38,7 @@ sys.path.insert(0, str(HERE))
 import bench_cache  # noqa: E402
 import bench_cpu  # noqa: E402
 import bench_dask_limits  # noqa: E402
+import bench_evaluate  # noqa: E402
 import bench_grounding  # noqa: E402
 import bench_import  # noqa: E402
 import bench_latency  # noqa: E402
@@ -56,6 +58,7 @@ MEASUREMENTS = {
     "7": bench_limiters.measure,
     "8": bench_dask_limits.measure,
     "9": bench_grounding.measure,
+    "10": bench_evaluate.measure,
 }
 
 

@@ -185,14 +185,16 @@ def _brute_force(weights: np.ndarray) -> float:
     )
 
 
-matrices = st.integers(0, PERMUTATION_LIMIT + 1).flatmap(
-    lambda n: st.integers(0, PERMUTATION_LIMIT + 1).flatmap(
-        lambda m: st.lists(
-            st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0, 1.5, 2.0]) | st.floats(0, 3),
-            min_size=n * m,
-            max_size=n * m,
-        ).map(lambda cells: np.asarray(cells, dtype=np.float64).reshape(n, m))
-    )
+#: Cells of a weight matrix: dense (most pairs are candidates, ties) or sparse (most items have
+#: one candidate or none: the solver's shortcut).
+_DENSE = st.sampled_from([0.0, 0.0, 0.25, 0.5, 1.0, 1.5, 2.0]) | st.floats(0, 3)
+_SPARSE = st.sampled_from([0.0] * 6 + [1.0, 1.5])
+matrices = st.tuples(
+    st.integers(0, PERMUTATION_LIMIT + 2), st.integers(0, PERMUTATION_LIMIT + 2), st.booleans()
+).flatmap(
+    lambda shape: st.lists(
+        _SPARSE if shape[2] else _DENSE, min_size=shape[0] * shape[1], max_size=shape[0] * shape[1]
+    ).map(lambda cells: np.asarray(cells, dtype=np.float64).reshape(shape[0], shape[1]))
 )
 
 

@@ -2,9 +2,12 @@
 
 Each (gold list, predicted list) pair has a weight matrix (gold items x predicted items); an
 assignment pairs each gold item with at most one predicted item and back, maximising the total
-weight. Lists are short in extraction (a few line items), so most are solved many at a time:
+weight (weights are >= 0; 0 means "never the same item"). Lists are solved many at a time:
 
-- lists whose larger side has at most ``PERMUTATION_LIMIT`` items (6): every permutation of
+- lists where each item has at most one candidate (every row and column of the matrix holds
+  at most one positive weight: the usual case, most items found once or not at all): those
+  candidates are the optimal pairs, whatever the list's length;
+- other lists whose larger side has at most ``PERMUTATION_LIMIT`` items (6): every permutation of
   the padded square matrix is scored at once with numpy, for every list of that shape together
   (720 permutations of 6; 120 of 5);
 - longer lists: the Hungarian method, per list: ``scipy.optimize.linear_sum_assignment`` when
@@ -100,56 +103,58 @@ def assign_many(
     """Solve many lists at once.
 
     ``weights`` is flat: list k's matrix (``gold_sizes[k]`` x ``pred_sizes[k]``, row-major)
-    starts at ``offsets[k]``. Returns (list, position in ``weights``) of every pair made, in
-    list order; pairs of weight 0 are dropped (a weight of 0 means "never the same item").
+    starts at ``offsets[k]``. Returns (list, position in ``weights``) of every pair made, sorted;
+    pairs of weight 0 are dropped (a weight of 0 means "never the same item").
     """
-    lists_out: list[np.ndarray] = []
-    cells_out: list[np.ndarray] = []
-    shapes = np.stack([gold_sizes, pred_sizes], axis=1)
-    solvable = (gold_sizes > 0) & (pred_sizes > 0)
-    if not solvable.any():
-        empty = np.zeros(0, dtype=np.intp)
-        return empty, empty
-    unique_shapes, inverse = np.unique(shapes[solvable], axis=0, return_inverse=True)
-    solvable_lists = np.flatnonzero(solvable)
-    for number, (n, m) in enumerate(unique_shapes):
-        lists = solvable_lists[inverse.reshape(-1) == number]
-        n, m = int(n), int(m)
-        cells = offsets[lists][:, None] + np.arange(n * m)[None, :]
-        block = weights[cells].reshape(len(lists), n, m)
-        if n == 1 or m == 1:
+    positive = np.flatnonzero(weights > 0)
+    owner = np.searchsorted(offsets, positive, side="right") - 1
+    simple = _one_candidate_each(positive, owner, offsets, gold_sizes, pred_sizes)
+    lists_out = [owner[simple[owner]]]
+    cells_out = [positive[simple[owner]]]
+    hard = np.flatnonzero(~simple)
+    shapes = np.stack([gold_sizes[hard], pred_sizes[hard]], axis=1)
+    unique_shapes, inverse = np.unique(shapes, axis=0, return_inverse=True)
+    for number, (n, m) in enumerate(unique_shapes.tolist()):
+        lists = hard[inverse.reshape(-1) == number]
+        block = weights[offsets[lists][:, None] + np.arange(n * m)[None, :]].reshape(-1, n, m)
+        if min(n, m) == 1:  # one pair: the best cell
             best = block.reshape(len(lists), n * m).argmax(axis=1)
-            gold_at, pred_at = (
-                (np.zeros_like(best), best) if n == 1 else (best, np.zeros_like(best))
-            )
-            picks = [(gold_at, pred_at)]
+            gold_at, pred_at = best[:, None] // m, best[:, None] % m
         elif max(n, m) <= PERMUTATION_LIMIT:
-            picks = [_by_permutations(block, n, m)]
+            gold_at, pred_at = _by_permutations(block, n, m)
         else:
-            picks = []
-            for k in range(len(lists)):
-                columns = _solve_one(block[k])
-                rows = np.flatnonzero(columns >= 0)
-                picks.append((rows, columns[rows]))
-            flat_lists = np.repeat(np.arange(len(lists)), [len(r) for r, _ in picks])
-            gold_at = np.concatenate([r for r, _ in picks])
-            pred_at = np.concatenate([c for _, c in picks])
-            lists_out.append(lists[flat_lists])
-            cells_out.append(offsets[lists[flat_lists]] + gold_at * m + pred_at)
-            continue
-        gold_at, pred_at = picks[0]
-        if gold_at.ndim == 1:  # one pair per list
-            lists_out.append(lists)
-            cells_out.append(offsets[lists] + gold_at * m + pred_at)
-        else:  # (lists, pairs) arrays
-            pairs = gold_at.shape[1]
-            lists_out.append(np.repeat(lists, pairs))
-            cells_out.append((offsets[lists][:, None] + gold_at * m + pred_at).reshape(-1))
+            pairs = [_solve_one(matrix) for matrix in block]  # (n,) column per row, -1: none
+            gold_at = np.stack([np.arange(n)] * len(lists))
+            pred_at = np.stack(pairs)
+            if n > m:  # every column is used: keep the rows that got one, m per list
+                keep = pred_at >= 0
+                gold_at, pred_at = gold_at[keep].reshape(-1, m), pred_at[keep].reshape(-1, m)
+        lists_out.append(np.repeat(lists, gold_at.shape[1]))
+        cells_out.append((offsets[lists][:, None] + gold_at * m + pred_at).reshape(-1))
     list_of_pair = np.concatenate(lists_out)
     cell_of_pair = np.concatenate(cells_out)
     keep = weights[cell_of_pair] > 0
     order = np.lexsort((cell_of_pair[keep], list_of_pair[keep]))
     return list_of_pair[keep][order], cell_of_pair[keep][order]
+
+
+def _one_candidate_each(
+    positive: np.ndarray,
+    owner: np.ndarray,
+    offsets: np.ndarray,
+    gold_sizes: np.ndarray,
+    pred_sizes: np.ndarray,
+) -> np.ndarray:
+    """Per list: True when no row and no column of its matrix holds two positive weights
+    (``positive``: the flat positions of positive weights; ``owner``: their lists)."""
+    local = positive - offsets[owner]
+    width = np.maximum(pred_sizes[owner], 1)
+    row = (np.cumsum(gold_sizes) - gold_sizes)[owner] + local // width
+    column = (np.cumsum(pred_sizes) - pred_sizes)[owner] + local % width
+    crowded_rows = np.bincount(row, minlength=int(gold_sizes.sum()))[row] > 1
+    crowded_columns = np.bincount(column, minlength=int(pred_sizes.sum()))[column] > 1
+    crowded = np.bincount(owner[crowded_rows | crowded_columns], minlength=len(offsets))
+    return crowded == 0
 
 
 def _by_permutations(block: np.ndarray, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
