@@ -329,8 +329,10 @@ def measure(quick: bool) -> Any:
         f"fields too); {result['items']:,} gold list items; micro F1 of the generated "
         f"predictions {result['micro_f1']:.3f}. Times: median of {repeats} in one process after "
         "a warm-up: `evaluate` plus `.fields`, `.rows` and `.summary()` (the bootstrap runs on "
-        "first use). CPU seconds are this process's (`time.process_time`); on the shared "
-        "machine the wall seconds grow with the other load.",
+        "first use). CPU seconds are this process's (`time.process_time`). `evaluate` runs on "
+        "one core and waits for nothing, so on an idle machine its wall time is its CPU time; "
+        "on this shared machine the wall seconds grow with the other load, so the target is "
+        "judged on the CPU seconds (as section 6 does).",
         f"The peer (module docstring) scores the first {result['peer_rows']:,} rows in "
         f"{per_row / ours_per_row:.0f}x the CPU per row of `evaluate` on the same rows; its "
         "(tp, fp, fn) per path "
@@ -344,7 +346,7 @@ def measure(quick: bool) -> Any:
         headers=["what", "rows", "wall s", "CPU s", "wall runs", "CPU µs/row"],
         rows=table,
         targets=[
-            (target, f"{wall:.2f} s wall, {cpu:.2f} s CPU", wall < TARGET_S)
+            (target, f"{cpu:.2f} s CPU ({wall:.2f} s wall)", cpu < TARGET_S)
             if not quick
             else (target, f"--quick: {rows:,} rows in {wall:.2f} s", None)
         ],
