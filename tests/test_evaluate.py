@@ -419,3 +419,27 @@ def test_paired_difference_on_the_same_rows():
     assert (same.difference, same.low, same.high, same.p_value) == (0.0, 0.0, 0.0, 1.0)
     with pytest.raises(kx.ConfigurationError, match="different gold rows"):
         paired_difference(a, kx.evaluate(gold.head(10), gold.head(10), One))
+
+
+def test_values_as_files_read_them_back():
+    """A CSV column of integer literals with blanks reads back as floats; parquet gives lists as
+    numpy arrays; both are the values they stand for."""
+
+    class Graded(BaseModel):
+        grade: Literal[1, 2, 3] | None
+        tags: list[str]
+
+    gold = pd.DataFrame({"grade": [1.0, np.nan, 3.0], "tags": [np.array(["a", "b"]), [], ["c"]]})
+    pred = pd.DataFrame({"grade": [1, None, 2], "tags": [["b", "a"], np.array([]), ["c"]]})
+    fields = kx.evaluate(pred, gold, Graded, n_boot=0).fields
+    assert fields.loc["grade", ["tp", "fp", "fn"]].tolist() == [1, 1, 1]
+    assert fields.loc["tags", "exact"] == 1.0
+
+
+def test_predictions_without_gold_rows_are_left_out_and_said():
+    gold = pd.DataFrame({"value": ["a", "b"]}, index=["x", "y"])
+    pred = pd.DataFrame({"value": ["a", "b", "c"]}, index=["x", "y", "z"])
+    evaluation = kx.evaluate(pred, gold, One, n_boot=0)
+    assert list(evaluation.rows.index) == ["x", "y"] and evaluation.unmatched == 1
+    assert evaluation.overall["row_exact"] == 1.0
+    assert "1 predicted rows without a gold row" in evaluation.summary()

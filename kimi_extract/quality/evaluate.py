@@ -80,6 +80,7 @@ def evaluate(
     rows = len(gold_keys)
     position = pred_keys.get_indexer(gold_keys)
     found = position >= 0
+    unmatched = len(pred_keys) - int(found.sum())
     take = np.where(found, position, 0)
     errors: list[str | None] = [None if ok else NO_PREDICTION for ok in found]
     failed = ~found
@@ -138,6 +139,7 @@ def evaluate(
         index=gold_keys,
         cost=cost,
         skipped=[n for n in model.model_fields if n not in names and n not in keys],
+        unmatched=unmatched,
         n_boot=n_boot,
         seed=seed,
         confidence=confidence,

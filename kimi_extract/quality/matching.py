@@ -37,10 +37,6 @@ import pandas as pd
 from ..exceptions import ConfigurationError
 from ..ground.normalize import fold
 
-#: Why a value does not fit: raised by ``prepare`` with the position of the first bad value;
-#: the caller names the row and the field.
-Where = Callable[[int], str]
-
 
 class ValueMisfit(Exception):
     """A value that does not fit its field's type (``position`` indexes the prepared values)."""
@@ -228,8 +224,12 @@ class DateMatcher(LeafMatcher):
 
 
 def _canonical(value: Any) -> str:
+    """Canonical JSON of a value: an Enum by its value, an integral float as an integer (a CSV
+    column of integers with blanks reads back as floats), keys sorted."""
     if isinstance(value, Enum):
         value = value.value
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        value = int(value)
     if hasattr(value, "model_dump"):
         value = value.model_dump(mode="json")
     return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)

@@ -68,6 +68,7 @@ class Evaluation:
         index: pd.Index,
         cost: np.ndarray | None,
         skipped: list[str],
+        unmatched: int = 0,
         n_boot: int,
         seed: int | None,
         confidence: float,
@@ -87,6 +88,8 @@ class Evaluation:
         self.cost = cost
         #: Model fields the gold data has no column for (not scored).
         self.skipped = skipped
+        #: Predicted rows without a gold row (not scored).
+        self.unmatched = unmatched
         self.n_boot = n_boot
         self.seed = seed
         self.confidence = confidence
@@ -212,6 +215,8 @@ class Evaluation:
             )
         if self.skipped:
             lines.append(f"not scored (no gold column): {', '.join(self.skipped)}")
+        if self.unmatched:
+            lines.append(f"not scored: {self.unmatched:,} predicted rows without a gold row")
         table = pd.DataFrame(
             {
                 "kind": self.fields["kind"],
