@@ -250,10 +250,11 @@ def test_pairing_maximises_matches_where_greedy_would_not():
     class Names(BaseModel):
         names: list[str]
 
-    similarity = {("A", "X"): 0.9, ("A", "Y"): 0.8, ("B", "X"): 0.8, ("B", "Y"): 0.1}
-    same = FunctionMatcher(lambda g, p: similarity[g, p], threshold=0.75)
-    # pairing the most similar first (A-X) leaves B with Y (0.1: not the same item): one pair;
-    # the assignment pairs A-Y and B-X: both gold items found
+    similarity = {("A", "X"): 1.0, ("A", "Y"): 0.35, ("B", "X"): 0.35, ("B", "Y"): 0.1}
+    same = FunctionMatcher(lambda g, p: similarity[g, p], threshold=0.3)
+    # pairing the most similar first (A-X) leaves B with Y (0.1: not the same item), and so
+    # does the pairing of the highest total similarity (1.0 > 0.35 + 0.35); the assignment
+    # pairs as many items as it can first (A-Y, B-X): both gold items are found
     gold = pd.DataFrame({"names": [["A", "B"]]})
     pred = pd.DataFrame({"names": [["X", "Y"]]})
     evaluation = kx.evaluate(pred, gold, Names, matchers={"names": same}, n_boot=0)
@@ -443,3 +444,15 @@ def test_predictions_without_gold_rows_are_left_out_and_said():
     assert list(evaluation.rows.index) == ["x", "y"] and evaluation.unmatched == 1
     assert evaluation.overall["row_exact"] == 1.0
     assert "1 predicted rows without a gold row" in evaluation.summary()
+
+
+def test_an_empty_text_or_list_is_no_value():
+    gold = pd.DataFrame([_invoice(number="A-1", tags=None), _invoice(number="A-2", tags=[])])
+    pred = gold.copy()
+    pred["number"] = ["A-1", "A-2"]
+    pred["tags"] = [[], None]
+    pred["address"] = [{"city": "Paris", "zip": "  "}, {"city": "Paris", "zip": "75001"}]
+    gold["address"] = [{"city": "Paris", "zip": None}, {"city": "Paris", "zip": "75001"}]
+    fields = kx.evaluate(pred, gold, Invoice, n_boot=0).fields
+    assert fields.loc["address.zip", ["tp", "fp", "fn", "correct"]].tolist() == [1, 0, 0, 2]
+    assert fields.loc["tags", ["tp", "fp", "fn", "correct"]].tolist() == [0, 0, 0, 2]
