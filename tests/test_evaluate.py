@@ -384,7 +384,9 @@ def test_money_per_correct_value_and_per_correct_row():
     assert overall["cost_per_correct_row"] == pytest.approx(1.0 / 3)  # rows 0, 2, 3
     unpriced = kx.evaluate(pred.drop(columns="kx_cost"), gold, One, n_boot=0)
     assert math.isnan(unpriced.overall["cost_per_correct_value"])
-    assert "no kx_cost column" in unpriced.summary()
+    assert "cost: unknown" in unpriced.summary() and "no intervals" in unpriced.summary()
+    no_price = kx.evaluate(pred.assign(kx_cost=np.nan), gold, One, n_boot=0).overall
+    assert math.isnan(no_price["cost"]) and math.isnan(no_price["cost_per_correct_row"])
 
 
 def test_summary_rows_and_worst_point_at_what_to_fix():

@@ -154,7 +154,8 @@ class Evaluation:
             values[name] = float(point[name])
             values[f"{name}_low"] = float(intervals[name][0])
             values[f"{name}_high"] = float(intervals[name][1])
-        cost = float(np.nansum(self.cost)) if self.cost is not None else float("nan")
+        priced = self.cost is not None and not np.isnan(self.cost).all()
+        cost = float(np.nansum(self.cost)) if priced else float("nan")  # type: ignore[arg-type]
         values["cost"] = cost
         values["cost_per_correct_value"] = _per(cost, float(self.counts[:, :, _TP].sum()))
         values["cost_per_correct_row"] = _per(cost, float(self.row_exact.sum()))
@@ -198,7 +199,11 @@ class Evaluation:
     def summary(self) -> str:
         """A table a person reads: overall scores and money, then one line per field."""
         o = self.overall
-        tail = f"{self.confidence:.0%} intervals from {self.n_boot:,} bootstrap resamples of rows"
+        tail = (
+            f"{self.confidence:.0%} intervals from {self.n_boot:,} bootstrap resamples of rows"
+            if self.n_boot
+            else "no intervals (n_boot=0)"
+        )
         lines = [
             f"Evaluation of {self.model}: {int(o['rows']):,} rows ({int(o['failed']):,} without a "
             f"prediction); {tail}",
@@ -206,8 +211,8 @@ class Evaluation:
             f"recall {_ci(o, 'micro_recall')}",
             f"rows entirely right {_ci(o, 'row_exact')}",
         ]
-        if self.cost is None:
-            lines.append("cost: no kx_cost column in the predictions")
+        if self.cost is None or np.isnan(o["cost"]):
+            lines.append("cost: unknown (no kx_cost column, or no price known)")
         else:
             lines.append(
                 f"cost ${o['cost']:.4f}: {_money(o['cost_per_correct_value'])} per correct value, "

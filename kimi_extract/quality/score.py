@@ -42,7 +42,8 @@ COUNTS = ("tp", "fp", "fn", "correct", "units")
 
 
 class Misfit(Exception):
-    """A value that does not fit its field: ``side``, row position, path with item, reason."""
+    """A value that does not fit its field: which side (``pred``), the row's position, the path
+    (with the item's number inside a list) and why."""
 
     def __init__(self, pred: bool, row: int, path: str, reason: str) -> None:
         super().__init__(reason)
@@ -68,16 +69,22 @@ class Origin:
 
 @dataclass
 class LeafPool:
+    """A single-value field's values, prepared by its matcher."""
+
     prepared: Prepared
 
 
 @dataclass
 class GroupPool:
+    """A nested model's fields, one pool each (in the node's order)."""
+
     children: list[Pool]
 
 
 @dataclass
 class ItemsPool:
+    """A list field: where each unit's items start in ``item`` and how many it has."""
+
     start: np.ndarray
     size: np.ndarray
     item: Pool
