@@ -154,8 +154,8 @@ class Evaluation:
             values[name] = float(point[name])
             values[f"{name}_low"] = float(intervals[name][0])
             values[f"{name}_high"] = float(intervals[name][1])
-        priced = self.cost is not None and not np.isnan(self.cost).all()
-        cost = float(np.nansum(self.cost)) if priced else float("nan")  # type: ignore[arg-type]
+        known = self.cost[~np.isnan(self.cost)] if self.cost is not None else np.zeros(0)
+        cost = float(known.sum()) if len(known) else float("nan")
         values["cost"] = cost
         values["cost_per_correct_value"] = _per(cost, float(self.counts[:, :, _TP].sum()))
         values["cost_per_correct_row"] = _per(cost, float(self.row_exact.sum()))
