@@ -385,7 +385,7 @@ def test_money_per_correct_value_and_per_correct_row():
     unpriced = kx.evaluate(pred.drop(columns="kx_cost"), gold, One, n_boot=0)
     assert math.isnan(unpriced.overall["cost_per_correct_value"])
     assert "cost: unknown" in unpriced.summary() and "no intervals" in unpriced.summary()
-    no_price = kx.evaluate(pred.assign(kx_cost=np.nan), gold, One, n_boot=0).overall
+    no_price = kx.evaluate(pred.assign(kx_cost=np.nan).head(3), gold, One, n_boot=0).overall
     assert math.isnan(no_price["cost"]) and math.isnan(no_price["cost_per_correct_row"])
 
 

@@ -94,7 +94,7 @@ def evaluate(
     cost = None
     if COST in pred_frame.columns:
         per_row = pd.to_numeric(pred_frame[COST], errors="coerce").to_numpy(dtype=np.float64)
-        cost = np.where(found, per_row[take], 0.0)
+        cost = np.where(found, per_row[take], np.nan)
 
     root = tree.build(model, names, matchers)
     origin = Origin(

@@ -84,7 +84,7 @@ class Evaluation:
         self.errors = errors
         #: The gold rows' keys (their index, or the ``on=`` columns).
         self.index = index
-        #: ``kx_cost`` per row (0 for rows without a prediction); None without that column.
+        #: ``kx_cost`` per row (NaN for rows without a predicted row); None without that column.
         self.cost = cost
         #: Model fields the gold data has no column for (not scored).
         self.skipped = skipped
