@@ -6,7 +6,9 @@ with no API key, no ``KIMI_*`` variable and a fresh ``HOME``: only what the bloc
 A block whose first line is ``# continues ...`` runs after the block before it, in the same
 process, as if pasted into the same session; any other block starts a new one, so a missing
 import fails. A block may opt out only with an HTML comment ``<!-- not run: reason -->`` on the
-line before it. The quick-start command runs through the CLI exactly as printed.
+line before it. A session whose first block follows ``<!-- no requests: reason -->`` (one that
+scores frames it builds itself, say) runs the same way and must not start the simulator. The
+quick-start command runs through the CLI exactly as printed.
 """
 
 from __future__ import annotations
@@ -47,6 +49,14 @@ def sessions() -> list[str]:
     return ["\n\n".join(group) for group in grouped]
 
 
+def sends_requests(session: str) -> bool:
+    """False for a session whose first block the README marks ``<!-- no requests: ... -->``."""
+    return not any(
+        before.startswith("<!-- no requests") and session.startswith(code)
+        for before, code in blocks("python")
+    )
+
+
 def _bare_environment(home: Path) -> dict[str, str]:
     """What a fresh shell in a checkout has: no key, no KIMI_* setting, an empty HOME. Only the
     interpreter's own PATH and the PYTHONPATH that selects this checkout are kept."""
@@ -81,7 +91,10 @@ def test_python_block_runs_offline_as_written(number: int, tmp_path: Path) -> No
         timeout=300,
     )
     assert done.returncode == 0, f"{code}\n--- stderr:\n{done.stderr[-3000:]}"
-    assert SIMULATOR_BANNER in done.stderr  # it ran, offline, against the bundled simulator
+    if sends_requests(code):
+        assert SIMULATOR_BANNER in done.stderr  # it ran, offline, against the bundled simulator
+    else:
+        assert SIMULATOR_BANNER not in done.stderr  # as the README says: no request at all
     assert list(home.iterdir()) == []  # no default result store, nothing else written there
 
 
