@@ -329,11 +329,12 @@ def measure(quick: bool) -> Any:
         f"fields too); {result['items']:,} gold list items; micro F1 of the generated "
         f"predictions {result['micro_f1']:.3f}. Times: median of {repeats} in one process after "
         "a warm-up: `evaluate` plus `.fields`, `.rows` and `.summary()` (the bootstrap runs on "
-        "first use). CPU seconds are this process's (`time.process_time`, all its threads). "
-        "`evaluate` does no I/O and runs in one thread (numpy, pandas, no thread pool), so "
-        "its wall time is its CPU time plus the time other processes held the cores; on this "
-        f"shared machine wall was {wall / cpu:.1f}x CPU, so the target is judged on the CPU "
-        "seconds (as section 6 does; not measured on an idle machine).",
+        "first use). CPU seconds are this process's (`time.process_time`: user + system, every "
+        "thread; numpy's BLAS may run the bootstrap's matrix product on both cores). "
+        "`evaluate` does no I/O, so with the cores to itself its wall time would be at most "
+        f"its CPU time; on this shared machine wall was {wall / cpu:.1f}x CPU (other "
+        "processes held the cores), so the target is judged on the CPU seconds, as section 6 "
+        "does (not measured on an idle machine).",
         f"The peer (module docstring) scores the first {result['peer_rows']:,} rows in "
         f"{per_row / ours_per_row:.0f}x the CPU per row of `evaluate` on the same rows; its "
         "(tp, fp, fn) per path "
