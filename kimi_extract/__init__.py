@@ -52,6 +52,7 @@ from .schema.compiled import CompiledSchema, compile_schema, response_format
 if typing.TYPE_CHECKING:
     from .quality import Evaluation, evaluate
     from .simulator import Simulator
+    from .table.corrections import read_corrections
     from .table.plot import plot_usage
     from .table.review import review
 
@@ -101,6 +102,7 @@ __all__ = [
     "compile_schema",
     "evaluate",
     "plot_usage",
+    "read_corrections",
     "response_format",
     "review",
 ]
@@ -108,12 +110,14 @@ __all__ = [
 #: Public names whose modules load on first use, so ``import kimi_extract`` stays fast: the
 #: simulator pulls in its HTTP server stack, which most runs against the real API never need;
 #: ``plot_usage`` is only for notebooks (it imports matplotlib when called); ``review`` writes a
-#: page after a run; ``evaluate`` / ``Evaluation`` score a finished run against gold.
+#: page after a run; ``evaluate`` / ``Evaluation`` score a finished run against gold;
+#: ``read_corrections`` reads what a reviewer saved from the review page.
 _LAZY = {
     "Evaluation": ".quality",
     "Simulator": ".simulator",
     "evaluate": ".quality",
     "plot_usage": ".table.plot",
+    "read_corrections": ".table.corrections",
     "review": ".table.review",
 }
 

@@ -56,6 +56,7 @@ EXPECTED = [
     "compile_schema",
     "evaluate",
     "plot_usage",
+    "read_corrections",
     "response_format",
     "review",
 ]

@@ -82,6 +82,7 @@ LAYERS: dict[str, int] = {
     # 4: rows <-> DataFrames
     "table": 4,
     "table.columns": 4,
+    "table.corrections": 4,
     "table.documents": 4,
     "table.explode": 4,
     "table.export": 4,
@@ -89,11 +90,14 @@ LAYERS: dict[str, int] = {
     "table.plot": 4,
     "table.review": 4,
     "table.review_cards": 4,
+    "table.review_check": 4,
+    "table.review_edit": 4,
     "table.review_page": 4,
     "table.review_controls": 4,
     "table.review_script": 4,
     "table.review_sources": 4,
     "table.review_spans": 4,
+    "table.review_types": 4,
     # 4: measuring quality (reads finished outputs: the table layer's columns)
     "quality": 4,
     "quality.assign": 4,

@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+from pydantic import BaseModel
 
 from ..exceptions import ConfigurationError, InputError
 from ..records import is_missing
@@ -49,6 +50,7 @@ from ..run.inputs import TextSpec
 from . import columns as kx
 from .export import informative_index
 from .review_cards import Row, card_of
+from .review_check import Checks, checks_for
 from .review_page import CSS, fill
 from .review_script import SCRIPT
 from .review_sources import ReadDocument, read_document, render_pdf_pages, resolve_root
@@ -74,6 +76,8 @@ def review(
     title: str | None = None,
     page_pixels: int = DEFAULT_PAGE_PIXELS,
     max_images: int = DEFAULT_MAX_IMAGES,
+    model: type[BaseModel] | None = None,
+    prefix: str = "",
 ) -> Path:
     """Write a review page for an extraction output ``df`` to ``path``; returns the path.
 
@@ -85,6 +89,12 @@ def review(
     column whose value labels each card (default: the document's file name, else the index).
     ``title``: the page's title (default: the file name). ``page_pixels``: size of rendered
     pages; ``max_images``: how many page images at most are embedded.
+
+    Corrections: a reviewer marks values right or wrong, types the right ones, drops or adds
+    list items, and downloads the corrections as JSON (``read_corrections`` makes them a gold
+    frame). ``model``: the output model, whose field types the page checks typed values
+    against (without it the fields are the other columns and their types are inferred from the
+    values); ``prefix``: the ``prefix=`` of the run.
 
     Raises ``ConfigurationError`` (``InputError`` for columns) naming the argument: a text
     column, template field or ``id`` column the frame does not have, an argument of the wrong
@@ -111,10 +121,11 @@ def review(
     if documents is None:
         documents = kx.SOURCE in available
     root = resolve_root(documents_root) if documents else None
-    builder = _Builder(spec, root, page_pixels, max_images, id)
+    checks = checks_for(available, model, prefix, spec.columns if spec else (), id)
+    builder = _Builder(spec, root, page_pixels, max_images, id, checks)
     for group in _groups(df, spec):
         builder.add(group)
-    page = builder.page(title if title is not None else target.stem, len(df))
+    page = builder.page(title if title is not None else target.stem, len(df), target.stem)
     try:
         target.write_text(page, encoding="utf-8")
     except (UnicodeError, ValueError) as exc:
@@ -222,8 +233,10 @@ class _Builder:
         page_pixels: int,
         max_images: int,
         id_column: str | None,
+        checks: Checks | None = None,
     ) -> None:
         self.spec = spec
+        self.checks = checks
         self.root = root
         self.id_column = id_column
         self.images = _Images(page_pixels, max_images, [])
@@ -252,13 +265,16 @@ class _Builder:
 
     def add(self, rows: list[Row]) -> None:
         card = card_of(self, rows)
+        if self.checks is not None:
+            for shown, row in zip(card["rows"], rows, strict=True):
+                shown.update(self.checks.row(row.label, row.record))
         self.error_rows += sum(1 for row in rows if row.error is not None)
         for name, count in card["counts"].items():
             self.counts[name] = self.counts.get(name, 0) + count
         self.cost += card["cost"] or 0.0
         self.cards.append(card)
 
-    def page(self, title: str, rows: int) -> str:
+    def page(self, title: str, rows: int, stem: str) -> str:
         counts = self.counts
         parts = [f"{rows:,} rows"]
         if len(self.cards) != rows:
@@ -280,7 +296,11 @@ class _Builder:
             "images": self.images.items,
             "no_text": "no source text: pass text_column= or template= as given to the run",
         }
+        if self.checks is not None:
+            data["check"] = self.checks.data(stem)
         notes = []
+        if self.checks is not None and self.checks.note():
+            notes.append(self.checks.note())
         if self.spec is None and not any(c["sections"] for c in self.cards):
             notes.append(
                 "Source texts are not shown: pass text_column= (or template=) to review()."

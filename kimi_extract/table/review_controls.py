@@ -296,6 +296,8 @@ CONTROLS = r"""
 
   window.kxReview = {cards: cards.length, select: select, step: step, jump: jump,
     order: function () { return order.slice(); },
+    corrections: check ? correctionsFile : null, parse: check ? parse : null,
+    checkValue: check ? checkValue : null,
     rendered: function () { return document.querySelectorAll(".card.rendered").length; }};
   document.body.setAttribute("data-ready", "1");
 """

@@ -125,6 +125,32 @@ body.vf-fuzzy .fields tr.span.c-fuzzy, body.vf-inferred .fields tr.span.c-inferr
 #kx-panel tr.pick:hover td { background:#eef3fc; }
 #kx-panel .more { color:var(--muted); padding:6px; }
 #kx-panel mark { background:var(--hl); color:inherit; }
+.cx-check { margin-top:10px; border-top:2px solid var(--line); padding-top:6px; font-size:13px; }
+.cx-head { display:flex; flex-wrap:wrap; gap:4px 10px; align-items:baseline; margin-bottom:4px; }
+.cx-title { font-weight:600; }
+.cx-state { color:var(--muted); font-size:12px; }
+.cx-check.cx-confirmed .cx-state, .cx-check.cx-corrected .cx-state, .cx-check.cx-checked .cx-state { color:var(--ok); }
+.cx-check.cx-unresolved .cx-state { color:var(--bad); }
+.cx-table { border-collapse:collapse; width:100%; }
+.cx-table td { padding:2px 6px; border-bottom:1px solid var(--line); vertical-align:top; overflow-wrap:anywhere; }
+.cx-path { color:var(--muted); }
+.cx-null, .cx-muted { color:var(--muted); font-style:italic; }
+.cx-act { white-space:nowrap; text-align:right; }
+.cx-act button, .cx-head button, .cx-addrow button, .cx-form button, .cx-edit button { font:inherit; font-size:12px; }
+.cx-act button.on { background:#dce8fb; border-color:var(--sel); }
+tr.cx-m-ok .cx-v { color:var(--ok); }
+tr.cx-m-wrong .cx-v { color:var(--bad); }
+tr.cx-m-drop td, tr.cx-gone td { text-decoration:line-through; color:var(--muted); }
+.cx-was { color:var(--bad); }
+.cx-now { color:var(--ok); text-decoration:none; font-weight:600; }
+tr.cx-added td { color:var(--ok); }
+.cx-edit { margin-top:3px; display:flex; flex-wrap:wrap; gap:4px; align-items:center; }
+.cx-input { font:inherit; font-size:13px; padding:1px 4px; min-width:10em; }
+.cx-input[aria-invalid=true] { outline:2px solid var(--bad); }
+.cx-error { color:var(--bad); flex-basis:100%; }
+.cx-unfit { color:var(--bad); font-size:12px; }
+.cx-field { display:inline-flex; gap:4px; align-items:center; margin:2px 8px 2px 0; }
+.cx-key { color:var(--muted); }
 """
 
 #: The page: its ``@@NAME@@`` slots are filled in one pass (``fill``): TITLE, SUMMARY and NOTE
@@ -159,6 +185,8 @@ style-src 'unsafe-inline'; script-src 'unsafe-inline'">
 </select>
 <select id="f-field" title="one field's values across rows"><option value="">field view…</option></select>
 <button type="button" id="f-doubtful">doubtful values</button>
+<button type="button" id="kx-download" hidden title="save your corrections as a JSON file (kimi_extract.read_corrections reads it)">download corrections</button>
+<span class="stats" id="kx-reviewed"></span>
 <span class="stats" id="kx-shown"></span>
 <span class="keys">j / k: next / previous card</span>
 </header>

@@ -1,7 +1,7 @@
 # ruff: noqa: E501  (the script keeps its own line lengths)
 """The review page's script (``table.review`` embeds it; ``table.review_page`` holds the shell):
-this module draws the cards, ``review_controls`` moves between them; ``SCRIPT`` is both in one
-closure.
+this module draws the cards, ``review_edit`` takes corrections, ``review_controls`` moves between
+them; ``SCRIPT`` is all three in one closure.
 
 It builds every element from the embedded JSON with ``createElement`` / ``textContent`` (never
 ``innerHTML``), so nothing taken from the data is ever parsed as markup. Cards are rendered
@@ -17,6 +17,7 @@ character diff (longest common subsequence, bounded) of the value and its eviden
 from __future__ import annotations
 
 from .review_controls import CONTROLS
+from .review_edit import EDITING
 
 DRAWING = r"""
   var data = JSON.parse(document.getElementById("kx-data").textContent);
@@ -267,7 +268,9 @@ DRAWING = r"""
       sources.appendChild(box);
     });
     body.appendChild(sources);
-    body.appendChild(fieldsTable(c));
+    var fields = fieldsTable(c);
+    if (check) c.rows.forEach(function (row) { if (row.pos !== undefined) fields.appendChild(checkBlock(c, row)); });
+    body.appendChild(fields);
     card.appendChild(body);
     card.appendChild(footer(c));
     slot.textContent = "";
@@ -278,5 +281,6 @@ DRAWING = r"""
 
 """
 
-#: The whole script: one closure over the drawing part and ``review_controls.CONTROLS``.
-SCRIPT = '"use strict";\n(function () {\n' + DRAWING + CONTROLS + "})();\n"
+#: The whole script: one closure over the drawing part, ``review_edit.EDITING`` (corrections)
+#: and ``review_controls.CONTROLS``.
+SCRIPT = '"use strict";\n(function () {\n' + DRAWING + EDITING + CONTROLS + "})();\n"
