@@ -179,6 +179,36 @@ class Browser:
         """Send a command to the page's session; its result."""
         return self._send(method, params, self.session, timeout)
 
+    def browser_call(
+        self, method: str, params: dict[str, Any] | None = None, timeout: float = 20
+    ) -> Any:
+        """Send a command to the browser itself (``Browser.*``), not to the page; its result."""
+        return self._send(method, params, None, timeout)
+
+    def save_downloads(self, directory: Path) -> None:
+        """Let the page download files, into ``directory`` (under their suggested names)."""
+        self.browser_call(
+            "Browser.setDownloadBehavior",
+            {"behavior": "allow", "downloadPath": str(directory), "eventsEnabled": True},
+        )
+
+    def downloaded(self, directory: Path, name: str, timeout: float = 20) -> Path:
+        """The file ``name`` in ``directory`` once the browser has finished writing it."""
+        path = directory / name
+        deadline = time.monotonic() + timeout
+        while True:
+            finished = [
+                e
+                for e in list(self.events)
+                if e.get("method") == "Browser.downloadProgress"
+                and e.get("params", {}).get("state") == "completed"
+            ]
+            if finished and path.exists():
+                return path
+            if time.monotonic() > deadline:
+                raise CDPError(f"no download of {name} in {directory} within {timeout} s")
+            time.sleep(0.05)
+
     # -- conveniences ------------------------------------------------------------------------------
 
     def evaluate(self, expression: str, timeout: float = 20) -> Any:
@@ -200,6 +230,12 @@ class Browser:
         self.call("Page.navigate", {"url": path.resolve().as_uri()})
         self.wait_for(ready)
         return time.monotonic() - started
+
+    def reload(self, ready: str = "document.body && document.body.dataset.ready") -> None:
+        """Reload the page (as the browser's reload button does) and wait until ``ready``."""
+        self.evaluate("document.body.dataset.ready = ''")
+        self.call("Page.reload", {"ignoreCache": True})
+        self.wait_for(ready)
 
     def wait_for(self, expression: str, timeout: float = 20) -> Any:
         deadline = time.monotonic() + timeout
