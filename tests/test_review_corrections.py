@@ -22,6 +22,7 @@ import kimi_extract as kx
 from kimi_extract.table.review_types import check_value, describe_model
 
 from .cdp import Browser, browser_session
+from .test_review import page_data
 
 
 class Item(BaseModel):
@@ -258,8 +259,9 @@ def test_a_failed_row_stays_out_until_its_values_fit(page, tmp_path):
 
 
 def test_corrections_are_kept_per_page_data(page, tmp_path):
-    """localStorage is keyed by the data hash: a page of other data starts clean, the same
-    data (another file) finds its corrections."""
+    """localStorage is keyed by the data hash: a page of other data starts clean and keeps its
+    own corrections apart; the same data (another file) finds its corrections; a stored entry
+    that is unreadable or for other data is ignored."""
     df = invoices()
     first = kx.review(df, tmp_path / "a.html", text_column="text", model=Invoice)
     open_fresh(page, first)
@@ -271,6 +273,17 @@ def test_corrections_are_kept_per_page_data(page, tmp_path):
     other.loc[1, "vendor"] = "Bolt Limited"
     page.open(kx.review(other, tmp_path / "c.html", text_column="text", model=Invoice))
     assert page.evaluate("kxReview.corrections().rows") == []
+    page.wait_for(f"!!document.querySelector('{check(2)}')")
+    page.click(f"{check(2)} button.cx-confirm")
+    page.open(first)
+    assert [r["position"] for r in page.evaluate("kxReview.corrections().rows")] == [1]
+    key = "kimi_extract.corrections:" + page_data(first)["check"]["hash"]
+    stored = json.loads(page.evaluate(f"localStorage.getItem({json.dumps(key)})"))
+    for entry in ("{not json", json.dumps({**stored, "hash": "sha256:other"})):
+        page.evaluate(f"localStorage.setItem({json.dumps(key)}, {json.dumps(entry)})")
+        page.reload()
+        assert page.evaluate("kxReview.corrections().rows") == []
+        assert "not kept" not in page.evaluate("document.getElementById('kx-reviewed').textContent")
 
 
 def test_without_a_model_types_are_inferred_and_said(page, tmp_path):

@@ -29,15 +29,16 @@ EDITING = r"""
   if (check) {
     Object.keys(check.formats).forEach(function (f) { FORMATS[f] = new RegExp(check.formats[f]); });
     cards.forEach(function (c, i) { c.rows.forEach(function (row, r) { if (row.pos !== undefined) rowsByPos[row.pos] = [i, r]; }); });
-    try {
-      var stored = JSON.parse(window.localStorage.getItem(STORE) || "null");
-      if (stored && stored.hash === check.hash && stored.rows && typeof stored.rows === "object") {
-        Object.keys(stored.rows).forEach(function (pos) {
-          var fx = stored.rows[pos];
-          if (rowsByPos[Number(pos)] && fx && typeof fx.marks === "object" && typeof fx.added === "object") fixes[pos] = fx;
-        });
-      }
-    } catch (e) { storageProblem = "corrections are not kept on reload here: " + e.message; }
+    var raw = null, stored = null;
+    try { raw = window.localStorage.getItem(STORE); }
+    catch (e) { storageProblem = "corrections are not kept on reload here: " + e.message; }
+    try { stored = JSON.parse(raw || "null"); } catch (e) { stored = null; }  // unreadable: start afresh
+    if (stored && stored.hash === check.hash && stored.rows && typeof stored.rows === "object") {
+      Object.keys(stored.rows).forEach(function (pos) {
+        var fx = stored.rows[pos];
+        if (rowsByPos[Number(pos)] && fx && typeof fx.marks === "object" && typeof fx.added === "object") fixes[pos] = fx;
+      });
+    }
   }
 
   function isObj(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
