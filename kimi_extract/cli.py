@@ -4,6 +4,7 @@
     kimi-extract run-docs DIR|FILES --schema FILE.py:Class [--explode FIELD] --out OUT ...
     kimi-extract simulate --port 8000
     kimi-extract review OUT.parquet --html review.html [--text COL] [--id COL] [--documents-root D]
+                         [--schema FILE.py:Class]
     kimi-extract --version
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
@@ -217,6 +218,7 @@ def cmd_review(args: argparse.Namespace) -> int:
     from .table.review import review
 
     frame = read_table(Path(args.table))
+    model = load_model(args.schema) if args.schema else None
     text: str | list[str] | None = None
     if args.text:
         text = args.text[0] if len(args.text) == 1 else list(args.text)
@@ -230,6 +232,8 @@ def cmd_review(args: argparse.Namespace) -> int:
             documents_root=args.documents_root or Path(args.table).parent,
             id=args.id,
             title=args.title,
+            model=model,
+            prefix=args.prefix or "",
         )
     except (KimiExtractError, OSError) as exc:
         raise UsageError(str(exc)) from None
@@ -413,6 +417,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rev.add_argument("--id", metavar="COL", help="label each card by this column's value")
     rev.add_argument("--title", help="the page title (default: the file name)")
+    rev.add_argument(
+        "--schema",
+        metavar="FILE.py:Class",
+        help="the output model: corrections typed in the page are checked against its types",
+    )
+    rev.add_argument("--prefix", help="the prefix= of the run (with --schema)")
     rev.set_defaults(func=cmd_review)
 
     sim = sub.add_parser(

@@ -383,3 +383,70 @@ def test_gold_is_exactly_the_confirmed_rows_of_pred(tmp_path, values, chosen, la
     assert list(gold.index) == list(df.index[picked])
     for n in picked:
         assert gold.loc[df.index[n]].to_dict() == rows[n]["values"]
+
+
+SCHEMA = """
+from pydantic import BaseModel
+
+class Line(BaseModel):
+    name: str
+    qty: int
+
+class Invoice(BaseModel):
+    vendor: str
+    total: float
+    lines: list[Line]
+"""
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_cli_review_takes_the_schema(tmp_path, suffix):
+    """``kimi-extract review --schema``: the model's types, nested values read back from the
+    JSON text a .csv holds; the corrections then read against the same table, hash equal."""
+    from kimi_extract.cli import main as cli_main
+    from kimi_extract.cli_io import read_table
+    from kimi_extract.table.export import write_table
+
+    (tmp_path / "schema.py").write_text(SCHEMA, encoding="utf-8")
+    df = pd.DataFrame(
+        {
+            "text": ["ACME sells 2 bolts", "Bolt Ltd"],
+            "vendor": ["ACME", "Bolt Ltd"],
+            "total": [12.5, 3.25],
+            "lines": pd.Series([[{"name": "bolt", "qty": 2}], []], dtype=object),
+        }
+    )
+    table = tmp_path / f"out{suffix}"
+    write_table(df, table)
+    html = tmp_path / "review.html"
+    args = ["review", str(table), "--html", str(html), "--text", "text"]
+    assert cli_main([*args, "--schema", f"{tmp_path / 'schema.py'}:Invoice"]) == 0
+    data = page_data(html)
+    assert data["check"]["typed"] == "model" and data["check"]["types"]["lines[].qty"] == {
+        "t": ["integer"]
+    }
+    rows = shown_rows(data)
+    assert rows[0]["values"]["lines"] == [{"name": "bolt", "qty": 2}]
+    path = write(tmp_path, document(data, [confirmed(rows[0])]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        gold = kx.read_corrections(path, read_table(table))
+    assert gold.loc[0, "lines"] == [{"name": "bolt", "qty": 2}]
+
+
+def test_the_readme_block_reads_its_file_without_a_warning(tmp_path, monkeypatch, capsys):
+    """The README's corrections example: its file's hash is the page's, and the gold is the two
+    reviewed rows with the correction."""
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    blocks = [b.split("```")[0] for b in readme.split("```python\n")[1:]]
+    (code,) = [b for b in blocks if "read_corrections(" in b]
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        exec(compile(code, "README.md", "exec"), scope)
+    gold = scope["gold"]
+    assert gold.to_dict("index") == {
+        0: {"vendor": "ACME", "total": 1234.5, "items": ["bolt"]},
+        1: {"vendor": "Bolt Ltd", "total": 99.5, "items": ["gear"]},
+    }
