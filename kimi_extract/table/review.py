@@ -6,9 +6,12 @@ matches in yellow, doubtful ones, fuzzy and near misses, in their own colours wi
 value-vs-text difference shown), the fields table with unsupported values flagged, ``kx_error``,
 tokens and cost; for PDF pages, the page image (zoomable) with boxes over the evidence. The page
 filters and counts values (unsupported, near, fuzzy, inferred) as well as rows, lists every
-doubtful value of the run, sorts cards, and shows one field across rows. It is one self-contained
-file: no network (a Content-Security-Policy forbids it), no external assets, the data embedded as
-JSON.
+doubtful value of the run, sorts cards, and shows one field across rows. Under each row's fields a
+reviewer marks values right or wrong, types the right ones (checked against the field's type:
+``model=``'s, else inferred from the values), drops or adds list items and confirms rows; the page
+keeps the marks in localStorage and downloads them as a corrections file (``review_check``,
+``review_edit``; ``corrections.read_corrections`` reads it). It is one self-contained file: no
+network (a Content-Security-Policy forbids it), no external assets, the data embedded as JSON.
 
 Where the source text comes from (span offsets are Python indices into the exact text that was
 sent, so the page must be given that text):

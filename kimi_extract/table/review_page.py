@@ -7,7 +7,7 @@ matches yellow with a dotted underline, fuzzy matches orange with a dashed under
 (the closest text to a value that is not there) pink with a wavy underline, kinds this version
 does not know grey; unsupported values (no evidence) are red in the fields table, inferred ones
 (labels) muted. The controls in the header filter values by class, sort cards, open the list of
-doubtful values or one field across rows (a side panel).
+doubtful values or one field across rows (a side panel), and download the corrections.
 A Content-Security-Policy ``<meta>`` forbids any network access: images are data URLs.
 """
 
