@@ -307,6 +307,26 @@ def test_without_a_model_types_are_inferred_and_said(page, tmp_path):
     assert gold.loc[0, "total"] is None and gold.loc[0, "vendor"] == "ACME Corp"
 
 
+def test_big_integers_come_back_exact(page, tmp_path):
+    """JavaScript holds integers exactly only up to 2**53: a confirmed value comes back from
+    pred (the file was made from it), not from the page's rounded copy."""
+
+    class Order(BaseModel):
+        number: int
+        vendor: str
+
+    big = 2**60 + 1
+    df = pd.DataFrame({"text": ["order"], "number": [big], "vendor": ["ACME"]})
+    out = kx.review(df, tmp_path / "o.html", text_column="text", model=Order)
+    open_fresh(page, out)
+    page.click(f"{check(0)} button.cx-confirm")
+    saved = page.evaluate("kxReview.corrections()")
+    assert saved["rows"][0]["fields"]["number"]["value"] != big  # rounded in the browser
+    document = tmp_path / "c.json"
+    document.write_text(json.dumps(saved), encoding="utf-8")
+    assert kx.read_corrections(document, df, model=Order).loc[0, "number"] == big
+
+
 # -- the page's checks agree with the Python side -------------------------------------------
 
 JSON_VALUES = st.recursive(

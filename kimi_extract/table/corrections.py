@@ -84,7 +84,9 @@ def read_corrections(
     ``model``: check every gold row against the output model (a row that does not validate is
     an error naming the row and field) and keep only its fields as columns. ``strict``: a file
     made from other predictions (its data hash differs from ``pred``'s) is an error rather than
-    a ``CorrectionsWarning``; either way the gold holds the values the reviewer saw or typed.
+    a ``CorrectionsWarning``; either way the gold holds the values the reviewer saw or typed
+    (from a file made from ``pred``, the values left unmarked are read from ``pred`` itself:
+    the page's copy went through JavaScript, which rounds integers past 2**53).
 
     Raises ``InputError`` naming the file: not JSON, another format or a newer version, rows
     that are not in ``pred`` (named), a row given twice, values that do not fit their type.
@@ -96,7 +98,7 @@ def read_corrections(
     if model is not None and not (isinstance(model, type) and issubclass(model, BaseModel)):
         raise ConfigurationError(f"model= takes the output model (a BaseModel subclass): {model!r}")
     fields, types, id_column, prefix = _header(document, shown)
-    _check_hash(document, pred, fields, types, id_column, prefix, shown, strict)
+    exact = _check_hash(document, pred, fields, types, id_column, prefix, shown, strict)
     locate = _Locator(pred, id_column)
     chosen: dict[int, dict[str, Any]] = {}
     missing: list[str] = []
@@ -119,6 +121,10 @@ def read_corrections(
             unresolved.append(label)
             continue
         chosen[position] = _values(row, fields, types, f"{shown}: row {label}")
+        if exact is not None:  # the shown values are pred's: take them as Python read them
+            for name, value in zip(fields, exact[position], strict=True):
+                if row["fields"][name].get("status") in ("unmarked", "correct"):
+                    chosen[position][name] = value
     if missing:
         raise InputError(
             f"{shown}: {len(missing):,} corrected row(s) are not in pred: "
@@ -205,7 +211,10 @@ def _check_hash(
     prefix: str,
     shown: str,
     strict: bool,
-) -> None:
+) -> list[list[Any]] | None:
+    """pred's field values per row when the file was made from pred (its hash matches), else
+    None after a warning (``strict``: an error). The page's values went through JavaScript,
+    whose numbers hold integers exactly only up to 2**53: pred's are exact."""
     columns = [prefix + name for name in fields]
     lacking = [c for c in [*columns, *([id_column] if id_column else [])] if c not in pred.columns]
     if lacking:
@@ -213,19 +222,19 @@ def _check_hash(
     else:
         ids = pred[id_column].tolist() if id_column else [None] * len(pred)
         cells = [pred[c].tolist() for c in columns]
+        values = [
+            [
+                field_value(cell[n], types.get(name))
+                for cell, name in zip(cells, fields, strict=True)
+            ]
+            for n in range(len(pred))
+        ]
         rows = (
-            (
-                jsonable(label),
-                jsonable(ident) if id_column else None,
-                [
-                    field_value(cell[n], types.get(name))
-                    for cell, name in zip(cells, fields, strict=True)
-                ],
-            )
-            for n, (label, ident) in enumerate(zip(pred.index, ids, strict=True))
+            (jsonable(label), jsonable(ident) if id_column else None, row)
+            for label, ident, row in zip(pred.index, ids, values, strict=True)
         )
         if data_hash(fields, id_column, rows) == document.get("data_hash"):
-            return
+            return values
         why = "its rows or values changed since the page was made"
     message = (
         f"{shown} was made from other predictions than pred ({why}); the gold holds the values "
@@ -234,6 +243,7 @@ def _check_hash(
     if strict:
         raise InputError(message)
     warnings.warn(CorrectionsWarning(message), stacklevel=3)
+    return None
 
 
 class _Locator:
