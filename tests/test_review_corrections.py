@@ -228,6 +228,39 @@ def test_a_value_of_the_wrong_type_is_refused(page, tmp_path):
     assert page.evaluate("kxReview.corrections().rows") == []
 
 
+def test_typing_survives_other_marks_in_the_row(page, tmp_path):
+    """Marking another value redraws the row's block: an open editor keeps its text and its
+    message, an open "add" form its inputs; saving the form closes it."""
+    out = kx.review(invoices(), tmp_path / "inv.html", text_column="text", model=Invoice)
+    open_fresh(page, out)
+    edit(page, 0, "total", "12a")
+    page.click(f"{check(0)} button.cx-add")
+    page.call("Input.insertText", {"text": "Washer"})
+    page.click(f'{check(0)} tr[data-path="items[1]"] button.cx-drop')
+    state = (
+        f"[document.querySelector('{check(0)} .cx-error').textContent,"
+        f" document.querySelector('{check(0)} .cx-edit .cx-input').value,"
+        f" [...document.querySelectorAll('{check(0)} tr.cx-form input')].map(i => i.value)]"
+    )
+    assert page.evaluate(state) == [
+        "refused: total takes a number (digits, '.' for decimals, e.g. 1234.5): \"12a\" is not one",
+        "12a",
+        ["Washer", "", ""],
+    ]
+    page.evaluate(
+        f"document.querySelector('{check(0)} tr.cx-form input[data-key=\"qty\"]').focus()"
+    )
+    page.call("Input.insertText", {"text": "4"})
+    page.key("Enter")
+    assert page.evaluate(f"document.querySelectorAll('{check(0)} tr.cx-form').length") == 0
+    rows = page.evaluate("kxReview.corrections().rows")
+    assert rows[0]["fields"]["items"]["marks"][-1]["value"] == {
+        "name": "Washer",
+        "qty": 4,
+        "price": None,
+    }
+
+
 def test_a_failed_row_stays_out_until_its_values_fit(page, tmp_path):
     df = invoices()
     for name in Invoice.model_fields:

@@ -378,9 +378,30 @@ EDITING = r"""
   }
 
   function redraw(pos) {
+    // Draw the row's block again, keeping what is being typed: open value editors (their text
+    // and message) and open "add" forms.
     var at = rowsByPos[pos], old = list.querySelector('.cx-check[data-pos="' + pos + '"]');
     if (!at || !old) return null;
+    var typing = {}, forms = {};
+    old.querySelectorAll("tr[data-path] .cx-edit").forEach(function (box) {
+      typing[box.closest("tr").getAttribute("data-path")] = [box.querySelector(".cx-input").value, box.querySelector(".cx-error").textContent];
+    });
+    old.querySelectorAll("tr.cx-form").forEach(function (form) {
+      forms[form.getAttribute("data-list")] = [Array.from(form.querySelectorAll("input")).map(function (i) { return i.value; }), form.querySelector(".cx-error").textContent];
+    });
     var fresh = checkBlock(cards[at[0]], cards[at[0]].rows[at[1]]);
+    fresh.querySelectorAll("tr[data-path] .cx-edit").forEach(function (box) {
+      var kept = typing[box.closest("tr").getAttribute("data-path")];
+      if (kept) { box.querySelector(".cx-input").value = kept[0]; box.querySelector(".cx-error").textContent = kept[1]; }
+    });
+    fresh.querySelectorAll("tr.cx-addrow").forEach(function (row) {
+      var kept = forms[row.getAttribute("data-list")];
+      if (!kept) return;
+      var form = addForm({path: row.getAttribute("data-list"), tpath: row.getAttribute("data-tpath")});
+      form.querySelectorAll("input").forEach(function (input, n) { input.value = kept[0][n] || ""; });
+      form.querySelector(".cx-error").textContent = kept[1];
+      row.after(form);
+    });
     old.replaceWith(fresh);
     return fresh;
   }
@@ -413,6 +434,7 @@ EDITING = r"""
     if (error) { form.querySelector(".cx-error").textContent = "refused: " + error; return; }
     var fx = touch(pos);
     (fx.added[listPath] = fx.added[listPath] || []).push(value);
+    form.remove();
     changed(pos);
   }
 

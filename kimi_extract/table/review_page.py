@@ -133,7 +133,8 @@ body.vf-fuzzy .fields tr.span.c-fuzzy, body.vf-inferred .fields tr.span.c-inferr
 .cx-check.cx-unresolved .cx-state { color:var(--bad); }
 .cx-table { border-collapse:collapse; width:100%; }
 .cx-table td { padding:2px 6px; border-bottom:1px solid var(--line); vertical-align:top; overflow-wrap:anywhere; }
-.cx-path { color:var(--muted); }
+.cx-table td.cx-path { color:var(--muted); white-space:nowrap; overflow-wrap:normal; }
+.cx-table td.cx-value { width:100%; }
 .cx-null, .cx-muted { color:var(--muted); font-style:italic; }
 .cx-act { white-space:nowrap; text-align:right; }
 .cx-act button, .cx-head button, .cx-addrow button, .cx-form button, .cx-edit button { font:inherit; font-size:12px; }
