@@ -446,6 +446,7 @@ def test_the_readme_block_reads_its_file_without_a_warning(tmp_path, monkeypatch
         warnings.simplefilter("error")
         exec(compile(code, "README.md", "exec"), scope)
     gold = scope["gold"]
+    assert "precision" in capsys.readouterr().out  # the evaluation printed
     assert gold.to_dict("index") == {
         0: {"vendor": "ACME", "total": 1234.5, "items": ["bolt"]},
         1: {"vendor": "Bolt Ltd", "total": 99.5, "items": ["gear"]},

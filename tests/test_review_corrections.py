@@ -182,6 +182,26 @@ def test_edit_drop_add_reload_download_read(page, tmp_path):
     )
     pd.testing.assert_frame_equal(gold, expected)
 
+    # The gold scores the predictions: row 0's total is wrong, its Nut was invented and its
+    # Washer missed; row 1 is right; row 2 was not reviewed, so it is not scored.
+    evaluation = kx.evaluate(df, gold, model=Invoice, n_boot=0)
+    counts = evaluation.fields[["tp", "fp", "fn"]].astype(int).T.to_dict("list")
+    assert counts == {
+        "vendor": [2, 0, 0],
+        "total": [1, 1, 1],
+        "currency": [2, 0, 0],
+        "date": [2, 0, 0],
+        "items": [2, 1, 1],  # Bolt and Gear paired, Nut extra, Washer missed
+        "items[].name": [2, 0, 0],
+        "items[].qty": [2, 0, 0],
+        "items[].price": [2, 0, 0],
+        "note": [0, 0, 0],
+    }
+    assert evaluation.fields.loc["total", "recall"] == 0.5
+    assert evaluation.fields.loc["items", "precision"] == pytest.approx(2 / 3)
+    assert evaluation.rows["exact"].tolist() == [False, True]
+    assert list(evaluation.rows.index) == [0, 1]
+
 
 def test_a_value_of_the_wrong_type_is_refused(page, tmp_path):
     out = kx.review(invoices(), tmp_path / "inv.html", text_column="text", model=Invoice)
