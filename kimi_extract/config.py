@@ -32,9 +32,11 @@ The settings, with their defaults:
   cheaper than repeated 5-minute writes, else sends nothing (the server's 5 m default); None never
   sends it. ``cache_warm``: when the shared prefix is long enough to be cached (> 256 tokens),
   send one request first and fan out after it completes, so the prefix is written once.
-- ``store``: the result store (a path; None/True: the default location; False: none); runs
-  against a server on this machine (the simulator, ``localhost``, ``0.0.0.0``, its host name or
-  addresses: ``run.store.is_local_endpoint``) get no default store.
+- ``store``: the result store (a path; a ``postgresql://user@host/db`` URL, one store for many
+  machines, held as a ``StoreURL`` that never shows its password; None/True: the default
+  location; False: none); runs against a server on this machine (the simulator,
+  ``localhost``, ``0.0.0.0``, its host name or addresses: ``run.store.is_local_endpoint``) get
+  no default store.
 - ``max_cost`` / ``max_tokens``: hard budgets, checked before every attempt against its worst case
   (``kimi_extract.http.limits.Budget``); each must pay for one request's worst case.
 - ``rpm`` / ``tpm``: client-side request and token limits per minute (no 60-second window exceeds
@@ -75,7 +77,6 @@ import os
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -104,8 +105,9 @@ from .media.parts import (
 )
 from .records import Pricing
 from .run.request import Mode
-from .run.store import is_local_endpoint
+from .run.store import Location, StoreURL, is_local_endpoint
 from .run.store import resolve as resolve_store
+from .run.store_base import is_store_url
 
 __all__ = [
     "API_KEY_ENV_VARS",
@@ -154,7 +156,7 @@ class ExtractorConfig:
     pricing: Pricing | dict[str, Pricing] | None = None
     cache_ttl: str | None = "auto"
     cache_warm: bool = True
-    store: str | os.PathLike[str] | bool | None = None
+    store: str | os.PathLike[str] | StoreURL | bool | None = None
     max_cost: float | None = None
     max_tokens: int | None = None
     rpm: int | None = None
@@ -186,8 +188,9 @@ class ExtractorConfig:
     effort: str | None = field(init=False, repr=False, compare=False)
     #: The price this model is billed at (``pricing`` resolved), or None when unknown.
     resolved_pricing: Pricing | None = field(init=False, repr=False, compare=False)
-    #: The result store file, or None for no store.
-    store_path: Path | None = field(init=False, repr=False, compare=False)
+    #: The result store: a file (``Path``), a PostgreSQL database (``StoreURL``, shown without
+    #: its password), or None for no store.
+    store_path: Location | None = field(init=False, repr=False, compare=False)
     media: MediaOptions = field(init=False, repr=False, compare=False)
     retry: RetryPolicy = field(init=False, repr=False, compare=False)
 
@@ -268,10 +271,14 @@ class ExtractorConfig:
             and max_cost > 0
         ):
             raise ConfigurationError(f"max_cost must be a positive number of USD, got {max_cost!r}")
-        if not (self.store is None or isinstance(self.store, bool | str | os.PathLike)):
+        if not (self.store is None or isinstance(self.store, bool | str | os.PathLike | StoreURL)):
             raise ConfigurationError(
-                f"store must be a path, True/None (default location) or False, got {self.store!r}"
+                "store must be a path, a postgresql:// URL, True/None (default location) or "
+                f"False, got {self.store!r}"
             )
+        if is_store_url(self.store) and not isinstance(self.store, StoreURL):
+            # Held as a StoreURL from here on: the config's repr never shows the password.
+            object.__setattr__(self, "store", StoreURL(str(self.store)))
 
         info = model_info(self.model)
         if self.cache_ttl in CACHE_TTLS and not info.cache_options:

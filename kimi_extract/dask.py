@@ -83,6 +83,8 @@ from .config import ExtractorConfig, check_budget_fits
 from .extractor import COLUMN_OPTIONS, Extractor
 from .http.limiter import OUTER_GATE
 from .run.inputs import prepare
+from .run.store import StoreURL
+from .run.store import resolve as resolve_store
 from .table.frame import build_frame, check_clashes
 
 __all__ = ["KimiDaskAccessor", "extract", "output_meta"]
@@ -94,7 +96,7 @@ def extract(
     *,
     text: str | Sequence[str] | None = None,
     template: str | None = None,
-    store: str | os.PathLike[str] | None = None,
+    store: str | os.PathLike[str] | StoreURL | None = None,
     client: distributed.Client | None = None,
     **options: Any,
 ) -> dd.DataFrame:
@@ -143,13 +145,17 @@ def extract(
 
 
 def partition_config(
-    config: ExtractorConfig, store: str | os.PathLike[str], partitions: int
+    config: ExtractorConfig, store: str | os.PathLike[str] | StoreURL, partitions: int
 ) -> ExtractorConfig:
-    """The settings of each partition's run: ``config`` with the shared store (an absolute path,
-    opened as given on every worker), no progress bar, and an even share of each budget."""
+    """The settings of each partition's run: ``config`` with the shared store (a PostgreSQL URL,
+    or an absolute path opened as given on every worker), no progress bar, and an even share of
+    each budget."""
+    location = resolve_store(store)
+    if isinstance(location, Path):
+        location = location.absolute()
     return dataclasses.replace(
         config,
-        store=Path(store).expanduser().absolute(),
+        store=location,
         progress=False,
         max_cost=None if config.max_cost is None else config.max_cost / partitions,
         max_tokens=None if config.max_tokens is None else max(1, config.max_tokens // partitions),

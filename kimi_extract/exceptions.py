@@ -61,6 +61,7 @@ EXTRAS = {
     "parquet": "pyarrow",
     "pdf": "pypdfium2",
     "plot": "matplotlib",
+    "postgres": "psycopg[binary,pool]",
 }
 
 

@@ -10,7 +10,6 @@ import logging
 import os
 import warnings
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
 import pandas as pd
@@ -60,7 +59,7 @@ from .run.request import (
     system_prompt,
 )
 from .run.scheduler import RunSetup, run_engine
-from .run.store import ResultStore, check_location, endpoint_identity, open_store
+from .run.store import Location, Store, check_store, endpoint_identity, open_location, open_store
 from .run.sync import run_sync
 from .schema.compiled import compile_schema
 from .table.documents import check_document_columns, document_frame
@@ -147,7 +146,7 @@ class Extractor(Generic[T]):
             self.router.explicit, text_url=self.router.text_url, media_url=self.router.media_url
         )
         if config.store_path is not None:
-            check_location(config.store_path)  # on the machine that runs (a Dask worker too)
+            check_store(config.store_path)  # on the machine that runs (a Dask worker too)
         prompt = system_prompt(config.instructions, self.compiled, config.mode)
         static = [{"role": "system", "content": prompt}]
         static += example_messages(config.examples, self.compiled)
@@ -157,7 +156,7 @@ class Extractor(Generic[T]):
         #: After a Ctrl-C / cancellation: the partial frame (also on ``RunInterrupted.partial``).
         self.last_partial: pd.DataFrame | None = None
         #: The result store of the run in progress (read by ``_interrupted``), else None.
-        self._run_store: ResultStore | None = None
+        self._run_store: Store | None = None
 
     # -- settings (read-only views of ``config``) ------------------------------------------------
 
@@ -247,12 +246,13 @@ class Extractor(Generic[T]):
         return self.config.media
 
     @property
-    def store_path(self) -> Path | None:
-        """The result store file, or None when this extractor keeps no store."""
+    def store_path(self) -> Location | None:
+        """The result store: a file (``Path``), a PostgreSQL database (``StoreURL``, shown
+        without its password), or None when this extractor keeps no store."""
         return self.config.store_path
 
     @property
-    def cache_path(self) -> Path | None:
+    def cache_path(self) -> Location | None:
         """Deprecated name of ``store_path``."""
         warnings.warn(
             "Extractor.cache_path is deprecated: use store_path", DeprecationWarning, stacklevel=2
@@ -603,7 +603,7 @@ class Extractor(Generic[T]):
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
         settings = self._settings(prepared.length)
-        store = ResultStore(self.store_path) if self.store_path is not None else None
+        store = open_location(self.store_path) if self.store_path is not None else None
         try:
             prompts, stored = row_prompt_tokens(prepared.rows, settings, store)
         finally:
@@ -851,7 +851,7 @@ class Extractor(Generic[T]):
             transport=transport,
             limiter=limiter,
             budget=budget,
-            store=open_store(self.store_path, progress),
+            store=open_store(self.store_path, progress, endpoint=self.endpoint),
             concurrency=self.concurrency,
             warm_first=self.config.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
         )

@@ -31,7 +31,7 @@ from pydantic import (
 )
 
 import kimi_extract as kx
-import kimi_extract.run.store as store_module
+import kimi_extract.run.store_sqlite as store_module
 from kimi_extract.run.store import ResultStore
 from kimi_extract.simulator import Reply, Simulator
 

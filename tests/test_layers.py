@@ -78,6 +78,9 @@ LAYERS: dict[str, int] = {
     "run.request": 3,
     "run.scheduler": 3,
     "run.store": 3,
+    "run.store_base": 3,
+    "run.store_postgres": 3,
+    "run.store_sqlite": 3,
     "run.sync": 3,
     # 4: rows <-> DataFrames
     "table": 4,

@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kimi_extract as kx
-import kimi_extract.run.store as store_module
+import kimi_extract.run.store_base as store_module
 from kimi_extract.run.report import Tally
 from kimi_extract.run.request import RequestKeys, _canonical, request_key
 from kimi_extract.run.store import ResultStore, resolve

@@ -193,13 +193,22 @@ def one_line(exc: BaseException) -> str:
 
 
 class RowStore(Protocol):
-    """Where validated rows are kept between runs (``store.ResultStore``); lookups and commits
-    are grouped per event-loop turn."""
+    """Where validated rows are kept between runs (``store_base.Store``: SQLite or PostgreSQL);
+    lookups and commits are grouped per event-loop turn. ``replace``: the stored row under this
+    key is stale (the output model rejects it), so the new one replaces it."""
 
     def lookup(self, key: str) -> Awaitable[Any]: ...
 
     def commit(
-        self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
+        self,
+        key: str,
+        *,
+        model: str,
+        output: str,
+        usage: Usage,
+        attempts: int,
+        web_searches: int,
+        replace: bool = False,
     ) -> Awaitable[None]: ...
 
 
@@ -284,6 +293,7 @@ class RowRunner:
         user = {"role": "user", "content": row.content}
         key = None
         raw: str | None = None
+        stale = False
         try:
             if self.store is not None:
                 key = settings.store_key(user)
@@ -292,6 +302,7 @@ class RowRunner:
                     if settings.grounding:
                         await self._ground(row, result, stored.output)
                     return result
+                stale = stored is not None  # the output model rejects it: the answer replaces it
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
         except StoreError as exc:
             self.stop_starting(exc)
@@ -327,6 +338,7 @@ class RowRunner:
                     usage=result.usage,
                     attempts=result.attempts,
                     web_searches=result.web_searches,
+                    replace=stale,
                 )
             except StoreError as exc:  # the row keeps its value; the run stops after it
                 self.stop_starting(exc)

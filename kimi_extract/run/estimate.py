@@ -43,7 +43,7 @@ from .request import estimate_prompt_tokens
 
 if TYPE_CHECKING:
     from .conversation import RowSettings
-    from .store import ResultStore
+    from .store_base import Store
 
 #: Mean reasoning tokens by (normalized) effort; the server's default effort is "max".
 REASONING_TOKENS = {"low": 55, "high": 300, "max": 900}
@@ -272,7 +272,7 @@ def predict(
 
 
 def row_prompt_tokens(
-    rows: Iterable[Any], settings: RowSettings, store: ResultStore | None
+    rows: Iterable[Any], settings: RowSettings, store: Store | None
 ) -> tuple[list[int | None], list[bool]]:
     """Per row: the estimated prompt tokens (None: no request) and whether it is already stored."""
     prompts: list[int | None] = []

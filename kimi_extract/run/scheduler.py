@@ -27,7 +27,7 @@ from .conversation import RowRunner, RowSettings
 from .gc_scope import spaced_young_collections
 from .inputs import next_blocking
 from .report import RunReport, Tally
-from .store import ResultStore
+from .store_base import Store
 
 logger = logging.getLogger("kimi_extract")
 
@@ -326,7 +326,7 @@ class RunSetup:
     transport: Transport
     limiter: Limiter
     budget: Budget | None = None
-    store: ResultStore | None = None
+    store: Store | None = None
     concurrency: int = 16
     warm_first: bool = False
 
@@ -378,7 +378,7 @@ async def run_engine(
                 )
     finally:
         if store is not None:
-            store.close()
+            await store.aclose()
     report = RunReport(
         rows=total if total is not None else tally.rows,
         ok=tally.ok,
@@ -391,7 +391,7 @@ async def run_engine(
         throttles=limiter.throttles,
         from_store=tally.from_store,
         saved=tally.saved,
-        store=str(store.path) if store is not None else None,
+        store=store.location if store is not None else None,
         bound_by=limiter.bound_by(),
     )
     logger.info(report.summary())
