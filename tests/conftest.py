@@ -16,6 +16,8 @@ import kimi_extract as kx
 from kimi_extract.http.clock import use_clock
 from kimi_extract.simulator import Simulator
 
+from .pg import backend, new_store, pg_url, postgres_server  # noqa: F401  (tests/pg.py)
+
 # CI (CI=true) runs the property tests on a fixed set of examples, so a landing never depends on
 # a lucky draw; on developers' machines every run explores new examples (and keeps what failed).
 settings.register_profile("ci", derandomize=True, print_blob=True)

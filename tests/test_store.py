@@ -28,7 +28,7 @@ import kimi_extract as kx
 import kimi_extract.run.store_base as store_module
 from kimi_extract.run.report import Tally
 from kimi_extract.run.request import RequestKeys, _canonical, request_key
-from kimi_extract.run.store import ResultStore, resolve
+from kimi_extract.run.store import ResultStore, StoreURL, resolve
 from kimi_extract.simulator import Reply
 
 from .conftest import (
@@ -39,12 +39,13 @@ from .conftest import (
     chat_requests,
     ok_exchanges,
 )
+from .pg import Backend
 
 ROWS = [f"review {i}: the hinge is loose but the screen is bright" for i in range(30)]
 
 
-def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "results.sqlite3"
+def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, backend: Backend):
+    store = backend.location
     first = make_extractor(store=store, instructions=LONG_INSTRUCTIONS).run(ROWS)
     sent = len(chat_requests(sim))
     assert sent == 30 and not first["kx_from_store"].any()
@@ -58,11 +59,11 @@ def test_rerun_serves_stored_rows_without_requests(sim, make_extractor, tmp_path
     assert report is not None and report.from_store == 30
     assert report.saved.prompt_tokens == first["kx_prompt_tokens"].sum()
     assert report.saved.cost == pytest.approx(first["kx_cost"].sum())
-    assert report.store == str(store)
+    assert report.store == str(resolve(store))
 
 
-def test_changed_inputs_miss_and_errors_are_not_stored(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "s.sqlite3"
+def test_changed_inputs_miss_and_errors_are_not_stored(sim, make_extractor, backend: Backend):
+    store = backend.location
     sim.responder = lambda r: "broken" if "bad" in r.user_text else None
     out = make_extractor(store=store, validation_retries=0).run(["good", "bad"])
     assert out["kx_error"].notna().tolist() == [False, True]
@@ -131,31 +132,32 @@ def test_any_change_is_a_different_key(change):
     assert request_key(**{**KEY_ARGS, **change}) != request_key(**KEY_ARGS)
 
 
-def test_store_never_holds_the_key(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "s.sqlite3"
-    make_extractor(store=store).run(["a", "b"])
-    for path in tmp_path.iterdir():
-        data = path.read_bytes()
+def test_store_never_holds_the_key(sim, make_extractor, tmp_path: Path, backend: Backend):
+    make_extractor(store=backend.location).run(["a", "b"])
+    if backend.kind == "sqlite":
+        texts = [path.read_bytes() for path in tmp_path.iterdir()]
+    else:
+        store = backend.open()
+        texts = [repr(list(store.export_rows())).encode()]
+        store.close()
+        assert len(texts[0]) > 100  # the two rows are there
+    for data in texts:
         assert sim.api_key.encode() not in data
         assert sim.api_key[:8].encode() not in data and sim.api_key[-4:].encode() not in data
 
 
-def test_each_row_is_committed_when_it_finishes(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "s.sqlite3"
+def test_each_row_is_committed_when_it_finishes(sim, make_extractor, backend: Backend):
     sim.responder = lambda r: Reply(delay=1.5) if "slow" in r.user_text else None
 
     async def scenario() -> int:
         task = asyncio.create_task(
-            make_extractor(store=store, concurrency=4).arun(["fast", "slow"])
+            make_extractor(store=backend.location, concurrency=4).arun(["fast", "slow"])
         )
         for _ in range(100):
             await asyncio.sleep(0.05)
-            if store.exists():
-                with sqlite3.connect(store) as db:
-                    if db.execute("SELECT COUNT(*) FROM results").fetchone()[0] == 1:
-                        break
-        with sqlite3.connect(store) as db:
-            during = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+            if backend.committed() == 1:
+                break
+        during = backend.committed()
         await task
         return during
 
@@ -171,6 +173,22 @@ def test_default_location_and_switches(monkeypatch, tmp_path: Path):
     monkeypatch.setenv("KIMI_EXTRACT_STORE", "off")
     assert resolve(None) is None and resolve(True) is None
     assert resolve(tmp_path / "x.db") == tmp_path / "x.db"  # an explicit path still wins
+
+
+def test_the_store_variable_may_name_a_postgresql_store(monkeypatch, tmp_path: Path):
+    """``KIMI_EXTRACT_STORE=postgresql://...`` is the default store; a malformed URL there is a
+    ConfigurationError naming the variable, without the password."""
+    url = "postgresql://kx:pw-Secret-9@db.example:5432/results"
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", url)
+    assert resolve(None) == StoreURL(url) and resolve(True) == StoreURL(url)
+    assert str(resolve(None)) == "postgresql://kx:***@db.example:5432/results"
+    assert resolve(tmp_path / "x.db") == tmp_path / "x.db"  # an explicit path still wins
+    config = kx.ExtractorConfig(api_key="sk-x", base_url="https://api.example.com")
+    assert config.store_path == StoreURL(url) and "pw-Secret" not in repr(config)
+    monkeypatch.setenv("KIMI_EXTRACT_STORE", "postgresql://kx:pw-Secret-9@db.example:99999/x")
+    with pytest.raises(kx.ConfigurationError, match="KIMI_EXTRACT_STORE") as info:
+        resolve(None)
+    assert "pw-Secret" not in str(info.value)
 
 
 def test_old_store_environment_variables_warn_and_still_work(monkeypatch, tmp_path: Path):
@@ -205,12 +223,14 @@ KILL_SCRIPT = textwrap.dedent(
 )
 
 
-def _kill_then_rerun(sim, tmp_path: Path, script: str, n: int, killed_after: int) -> int:
+def _kill_then_rerun(
+    sim, tmp_path: Path, script: str, n: int, killed_after: int, backend: Backend
+) -> int:
     """Run ``script`` over ``n`` rows, kill -9 it once ``killed_after`` answers went out, check
-    the store file, run it again to the end and check the second run: every row, none failed,
-    the committed rows served from the store and only the others sent. Returns the committed
+    the store, run it again to the end and check the second run: every row, none failed, the
+    committed rows served from the store and only the others sent. Returns the committed
     count."""
-    store = tmp_path / "s.sqlite3"
+    store = backend.location
     root = Path(__file__).parents[1]
     args = [sys.executable, "-c", script, sim.base_url, sim.api_key, str(store), str(n)]
     # After ``killed_after`` requests the server holds every further one (until the kill), so
@@ -230,16 +250,15 @@ def _kill_then_rerun(sim, tmp_path: Path, script: str, n: int, killed_after: int
     victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (
-        len(ok_exchanges(sim)) < killed_after or not _committed(store)
+        len(ok_exchanges(sim)) < killed_after or backend.committed() <= 0
     ):
         time.sleep(0.005)
     victim.send_signal(signal.SIGKILL)
     victim.wait()
     held.clear()
     sim.responder = answer
-    with sqlite3.connect(store) as db:
-        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-        committed = db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    assert backend.consistent()
+    committed = backend.committed()
     assert 0 < committed < n
     before = len(chat_requests(sim))
     subprocess.run([*args, str(tmp_path / "second.csv")], cwd=root, check=True, timeout=120)
@@ -248,15 +267,6 @@ def _kill_then_rerun(sim, tmp_path: Path, script: str, n: int, killed_after: int
     assert out["kx_from_store"].sum() == committed
     assert len(chat_requests(sim)) - before == n - committed  # committed rows sent no request
     return committed
-
-
-def _committed(store: Path) -> int:
-    """Rows committed to ``store`` so far (0 while the file or its table is missing)."""
-    try:
-        with sqlite3.connect(f"file:{store}?mode=ro", uri=True) as db:
-            return int(db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
-    except sqlite3.Error:
-        return 0
 
 
 def _rows_asked_twice(sim) -> tuple[int, int]:
@@ -268,10 +278,10 @@ def _rows_asked_twice(sim) -> tuple[int, int]:
     return len(asked), sum(1 for c in asked.values() if c > 1)
 
 
-def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path):
+def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path, backend: Backend):
     n, concurrency = 200, 8
     sim.responder = lambda r: Reply(delay=0.02)
-    _kill_then_rerun(sim, tmp_path, KILL_SCRIPT, n, killed_after=60)
+    _kill_then_rerun(sim, tmp_path, KILL_SCRIPT, n, killed_after=60, backend=backend)
     distinct, repeated = _rows_asked_twice(sim)
     assert distinct == n
     assert repeated <= concurrency
@@ -298,16 +308,8 @@ INTERRUPT_SCRIPT = INTERRUPTIBLE + textwrap.dedent(
 )
 
 
-def stored_rows(path: Path) -> int:
-    store = ResultStore(path)
-    try:
-        return len(store)
-    finally:
-        store.close()
-
-
-def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(tmp_path: Path):
-    store = tmp_path / "s.sqlite3"
+def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(backend: Backend):
+    store = backend.location
     proc = subprocess.Popen(
         [sys.executable, "-c", INTERRUPT_SCRIPT, str(store)],
         stdout=subprocess.PIPE,
@@ -318,7 +320,7 @@ def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(tmp_path: 
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:  # the five fast rows are committed; the rest hang 60 s
-        if store.exists() and stored_rows(store) == 5:
+        if backend.committed() == 5:
             break
         time.sleep(0.05)
     sent = time.monotonic()
@@ -328,11 +330,11 @@ def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(tmp_path: 
     # hang 60 s). Wall time only as a sanity bound (typically ~0.1 s).
     assert time.monotonic() - sent < CTRL_C_BOUND_S, err
     assert out.split() == ["partial", "20", "5", "True"], err
-    assert len(ResultStore(store)) == 5
+    assert backend.committed() == 5
 
 
-def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "s.sqlite3"
+def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, backend: Backend):
+    store = backend.location
     probe = make_extractor(store=False).run(ROWS[:1])
     per_row = int(probe["kx_prompt_tokens"].sum() + probe["kx_completion_tokens"].sum())
     # Each attempt reserves its worst case (prompt + max_completion_tokens): keep that near a row.
@@ -366,8 +368,8 @@ def test_max_cost_budget(sim, make_extractor):
         make_extractor(max_cost=-1)
 
 
-def test_estimate_matches_a_real_run(sim, make_extractor, tmp_path: Path):
-    ex = make_extractor(instructions=LONG_INSTRUCTIONS, store=tmp_path / "s.sqlite3")
+def test_estimate_matches_a_real_run(sim, make_extractor, backend: Backend):
+    ex = make_extractor(instructions=LONG_INSTRUCTIONS, store=backend.location)
     estimate = ex.estimate(ROWS + [None])
     assert sim.history == []
     assert estimate.rows == 31 and estimate.requests == 30 and estimate.empty_rows == 1
@@ -494,20 +496,20 @@ def test_a_failed_group_commit_fails_every_row_in_it_and_keeps_none(tmp_path: Pa
 
 @pytest.mark.parametrize("concurrency", [1, 5, 16])
 def test_a_reported_row_is_always_committed_and_few_are_unreported(
-    sim, make_extractor, tmp_path: Path, monkeypatch, concurrency: int
+    sim, make_extractor, monkeypatch, concurrency: int, backend: Backend
 ):
     """Whenever the run reports rows (frame, ``run_to`` output, progress), every one of them is
     already committed, and rows sent but not committed never exceed ``concurrency``: a kill -9
     at any of these moments loses no reported row and makes a rerun ask again at most
     ``concurrency`` rows."""
-    path, n = tmp_path / "s.sqlite3", 40 * concurrency
+    path, n = backend.location, 40 * concurrency
     sim.responder = lambda r: Reply(delay=0.002 * (int(r.user_text.split()[1]) % 7))
     reported: list[int] = []
     real_add = Tally.add
 
     def checked_add(self: Tally, batch: list[Any]) -> None:
         sent = len(chat_requests(sim))  # first: both only grow, so the check is conservative
-        committed = _committed(path)
+        committed = backend.committed()
         real_add(self, batch)
         reported.append(self.ok)
         assert committed >= self.ok, (committed, self.ok)
@@ -518,7 +520,7 @@ def test_a_reported_row_is_always_committed_and_few_are_unreported(
         [f"row {i} of the group test" for i in range(n)]
     )
     assert out["kx_error"].isna().all() and len(reported) >= 10 and reported[-1] == n
-    assert _committed(path) == n
+    assert backend.committed() == n
 
 
 KILL_WIDE = textwrap.dedent(
@@ -535,10 +537,12 @@ KILL_WIDE = textwrap.dedent(
 )
 
 
-def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(sim, tmp_path: Path):
+def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(
+    sim, tmp_path: Path, backend: Backend
+):
     """No delay and concurrency 64: many rows finish per event-loop turn, so groups are large."""
     n, concurrency = 1500, 64
-    _kill_then_rerun(sim, tmp_path, KILL_WIDE, n, killed_after=400)
+    _kill_then_rerun(sim, tmp_path, KILL_WIDE, n, killed_after=400, backend=backend)
     distinct, repeated = _rows_asked_twice(sim)
     assert distinct == n and repeated <= concurrency
 
