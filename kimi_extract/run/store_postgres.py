@@ -17,8 +17,8 @@ pool). The contract is the SQLite store's (``run.store``); what differs is how i
 - **Connections**: a small async pool (``psycopg_pool.AsyncConnectionPool``, at most
   ``POOL_SIZE``) per run, opened on the run's event loop, and one sync connection for the
   checks, ``estimate`` and maintenance.
-- **Schema**: created on first use (under a transaction-level advisory lock, so processes
-  starting together create it once) in the connection's schema (``search_path``): the tables
+- **Schema**: created on first use (under an advisory lock, so processes starting together
+  create it once) in the connection's schema (``search_path``): the tables
   ``kimi_extract_results`` and ``kimi_extract_meta`` (which holds ``schema_version``). Tables of
   those names that are not ours, or a version newer than ``SCHEMA_VERSION``, raise ``StoreError``
   naming the fix, before the first request.
@@ -29,6 +29,7 @@ pool). The contract is the SQLite store's (``run.store``); what differs is how i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Collection, Iterator
 from typing import Any
@@ -153,14 +154,23 @@ class PostgresStore:
         """Create the tables on first use; refuse foreign tables and newer versions."""
         db = self._sync
         try:
-            if self._version(db) == SCHEMA_VERSION:
-                return
-            with db.transaction():
-                db.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
-                version = self._version(db)
-                if version is None:
-                    db.execute(_CREATE)
+            # The common case without the lock. Its answer may mix two moments (another process
+            # creating the tables meanwhile): anything but "ready" is decided under the lock.
+            with contextlib.suppress(StoreError):
+                if self._version(db) == SCHEMA_VERSION:
+                    return
+            # A session lock, then a new transaction: a transaction's start takes in the
+            # catalog changes other sessions committed (a lock taken inside one would not, and
+            # the tables another process just made could look missing).
+            db.execute("SELECT pg_advisory_lock(%s)", (_SCHEMA_LOCK,))
+            try:
+                with db.transaction():
                     version = self._version(db)
+                    if version is None:
+                        db.execute(_CREATE)
+                        version = self._version(db)
+            finally:
+                db.execute("SELECT pg_advisory_unlock(%s)", (_SCHEMA_LOCK,))
         except StoreError:
             raise
         except psycopg.Error as exc:
