@@ -36,6 +36,7 @@ from kimi_extract.run.store import ResultStore
 from kimi_extract.simulator import Reply, Simulator
 
 from .conftest import INTERRUPTIBLE, Review, chat_requests, ok_exchanges
+from .pg import BACKENDS, Backend
 
 ROOT = Path(__file__).parents[1]
 
@@ -121,11 +122,11 @@ SHAPES: list[tuple[type[BaseModel], Any]] = [
 @pytest.mark.parametrize("stream", [False, True])
 @pytest.mark.parametrize(("model", "content"), SHAPES, ids=[m.__name__ for m, _ in SHAPES])
 def test_a_resumed_run_equals_the_first_and_sends_nothing(
-    sim, make_extractor, tmp_path: Path, model, content, stream
+    sim, make_extractor, backend: Backend, model, content, stream
 ):
     if content is not None:
         sim.responder = lambda r: Reply(content=content)
-    store = tmp_path / "s.sqlite3"
+    store = backend.location
     rows = [f"row {i}" for i in range(4)]
     first = make_extractor(model, store=store, stream=stream).run(rows)
     assert first["kx_error"].isna().all(), first["kx_error"].tolist()
@@ -207,11 +208,12 @@ class _ForbidWithTotal(_Forbid):
     ),
     computed=st.booleans(),
 )
+@pytest.mark.parametrize("kind", BACKENDS)
 def test_resume_equals_the_first_run_for_any_model_shape(
-    sim, make_extractor, tmp_path_factory, fields, computed
+    sim, make_extractor, new_store, kind, fields, computed
 ):
     model = _twisted_model(fields, computed)
-    store = tmp_path_factory.mktemp("store") / "s.sqlite3"
+    store = new_store(kind).location
     rows = [f"row {i}" for i in range(3)]
     first = make_extractor(model, store=store).run(rows)
     assert first["kx_error"].isna().all(), first["kx_error"].tolist()
@@ -242,9 +244,11 @@ def _item_model(reject: str | None) -> type[BaseModel]:
     return Item
 
 
-def test_a_stored_answer_the_model_now_rejects_is_asked_again(sim, make_extractor, tmp_path):
+def test_a_stored_answer_the_model_now_rejects_is_asked_again(
+    sim, make_extractor, backend: Backend
+):
     sim.responder = lambda r: Reply(content={"name": "bob" if "old" in r.user_text else "ann"})
-    store = tmp_path / "s.sqlite3"
+    store = backend.location
     make_extractor(_item_model(None), store=store).run(["old row", "new row"])
     stricter = make_extractor(_item_model("bob"), store=store, validation_retries=0)
     assert stricter.estimate(["old row", "new row"]).stored_rows == 1  # only "ann" still passes
@@ -252,13 +256,22 @@ def test_a_stored_answer_the_model_now_rejects_is_asked_again(sim, make_extracto
     out = stricter.run(["old row", "new row"])
     assert out["kx_from_store"].tolist() == [False, True]
     assert len(chat_requests(sim)) == sent + 1
+    # An accepted new answer replaces the stale one (the key was taken): the next run sends none.
+    sim.responder = lambda r: Reply(content={"name": "carl" if "old" in r.user_text else "ann"})
+    assert stricter.run(["old row", "new row"])["name"].tolist() == ["carl", "ann"]
+    sent = len(chat_requests(sim))
+    again = stricter.run(["old row", "new row"])
+    assert again["kx_from_store"].all() and again["name"].tolist() == ["carl", "ann"]
+    assert len(chat_requests(sim)) == sent
 
 
 # -- 3. The store belongs to an endpoint -------------------------------------------------------
 
 
-def test_answers_from_one_endpoint_are_never_served_to_another(sim, make_extractor, tmp_path: Path):
-    store = tmp_path / "shared.sqlite3"
+def test_answers_from_one_endpoint_are_never_served_to_another(
+    sim, make_extractor, backend: Backend
+):
+    store = backend.location
     rows = [f"row {i}" for i in range(3)]
     make_extractor(store=store).run(rows)
     same = make_extractor(store=store)
@@ -757,9 +770,9 @@ def test_cli_keeps_the_existing_output_when_the_run_stops(sim, tmp_path, monkeyp
 
 
 def test_an_input_generator_that_raises_keeps_the_finished_rows(
-    sim, make_extractor, tmp_path: Path
+    sim, make_extractor, backend: Backend
 ):
-    store = tmp_path / "s.sqlite3"
+    store = backend.location
 
     def rows():
         for i in range(12):
@@ -772,7 +785,7 @@ def test_an_input_generator_that_raises_keeps_the_finished_rows(
     partial = info.value.partial
     assert partial is not None and list(partial["review"]) == [f"row {i}" for i in range(12)]
     assert partial["kx_error"].isna().all() and partial["sentiment"].notna().all()
-    assert len(ResultStore(store)) == 12  # and the store kept them
+    assert backend.committed() == 12  # and the store kept them
 
 
 class Fussy(BaseModel):
