@@ -225,15 +225,19 @@ class StoreURL:
                 "it as postgresql://user@host:5432/dbname"
             ) from None
         secrets += [value for name, value in query if name.lower() in _SECRET_PARAMS and value]
-        self._secrets = tuple(
-            dict.fromkeys(s for secret in secrets for s in (secret, quote(secret, safe="")) if s)
+        forms = (
+            form
+            for secret in secrets
+            for form in (secret, unquote(secret), quote(unquote(secret), safe=""))
         )
+        # The longest first: a form that contains another is replaced whole.
+        self._secrets = tuple(sorted(dict.fromkeys(f for f in forms if f), key=len, reverse=True))
         netloc = parts.netloc
         if parts.password is not None:
             user, _, host = netloc.rpartition("@")
             netloc = user.partition(":")[0] + ":***@" + host
         shown_query = urlencode(
-            [(n, "***" if n.lower() in _SECRET_PARAMS else v) for n, v in query], safe="/:,"
+            [(n, "***" if n.lower() in _SECRET_PARAMS else v) for n, v in query], safe="/:,*"
         )
         self._shown = urlunsplit((parts.scheme.lower(), netloc, parts.path, shown_query, ""))
         database = unquote(parts.path.lstrip("/")) or dict(query).get("dbname", "")
