@@ -36,6 +36,7 @@ from .cli_io import (
     save_table,
 )
 from .config import ExtractorConfig
+from .store_cli import add_store_parser
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
 
@@ -493,6 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
         "made up or garbled, 0..1",
     )
     sim.set_defaults(func=cmd_simulate)
+    add_store_parser(sub)
     return parser
 
 

@@ -118,6 +118,7 @@ LAYERS: dict[str, int] = {
     "dask": 7,
     "cli": 7,
     "cli_io": 7,
+    "store_cli": 7,
     "shared_simulator": 7,
     "": 8,
     "__main__": 8,
