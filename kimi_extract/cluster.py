@@ -29,6 +29,10 @@ A worker that dies holds nothing: its permits count until their ``hold_s`` ends,
 counts its requests. The state lives on the scheduler: the cluster's limits are as exact as the
 scheduler's clock, at the price of one scheduler round trip per batch of permits.
 
+The same service keeps the run's ``max_cost`` / ``max_tokens`` budget for the whole cluster
+(``kimi_extract.cluster_budget``): reservations of worst cases, settled to the billed usage, on
+leases that a dead worker's reservations outlive only as spent money.
+
 The scheduler needs ``kimi_extract`` importable (the same environment as the workers).
 """
 
@@ -42,12 +46,14 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import distributed
 
+from . import cluster_budget
+from .cluster_budget import LEASE_S, RESERVE, UPDATE, BudgetClient, BudgetService, _on_loop
 from .exceptions import ConfigurationError
 from .http.clock import SYSTEM_CLOCK, Clock
 
@@ -78,6 +84,7 @@ FORGET_AFTER_S = 600.0
 _EXTENSION = "kimi_extract_rate"
 _GRANT = "kimi_extract_rate_grant"
 _SETTLE = "kimi_extract_rate_settle"
+_BUDGETS = "kimi_extract_budget"
 
 
 @dataclass(frozen=True)
@@ -95,11 +102,17 @@ class ClusterLimits:
     window_s: float = RATE_WINDOW_S
     grant_ttl_s: float = GRANT_TTL_S
     arrival_slack_s: float = ARRIVAL_SLACK_S
+    #: The whole run's budget (None: none), kept on the scheduler (``cluster_budget``).
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    #: How long a reservation stays held without a refresh from its worker.
+    budget_lease_s: float = LEASE_S
 
     def __repr__(self) -> str:
         return (
             f"ClusterLimits(concurrency={self.concurrency}, rpm={self.rpm}, tpm={self.tpm}, "
-            f"window_s={self.window_s:g})"
+            f"window_s={self.window_s:g}, max_tokens={self.max_tokens}, "
+            f"max_cost={self.max_cost})"
         )
 
     def __dask_tokenize__(self) -> str:
@@ -124,9 +137,26 @@ class ClusterLimits:
             "hold_s": self.hold_s,
         }
 
+    @property
+    def budgeted(self) -> bool:
+        """Whether the run has a budget (``max_cost`` / ``max_tokens``)."""
+        return self.max_tokens is not None or self.max_cost is not None
+
+    def budget_spec(self) -> dict[str, Any]:
+        """The budget as the scheduler's budget service takes it (plain values)."""
+        return {
+            "max_tokens": self.max_tokens,
+            "max_cost": self.max_cost,
+            "lease_s": self.budget_lease_s,
+        }
+
     def gate(self) -> ClusterGate:
         """The gate for a partition running on this worker."""
         return ClusterGate(_semaphore(self), _rate_client(self) if self.limited else None)
+
+    def ledger(self) -> BudgetClient | None:
+        """This worker's link to the run's budget (None when the run has none)."""
+        return _budget_client(self) if self.budgeted else None
 
 
 def cluster_limits(extractor: Any, *, window_s: float | None = None) -> ClusterLimits:
@@ -139,6 +169,9 @@ def cluster_limits(extractor: Any, *, window_s: float | None = None) -> ClusterL
         window_s=RATE_WINDOW_S if window_s is None else window_s,
         grant_ttl_s=GRANT_TTL_S,
         arrival_slack_s=ARRIVAL_SLACK_S,
+        max_tokens=extractor.max_tokens,
+        max_cost=extractor.max_cost,
+        budget_lease_s=cluster_budget.LEASE_S,
     )
 
 
@@ -148,7 +181,7 @@ def install_rate_service(client: distributed.Client) -> None:
         client.run_on_scheduler(_install)
     except Exception as exc:
         raise ConfigurationError(
-            "kimi_extract could not install its RPM/TPM service on the Dask scheduler "
+            "kimi_extract could not install its RPM/TPM and budget service on the Dask scheduler "
             f"({type(exc).__name__}: {exc}); install kimi_extract in the scheduler's environment "
             "too"
         ) from None
@@ -160,6 +193,10 @@ def _install(dask_scheduler: Any) -> None:
         dask_scheduler.extensions[_EXTENSION] = service
         dask_scheduler.handlers[_GRANT] = service.grant
         dask_scheduler.handlers[_SETTLE] = service.settle
+        budgets = BudgetService()
+        dask_scheduler.extensions[_BUDGETS] = budgets
+        dask_scheduler.handlers[RESERVE] = budgets.reserve
+        dask_scheduler.handlers[UPDATE] = budgets.update
 
 
 # -- scheduler side --------------------------------------------------------------------------
@@ -478,18 +515,6 @@ class RateClient:
             logger.debug("could not send token corrections to the scheduler", exc_info=True)
 
 
-async def _on_loop(loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, Grant]) -> Grant:
-    """Await ``coroutine`` on ``loop`` from another loop (directly when it is this one)."""
-    if asyncio.get_running_loop() is loop:
-        return await coroutine
-    future = asyncio.run_coroutine_threadsafe(coroutine, loop)
-    try:
-        return await asyncio.wrap_future(future)
-    except asyncio.CancelledError:
-        future.cancel()
-        raise
-
-
 class ClusterGate:
     """The outer gate of a partition's limiter: a cluster lease, then a cluster rate permit."""
 
@@ -547,6 +572,30 @@ def _rate_client(limits: ClusterLimits) -> RateClient:
             if len(_rate_clients) >= 16:  # keep the latest runs' links only
                 _rate_clients.pop(next(iter(_rate_clients)))
             _rate_clients[key] = client
+        return client
+
+
+_budget_clients: dict[tuple[str, str], BudgetClient] = {}
+
+
+def _budget_client(limits: ClusterLimits) -> BudgetClient:
+    """This worker's link to the run's budget (one per worker and run)."""
+    worker = distributed.get_worker()
+    key = (worker.address, limits.token)
+    with _registry_lock:
+        client = _budget_clients.get(key)
+        if client is None:
+            scheduler = worker.scheduler
+            client = BudgetClient(
+                limits.token,
+                limits.budget_spec(),
+                worker.loop.asyncio_loop,  # type: ignore[attr-defined]  # tornado's AsyncIOLoop
+                reserve=getattr(scheduler, RESERVE),
+                update=getattr(scheduler, UPDATE),
+            )
+            if len(_budget_clients) >= 16:  # keep the latest runs' links only
+                _budget_clients.pop(next(iter(_budget_clients)))
+            _budget_clients[key] = client
         return client
 
 

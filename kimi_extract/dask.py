@@ -4,8 +4,9 @@
 
     import kimi_extract.dask as kxd
 
-    extractor = kx.Extractor(Review, instructions="...", concurrency=32, rpm=3000, tpm=2_000_000)
-    out = kxd.extract(ddf, extractor, text="review", store="/shared/kx.sqlite3")  # lazy
+    extractor = kx.Extractor(Review, instructions="...", concurrency=32, rpm=3000, tpm=2_000_000,
+                             max_cost=50.0)
+    out = kxd.extract(ddf, extractor, text="review", store="postgresql://kx@db/kx")  # lazy
     df = out.compute()                        # or out.to_parquet(...); ddf.kimi.extract(...) too
 
 Needs ``pip install -e '.[dask]'`` and a ``distributed.Client``; ``import kimi_extract``
@@ -34,18 +35,25 @@ Limits are global: the cluster as a whole never exceeds the extractor's configur
   Cost: one scheduler round trip per batch of permits (a worker asks for all its waiting
   requests at once). The adaptive backoff on 429s stays per partition. The scheduler needs
   ``kimi_extract`` installed.
-- **Budgets**: ``max_cost`` / ``max_tokens`` are split evenly among the partitions, so the run as
-  a whole stays within them; a partition that reaches its share raises ``BudgetExceeded`` (rerun
-  with a higher budget: finished rows come from the store).
+- **Budgets**: ``max_cost`` / ``max_tokens`` are one budget for the whole run, kept by the same
+  service on the scheduler (``kimi_extract.cluster_budget``): every attempt on every worker
+  reserves its worst case there and settles to the billed usage, so a partition of long documents
+  may spend what short ones leave unused. When the next attempt cannot fit and no worker holds a
+  reservation, the run stops with ``BudgetExceeded`` (rerun with a higher budget: finished rows
+  come from the store). A dead worker's reservations are released after their lease and counted
+  as spent at their worst case: the budget is never overspent.
 
-Resume: every validated row is committed to a result store (SQLite, ``store=`` or the
-extractor's ``store``) as it finishes, by whichever worker ran it. Dask reruns a partition whose
-worker died; the rerun serves committed rows from the store (``kx_from_store`` True, zero tokens
-billed) and requests only the rest. Rerunning a whole failed ``compute`` works the same way. The
-path is opened as given on every worker: one SQLite file on a local disk serves every process
-of one machine (a ``LocalCluster``). SQLite's WAL mode does not work over network filesystems
-(NFS, SMB), so on a cluster of several machines give each machine a local path (a partition
-rerun on another machine then asks again for the rows finished on the first one).
+Resume: every validated row is committed to a result store (``store=`` or the extractor's
+``store``) as it finishes, by whichever worker ran it. Dask reruns a partition whose worker died;
+the rerun serves committed rows from the store (``kx_from_store`` True, zero tokens billed) and
+requests only the rest: at most ``concurrency`` rows per killed worker are sent twice (the rows
+it had in flight). Rerunning a whole failed ``compute`` works the same way. On several machines
+use a PostgreSQL store (``store="postgresql://user@host/db"``, the ``postgres`` extra): every
+worker of every machine commits to it and resumes from it, and the database keeps one row per
+key. An SQLite path is opened as given on every worker: one file on a local disk serves every
+process of one machine (a ``LocalCluster``), but SQLite's WAL mode does not work over network
+filesystems (NFS, SMB), so with SQLite on several machines a partition rerun on another machine
+asks again for the rows finished on the first one.
 
 Each partition runs a new ``Extractor`` built on its worker from the output model and a derived
 config (``partition_config``: ``dataclasses.replace`` of the extractor's ``ExtractorConfig``,
@@ -79,9 +87,10 @@ except ImportError as missing:
 
 from .accessor import build_extractor
 from .cluster import ClusterLimits, cluster_limits, install_rate_service
-from .config import ExtractorConfig, check_budget_fits
+from .config import ExtractorConfig
 from .extractor import COLUMN_OPTIONS, Extractor
 from .http.limiter import OUTER_GATE
+from .run.budget import SHARED_LEDGER
 from .run.inputs import prepare
 from .run.store import StoreURL
 from .run.store import resolve as resolve_store
@@ -104,31 +113,25 @@ def extract(
 
     ``extractor``: an ``Extractor``, or an output model with ``Extractor`` options in
     ``options`` (as ``df.kimi.extract``). ``text`` / ``template`` / ``images``: as in
-    ``Extractor.run``. ``store``: the result-store path every worker commits to and resumes
-    from (default: the extractor's ``store``; required). ``client``: default
-    ``distributed.get_client()``; compute with that client (its scheduler keeps the run's RPM/TPM
-    quota). Columns and options are checked now; nothing is sent until the result is computed.
+    ``Extractor.run``. ``store``: the result store every worker commits to and resumes from: a
+    PostgreSQL URL (several machines) or a path (default: the extractor's ``store``; required).
+    ``client``: default ``distributed.get_client()``; compute with that client (its scheduler
+    keeps the run's RPM/TPM quota and budget). Columns and options are checked now; nothing is
+    sent until the result is computed.
     """
     extractor, run_options = build_extractor(extractor, options)
     run_options = {"text": text, "template": template, **run_options}
     client = client or _current_client()
     path = store if store is not None else extractor.store_path
-    if path is None:
+    if path is None or path is False or path is True:
         raise ConfigurationError(
             "a Dask run commits every row to a result store so a failed partition resumes: pass "
+            "store='postgresql://user@host/db' (several machines) or "
             "store='/path/results.sqlite3' (or Extractor(store=...))"
         )
-    # Each partition's share must still pay for one request, or no partition could send any.
-    check_budget_fits(
-        None if extractor.max_tokens is None else extractor.max_tokens // ddf.npartitions,
-        None if extractor.max_cost is None else extractor.max_cost / ddf.npartitions,
-        extractor.max_completion_tokens,
-        extractor.pricing,
-        per=f" per partition ({ddf.npartitions} partitions share the budget)",
-    )
     meta = output_meta(ddf, extractor, run_options)
     limits = cluster_limits(extractor)
-    if limits.limited:
+    if limits.limited or limits.budgeted:
         install_rate_service(client)
     shipped = ShippedExtractor(
         extractor.output, partition_config(extractor.config, path, ddf.npartitions), limits.token
@@ -148,18 +151,13 @@ def partition_config(
     config: ExtractorConfig, store: str | os.PathLike[str] | StoreURL, partitions: int
 ) -> ExtractorConfig:
     """The settings of each partition's run: ``config`` with the shared store (a PostgreSQL URL,
-    or an absolute path opened as given on every worker), no progress bar, and an even share of
-    each budget."""
+    or an absolute path opened as given on every worker) and no progress bar. The budget stays
+    whole: the partitions draw from it through the scheduler (``cluster_budget``), never alone.
+    ``partitions`` is kept for callers of the earlier even split."""
     location = resolve_store(store)
     if isinstance(location, Path):
         location = location.absolute()
-    return dataclasses.replace(
-        config,
-        store=location,
-        progress=False,
-        max_cost=None if config.max_cost is None else config.max_cost / partitions,
-        max_tokens=None if config.max_tokens is None else max(1, config.max_tokens // partitions),
-    )
+    return dataclasses.replace(config, store=location, progress=False)
 
 
 def output_meta(
@@ -251,9 +249,11 @@ def _run_partition(
     extractor = shipped.load()
     gate = limits.gate()
     token = OUTER_GATE.set(gate)
+    ledger = SHARED_LEDGER.set(limits.ledger())
     try:
         return extractor.run(partition, **run_options)
     finally:
+        SHARED_LEDGER.reset(ledger)
         OUTER_GATE.reset(token)
 
 

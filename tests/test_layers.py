@@ -115,6 +115,7 @@ LAYERS: dict[str, int] = {
     "extractor": 6,
     "accessor": 7,
     "cluster": 7,
+    "cluster_budget": 7,
     "dask": 7,
     "cli": 7,
     "cli_io": 7,

@@ -1,12 +1,18 @@
-"""A run's spending cap: each attempt reserves its worst case before it is sent (``Budget``)."""
+"""A run's spending cap: each attempt reserves its worst case before it is sent (``Budget``).
+
+A ``Budget`` may keep its counts in a shared ``Ledger`` instead of this process: a Dask run's
+partitions all draw from one budget kept on the scheduler (``kimi_extract.cluster_budget``),
+set for a partition's run through ``SHARED_LEDGER``.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import math
 from collections import deque
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..kimi import DEFAULT_CACHE_TTL, LONG_CACHE_TTL
 
@@ -17,10 +23,35 @@ PROMPT_MARGIN = 1.10
 
 @dataclass
 class Reservation:
-    """One attempt's worst case, held against the budget while it is in flight."""
+    """One attempt's worst case, held against the budget while it is in flight.
+
+    ``handle``: the shared ledger's reservation, when the budget is shared."""
 
     tokens: int
     cost: float
+    handle: Any = None
+
+
+class Ledger(Protocol):
+    """A budget's counts kept elsewhere, shared with other processes (a Dask cluster's budget).
+
+    ``reserve`` holds an attempt's worst case against every sharer (waiting while attempts of
+    any sharer are in flight; None: the budget is spent); ``charge`` counts a held attempt of
+    unknown outcome at its worst case; ``settle`` replaces a reservation by the billed usage;
+    ``fits``: whether what is spent and reserved, as last known, is within the caps."""
+
+    async def reserve(self, tokens: int, cost: float) -> Any: ...
+
+    def charge(self, handle: Any) -> None: ...
+
+    def settle(self, handle: Any, tokens: int, cost: float) -> None: ...
+
+    def fits(self) -> bool: ...
+
+
+#: The shared ledger a run's ``Budget`` uses instead of counting alone (set by kimi_extract.dask
+#: around a partition's run; None: this process's own counts).
+SHARED_LEDGER: ContextVar[Ledger | None] = ContextVar("kimi_extract_ledger", default=None)
 
 
 class Budget:
@@ -46,7 +77,10 @@ class Budget:
         pricing: Any = None,
         separate_cache_writes: bool = True,
         cache_ttl: str = DEFAULT_CACHE_TTL,
+        ledger: Ledger | None = None,
     ) -> None:
+        #: Where the counts are kept when shared (default: ``SHARED_LEDGER``'s, else none).
+        self.ledger = ledger if ledger is not None else SHARED_LEDGER.get()
         self.max_cost = max_cost
         self.max_tokens = max_tokens
         self.pricing = pricing
@@ -96,7 +130,16 @@ class Budget:
         """Hold ``worst`` for one attempt, waiting for attempts in flight to settle if needed.
 
         Returns None when it does not fit even with nothing in flight (the budget is spent).
+        With a shared ledger, "in flight" means any sharer's attempts.
         """
+        if self.ledger is not None:
+            handle = await self.ledger.reserve(worst.tokens, worst.cost)
+            if handle is None:
+                return None
+            self.reserved_tokens += worst.tokens
+            self.reserved_cost += worst.cost
+            self.in_flight += 1
+            return Reservation(worst.tokens, worst.cost, handle)
         while True:
             committed_tokens = self.spent_tokens + self.reserved_tokens
             committed_cost = self.spent_cost + self.reserved_cost
@@ -120,9 +163,13 @@ class Budget:
         worst case; the reservation stays held for the next attempt of the same request."""
         self.spent_tokens += reservation.tokens
         self.spent_cost += reservation.cost
+        if self.ledger is not None:
+            self.ledger.charge(reservation.handle)
 
     def still_fits(self) -> bool:
         """Whether what is spent and reserved is still within every cap."""
+        if self.ledger is not None and not self.ledger.fits():
+            return False
         tokens = self.spent_tokens + self.reserved_tokens
         if self.max_tokens is not None and tokens > self.max_tokens:
             return False
@@ -136,10 +183,15 @@ class Budget:
         self.reserved_tokens -= reservation.tokens
         self.reserved_cost -= reservation.cost
         self.in_flight -= 1
+        billed_tokens, billed_cost = 0, 0.0
         if usage is not None:
-            self.spent_tokens += max(0, usage.prompt_tokens) + max(0, usage.completion_tokens)
+            billed_tokens = max(0, usage.prompt_tokens) + max(0, usage.completion_tokens)
             if usage.cost == usage.cost:  # not NaN
-                self.spent_cost += max(0.0, usage.cost)
+                billed_cost = max(0.0, usage.cost)
+            self.spent_tokens += billed_tokens
+            self.spent_cost += billed_cost
+        if self.ledger is not None:
+            self.ledger.settle(reservation.handle, billed_tokens, billed_cost)
         waiters, self._waiters = self._waiters, deque()
         for waiter in waiters:
             if not waiter.done():
