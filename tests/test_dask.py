@@ -167,15 +167,18 @@ def test_extractor_ships_without_showing_the_key() -> None:
 
 
 def test_a_partition_gets_a_replaced_config_not_a_mutated_copy(tmp_path: Any) -> None:
-    """Each partition's settings are derived (and validated) with ``dataclasses.replace``."""
-    extractor = kx.Extractor(Review, max_tokens=400_000, max_cost=40.0, rpm=60)
+    """Each partition's settings are derived (and validated) with ``dataclasses.replace``; the
+    budget stays whole (the scheduler keeps it for all partitions)."""
+    extractor = kx.Extractor(Review, max_tokens=400_000, max_cost=40.0, rpm=60, progress=True)
     config = kxd.partition_config(extractor.config, tmp_path / "s.sqlite3", partitions=4)
-    assert (config.max_tokens, config.max_cost, config.progress) == (100_000, 10.0, False)
+    assert (config.max_tokens, config.max_cost, config.progress) == (400_000, 40.0, False)
     assert config.store_path == (tmp_path / "s.sqlite3").absolute() and config.rpm == 60
     # The caller's extractor is untouched.
-    assert (extractor.max_tokens, extractor.max_cost, extractor.progress) == (400_000, 40.0, True)
-    with pytest.raises(kx.ConfigurationError, match="max_tokens=4,000"):
-        kxd.partition_config(extractor.config, tmp_path / "s.sqlite3", partitions=100)
+    assert extractor.progress is True
+    url = "postgresql://kx:pw-Secret@db.example/kx"
+    shipped = kxd.partition_config(extractor.config, url, partitions=4)
+    assert str(shipped.store_path) == "postgresql://kx:***@db.example/kx"
+    assert "pw-Secret" not in repr(shipped)
 
 
 def test_core_does_not_import_dask() -> None:

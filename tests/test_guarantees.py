@@ -920,13 +920,16 @@ def test_ctrl_c_in_run_documents_gives_the_documents_partial(tmp_path: Path):
     assert out.split() == ["RunInterrupted", "12", "True", "False", "1"], err
 
 
-def test_a_dask_budget_share_that_cannot_pay_for_one_request_is_refused_up_front(
-    make_extractor, tmp_path: Path
-):
+def test_a_dask_run_shares_one_budget_instead_of_splitting_it(make_extractor, tmp_path: Path):
+    """A budget that pays for two requests is not cut into four shares that pay for none: the
+    partitions draw from it through the scheduler (tests/test_dask_machines.py runs it)."""
     dd = pytest.importorskip("dask.dataframe")
-    from kimi_extract.dask import extract
+    from kimi_extract.dask import extract, partition_config
 
     ddf = dd.from_pandas(pd.DataFrame({"review": [f"r{i}" for i in range(8)]}), npartitions=4)
     ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, store=tmp_path / "s.db")
-    with pytest.raises(kx.ConfigurationError, match="per partition"):
-        extract(ddf, ex, text="review", client=object())  # type: ignore[arg-type]
+    installed: list[object] = []
+    client = type("Client", (), {"run_on_scheduler": lambda self, f: installed.append(f)})()
+    lazy = extract(ddf, ex, text="review", client=client)  # type: ignore[arg-type]
+    assert lazy.npartitions == 4 and installed  # the budget service is installed
+    assert partition_config(ex.config, tmp_path / "s.db", 4).max_tokens == 40_000
