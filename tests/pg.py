@@ -38,12 +38,13 @@ _databases = itertools.count()
 class PostgresServer:
     """A running throwaway server: its socket directory, TCP port and superuser."""
 
-    def __init__(self, root: Path, port: int, run_as: list[str]) -> None:
+    def __init__(self, root: Path, port: int, pg_ctl: list[str]) -> None:
         self.root = root
         self.data = root / "data"
         self.socket_dir = root
         self.port = port
-        self.run_as = run_as
+        #: The command that runs pg_ctl (through runuser when the tests run as root).
+        self.pg_ctl = pg_ctl
 
     def url(self, database: str, *, tcp: bool = False) -> str:
         """A URL of ``database``: over the socket (no password), or TCP with the password."""
@@ -67,11 +68,24 @@ class PostgresServer:
 
     def stop(self) -> None:
         subprocess.run(
-            [*self.run_as, "pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop"],
+            [*self.pg_ctl, "-D", str(self.data), "-m", "immediate", "-w", "stop"],
             capture_output=True,
             check=False,
         )
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _server_programs() -> Path | None:
+    """The directory of initdb and pg_ctl: on PATH, else Debian's newest
+    /usr/lib/postgresql/N/bin (the package does not put them on PATH)."""
+    found = shutil.which("initdb")
+    if found is not None and shutil.which("pg_ctl") is not None:
+        return Path(found).resolve().parent
+    versions = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name) if p.parent.parent.name.isdigit() else 0,
+    )
+    return versions[-1].parent if versions else None
 
 
 def _free_port() -> int:
@@ -87,8 +101,12 @@ def start_server() -> PostgresServer:
         import psycopg_pool  # noqa: F401
     except ImportError:
         raise RuntimeError("psycopg is not installed (pip install -e '.[postgres]')") from None
-    if shutil.which("initdb") is None or shutil.which("pg_ctl") is None:
-        raise RuntimeError("initdb / pg_ctl are not on PATH (install the postgresql package)")
+    bin_dir = _server_programs()
+    if bin_dir is None:
+        raise RuntimeError(
+            "initdb / pg_ctl are not on PATH nor in /usr/lib/postgresql/*/bin (install the "
+            "postgresql package)"
+        )
     root = Path(tempfile.mkdtemp(prefix="kx-pg-"))
     run_as: list[str] = []
     if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
@@ -98,7 +116,7 @@ def start_server() -> PostgresServer:
             shutil.rmtree(root)
             raise RuntimeError("running as root and there is no postgres user") from None
         os.chown(root, owner.pw_uid, owner.pw_gid)
-        run_as = ["runuser", "-u", "postgres", "--"]
+        run_as = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", "postgres", "--"]
     password_file = root / "pw"
     password_file.write_text(PASSWORD)
     if run_as:
@@ -106,7 +124,7 @@ def start_server() -> PostgresServer:
     init = subprocess.run(
         [
             *run_as,
-            "initdb",
+            str(bin_dir / "initdb"),
             "-D",
             str(root / "data"),
             "-U",
@@ -134,7 +152,7 @@ def start_server() -> PostgresServer:
         started = subprocess.run(
             [
                 *run_as,
-                "pg_ctl",
+                str(bin_dir / "pg_ctl"),
                 "-D",
                 str(root / "data"),
                 "-o",
@@ -151,7 +169,7 @@ def start_server() -> PostgresServer:
             check=False,
         )
         if started.returncode == 0:
-            return PostgresServer(root, port, run_as)
+            return PostgresServer(root, port, [*run_as, str(bin_dir / "pg_ctl")])
     log = (root / "log").read_text(errors="replace")[-300:] if (root / "log").exists() else ""
     shutil.rmtree(root, ignore_errors=True)
     raise RuntimeError(f"pg_ctl start failed: {started.stderr.strip()[-200:]} {log}")
