@@ -237,3 +237,25 @@ def test_a_store_lost_mid_run_stops_the_run_with_the_partial_frame(
     assert len(chat_requests(sim)) < 40  # no new row started once the store failed
     texts = [str(info.value), repr(info.value.cause), *map(str, partial["kx_error"].dropna())]
     assert [t for t in texts if _traces(t)] == []
+
+
+def test_the_cli_takes_a_store_url(sim, pg_url, tmp_path, monkeypatch, capsys):
+    """``kimi-extract run --store postgresql://...``: the second run serves every row from it."""
+    from kimi_extract.cli import main
+
+    data = tmp_path / "in.csv"
+    data.write_text("review\nthe lid leaks\nboils fast\n")
+    schema = tmp_path / "schema.py"
+    schema.write_text(
+        "from typing import Literal\nfrom pydantic import BaseModel\n"
+        "class Review(BaseModel):\n    sentiment: Literal['positive', 'negative', 'neutral']\n"
+    )
+    monkeypatch.setenv("KIMI_BASE_URL", sim.base_url)
+    monkeypatch.setenv("KIMI_API_KEY", sim.api_key)
+    args = ["run", str(data), "--schema", f"{schema}:Review", "--text", "review"]
+    args += ["--store", pg_url, "--no-progress"]
+    assert main([*args, "--out", str(tmp_path / "a.csv")]) == 0
+    assert main([*args, "--out", str(tmp_path / "b.csv")]) == 0
+    assert len(chat_requests(sim)) == 2
+    with psycopg.connect(pg_url, autocommit=True) as db:
+        assert db.execute("SELECT COUNT(*) FROM kimi_extract_results").fetchone()[0] == 2
