@@ -16,8 +16,9 @@ throughput, 3 rate-limited server, 4 prompt-cache warm-up, 5 memory of ``run_to`
 time, 7 the limiter matrix (every limiter shape, limits untold and told), 8 one RPM quota
 shared by a Dask cluster (4 worker processes), 9 grounding: alignment time and recall vs
 LangExtract's resolver (its interpreter named by ``KX_LANGEXTRACT_PYTHON``), 10 ``evaluate``
-on 100,000 rows against gold (no server). Peers (openai SDK,
-instructor) that are not installed are skipped and said so; install them with
+on 100,000 rows against gold (no server), 11 the result store's backends (SQLite vs
+PostgreSQL; needs ``initdb``/``pg_ctl``) and 4 Dask workers on one PostgreSQL store. Peers
+(openai SDK, instructor) that are not installed are skipped and said so; install them with
 ``pip install -e '.[bench]'``.
 """
 
@@ -45,6 +46,7 @@ import bench_latency  # noqa: E402
 import bench_limiters  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_rate_limit  # noqa: E402
+import bench_store_backends  # noqa: E402
 import report  # noqa: E402
 from _common import PEERS_ENV, Section  # noqa: E402
 
@@ -59,6 +61,7 @@ MEASUREMENTS = {
     "8": bench_dask_limits.measure,
     "9": bench_grounding.measure,
     "10": bench_evaluate.measure,
+    "11": bench_store_backends.measure,
 }
 
 
