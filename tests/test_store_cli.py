@@ -15,6 +15,7 @@ import kimi_extract as kx
 import kimi_extract.run.store_postgres as pg_store
 import kimi_extract.run.store_sqlite as sqlite_store
 from kimi_extract import cli
+from kimi_extract.run.store_base import Store
 from kimi_extract.store_cli import cutoff
 
 from .conftest import Review
@@ -36,6 +37,7 @@ def _fill(backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setattr(sqlite_store, "time", clock)
         monkeypatch.setattr(pg_store, "time", clock)
         store = backend.open(endpoint=endpoint)
+        assert isinstance(store, Store)  # both backends implement the one interface
         for i in range(count):
             usage = kx.Usage(prompt_tokens=10 + i, requests=1, cost=0.25)
             store.put(f"{model}-{i}", model=model, output=f'{{"i": {i}}}', usage=usage, attempts=1)
