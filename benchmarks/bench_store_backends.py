@@ -193,10 +193,14 @@ def measure(quick: bool) -> Section:
             "server's CPU is not counted. SQLite: a fresh file per run; PostgreSQL 15: a fresh "
             "schema per run of a throwaway server (initdb + pg_ctl, fsync off) over its Unix "
             "socket, psycopg 3.3 (C) with its pool.",
-            f"4 Dask workers (LocalCluster, processes, 1 thread each), {dask_rows:,} rows in 8 "
-            "partitions, concurrency 64 for the cluster, zero latency, rows/s over compute(): "
-            + (", ".join(f"{b} {r:.0f} rows/s" for b, r in throughput.items()) or "not run")
-            + " (SQLite: one file shared by the processes of this one machine).",
+            (
+                f"4 Dask workers (LocalCluster, processes, 1 thread each), {dask_rows:,} rows in 8 "
+                "partitions, concurrency 64 for the cluster, zero latency, rows/s over compute(): "
+                + ", ".join(f"{b} {r:.0f} rows/s" for b, r in throughput.items())
+                + " (SQLite: one file shared by the processes of this one machine)."
+            )
+            if throughput
+            else "4 Dask workers on one PostgreSQL store: not run (--quick).",
             "One budget for the cluster (tests/test_dask_machines.py, 4 workers, partitions of "
             "very different cost, max_cost $0.05): 95.4 % of the budget spent before the stop, "
             "against 34.8 % with the earlier even split per partition (same test, even split "
