@@ -97,6 +97,13 @@ def _free_port() -> int:
 def start_server() -> PostgresServer:
     """Start a server, or raise ``RuntimeError`` saying why it cannot."""
     try:
+        return _start()
+    except OSError as exc:  # a program missing or refused: say why, as for the other failures
+        raise RuntimeError(f"{type(exc).__name__}: {exc}") from None
+
+
+def _start() -> PostgresServer:
+    try:
         import psycopg  # noqa: F401
         import psycopg_pool  # noqa: F401
     except ImportError:
@@ -108,12 +115,19 @@ def start_server() -> PostgresServer:
             "postgresql package)"
         )
     root = Path(tempfile.mkdtemp(prefix="kx-pg-"))
+    try:
+        return _init_and_start(root, bin_dir)
+    except BaseException:
+        shutil.rmtree(root, ignore_errors=True)
+        raise
+
+
+def _init_and_start(root: Path, bin_dir: Path) -> PostgresServer:
     run_as: list[str] = []
     if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
         try:
             owner = pwd.getpwnam("postgres")
         except KeyError:
-            shutil.rmtree(root)
             raise RuntimeError("running as root and there is no postgres user") from None
         os.chown(root, owner.pw_uid, owner.pw_gid)
         run_as = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", "postgres", "--"]
