@@ -293,7 +293,7 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     store.add_argument(
         "--store",
         metavar="PATH",
-        help="result store file: finished rows are kept there and a rerun resumes from them "
+        help="result store file or a postgresql:// URL: finished rows are kept there and a rerun resumes from them "
         "(default: results.sqlite3 in the user cache directory; none with --simulate)",
     )
     store.add_argument("--no-store", action="store_true", help="run without a result store")
