@@ -292,9 +292,10 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
     store = parser.add_mutually_exclusive_group()
     store.add_argument(
         "--store",
-        metavar="PATH",
-        help="result store file or a postgresql:// URL: finished rows are kept there and a rerun resumes from them "
-        "(default: results.sqlite3 in the user cache directory; none with --simulate)",
+        metavar="PATH|URL",
+        help="result store file or a postgresql:// URL: finished rows are kept there and a rerun "
+        "resumes from them (default: results.sqlite3 in the user cache directory; none with "
+        "--simulate)",
     )
     store.add_argument("--no-store", action="store_true", help="run without a result store")
     store.add_argument("--cache", help=argparse.SUPPRESS)  # deprecated name of --store / 'off'
