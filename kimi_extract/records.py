@@ -225,10 +225,23 @@ class Usage:
 NO_USAGE = Usage()
 
 
-#: The match kinds of a ``Span``, best first; "quote" (``grounding="quotes"``): the value is not
-#: in the text, but the model's supporting quote is (the span is the quote's evidence); "none"
-#: means the leaf was not found in the text (or, with quotes, its quote was not).
-SPAN_KINDS = ("exact", "normalized", "fuzzy", "quote", "none")
+#: The match kinds of a ``Span``, best first:
+#:
+#: - "exact", "normalized", "fuzzy": the value is in the text (verbatim or in a written form of
+#:   the same number or date; equal after folding or by a rewrite rule; a close match whose
+#:   differences change no digit, negation or content word); these count as grounded;
+#: - "near": similar text is there but it says something else (a digit, a negation or a content
+#:   word differs, named by ``diff``); the span is that text; not grounded, shown as doubtful;
+#: - "quote" (``grounding="quotes"``): an inferred field whose supporting quote is in the text
+#:   (the span is the quote's evidence); "inferred": a label the model chose rather than copied
+#:   (enums, literals, booleans, fields marked ``kx_ground=False``); neither counts in
+#:   ``kx_grounded`` and neither is unsupported;
+#: - "none": the value was not found (unsupported).
+SPAN_KINDS = ("exact", "normalized", "fuzzy", "near", "quote", "inferred", "none")
+#: The kinds that say "this value is in the text, here".
+GROUNDED_KINDS = frozenset({"exact", "normalized", "fuzzy"})
+#: The kinds of inferred fields: outside ``kx_grounded``, never unsupported.
+INFERRED_KINDS = frozenset({"quote", "inferred"})
 
 
 @dataclass(frozen=True)
@@ -237,13 +250,15 @@ class Span:
 
     ``path`` names the leaf (``"vendor"``, ``"items[2].name"``); ``value`` is the leaf as text.
     ``start``/``end`` are Python ``str`` indices into the exact text that was sent, so
-    ``text[start:end]`` is the evidence; both are None when the leaf was not grounded.
-    ``kind`` is one of ``SPAN_KINDS``; ``score`` is 0..100 (100 for exact and normalized
-    matches, the RapidFuzz similarity for fuzzy ones, the quote's score for quote, 0 for
-    none). ``page`` is the 1-based page of a document (None for plain rows); ``boxes`` are
-    character boxes (left, top, right, bottom) on that page when its text layer gives them,
-    else ``()``. ``quote`` is the
-    supporting quote the model gave (``grounding="quotes"``), else None.
+    ``text[start:end]`` is the evidence (for "near", the closest text); both are None when the
+    leaf has no span. ``kind`` is one of ``SPAN_KINDS``; ``score`` is 0..100, calibrated: the
+    share of spans of that kind and score that were right on the grounding benchmark's corpus
+    (``kimi_extract.ground.calibrate``), 0 for none and inferred. ``page`` is the 1-based page
+    of a document (None for plain rows); ``boxes`` are character boxes (left, top, right,
+    bottom) on that page when its text layer gives them, else ``()``. ``quote`` is the
+    supporting quote the model gave (``grounding="quotes"``), else None. ``diff`` says what
+    differs between the value and the text of a "near" span (``'number: 2.2 vs 2.1'``), else
+    None.
     """
 
     path: str
@@ -255,11 +270,18 @@ class Span:
     page: int | None = None
     boxes: tuple[tuple[float, float, float, float], ...] = ()
     quote: str | None = None
+    diff: str | None = None
 
     @property
     def grounded(self) -> bool:
-        """True when the leaf was found in the text (``kind != "none"``)."""
-        return self.start is not None and self.kind != "none"
+        """True when the leaf was found in the text (kind exact, normalized or fuzzy)."""
+        return self.start is not None and self.kind in GROUNDED_KINDS
+
+    @property
+    def inferred(self) -> bool:
+        """True for an inferred field (kind "inferred" or "quote"): not counted in
+        ``kx_grounded``, never unsupported."""
+        return self.kind in INFERRED_KINDS
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (a ``kx_spans`` cell holds a list of these); boxes become lists."""
@@ -273,11 +295,13 @@ class Span:
             "page": self.page,
             "boxes": [list(box) for box in self.boxes],
             "quote": self.quote,
+            "diff": self.diff,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Span:
         """The inverse of ``to_dict`` (missing keys take their defaults)."""
+        diff = data.get("diff")
         return cls(
             path=str(data["path"]),
             value=str(data["value"]),
@@ -291,6 +315,7 @@ class Span:
                 for box in data.get("boxes") or ()
             ),
             quote=data.get("quote"),
+            diff=diff if isinstance(diff, str) else None,
         )
 
 

@@ -402,7 +402,8 @@ def test_span_round_trips_through_a_dict():
 )
 def test_occurrences_come_forward_first_by_weighted_distance(haystack, needle, data):
     """The bounded backward search yields exactly the order its definition gives."""
-    from kimi_extract.ground.align import _BACKWARD, _occurrences
+    from kimi_extract.ground.align import BACKWARD as _BACKWARD
+    from kimi_extract.ground.match import occurrences
 
     anchor = data.draw(st.integers(0, len(haystack)))
     starts = [i for i in range(len(haystack)) if haystack.startswith(needle, i)]
@@ -414,8 +415,8 @@ def test_occurrences_come_forward_first_by_weighted_distance(haystack, needle, d
             expected.append(forward.pop(0))
         else:
             expected.append(backward.pop(0))
-    assert list(_occurrences(haystack, needle, anchor)) == expected
-    assert list(_occurrences(haystack, needle, None)) == starts
+    assert list(occurrences(haystack, needle, anchor, _BACKWARD)) == expected
+    assert list(occurrences(haystack, needle, None, _BACKWARD)) == starts
 
 
 def test_values_in_text_order_take_successive_occurrences():

@@ -14,15 +14,24 @@ Dates (``2024-03-05``): ISO with ``-``, ``/`` or ``.``; day-first and month-firs
 ``.`` or ``-`` (both readings of ``05/03/2024``, padded or not); English month names, full or
 abbreviated, with or without an ordinal (``5 March 2024``, ``March 5, 2024``, ``5th Mar 2024``,
 ``05-Mar-2024``); CJK ``2024年3月5日`` (padded or not; full-width digits via NFKC) and Korean
-``2024년 3월 5일``. Case and spacing are left to the normalised match. A date-time is looked for
-as written, with a space for ``T``, to the minute, then as its date alone (the span then covers
-the date).
+``2024년 3월 5일``, and the Japanese era calendar (``令和6年3月5日``, ``令和元年``; ``dates``). Case
+and spacing are left to the normalised match. A date-time is looked for as written, with a space
+for ``T``, to the minute, then as its date alone (the span then covers the date).
+
+``rewrite_forms(value)`` adds what a value written otherwise stands for (the normalised kind):
+a date written in words or another order (``"March 5, 2024"`` -> every form of 2024-03-05,
+ISO included; ``dates.value_dates``), a number in words or with a scale (``"three"``,
+``"1.2 million"``, ``"120万"`` -> its digit forms; ``numbers.value_number``), and a person's name
+in the other order (``"Stallman, Richard"`` <-> ``"Richard Stallman"``).
 """
 
 from __future__ import annotations
 
 import re
 from decimal import Decimal, InvalidOperation
+
+from .dates import era_forms, value_dates
+from .numbers import canonical, value_number
 
 _NUMBER = re.compile(r"^([-+]?)(\d+)(?:\.(\d+))?$")
 _DATE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{2}):(\d{2})(?::(\d{2})(?:\.\d+)?)?(.*))?$")
@@ -109,7 +118,7 @@ def date_forms(year: int, month: int, day: int) -> list[str]:
         for separator in ("/", ".", "-"):
             forms += [f"{first:02d}{separator}{second:02d}{separator}{y}"]
             forms += [f"{first}{separator}{second}{separator}{y}"]
-    return forms
+    return forms + list(era_forms(year, month, day))
 
 
 def _datetime_forms(match: re.Match[str]) -> list[str]:
@@ -122,3 +131,28 @@ def _datetime_forms(match: re.Match[str]) -> list[str]:
             forms.append(f"{date} {hour}:{minute}:{second}")
         forms.append(f"{date} {hour}:{minute}")
     return forms + date_forms(year, month, day)
+
+
+_NAME_WORD = r"[A-Z][a-z'.-]*"
+_LAST_FIRST = re.compile(rf"^({_NAME_WORD}(?: {_NAME_WORD})?),\s*({_NAME_WORD}(?: {_NAME_WORD})?)$")
+_FIRST_LAST = re.compile(rf"^({_NAME_WORD}(?: {_NAME_WORD})?) ({_NAME_WORD})$")
+
+
+def rewrite_forms(value: str) -> tuple[list[str], Decimal | None]:
+    """(other written forms of ``value``, the number it stands for when written in words or with
+    a scale): see the module docstring. Empty for most values."""
+    forms: list[str] = []
+    number = value_number(value)
+    if number is not None:
+        digits = canonical(number)
+        match = _NUMBER.match(digits)
+        if match:
+            forms += [digits, *_number_forms(match.group(1), match.group(2), match.group(3) or "")]
+    elif not _DATE.match(value):
+        for when in value_dates(value):
+            forms += date_forms(when.year, when.month, when.day)
+    if match := _LAST_FIRST.match(value):
+        forms.append(f"{match.group(2)} {match.group(1)}")
+    elif match := _FIRST_LAST.match(value):
+        forms.append(f"{match.group(2)}, {match.group(1)}")
+    return [f for f in dict.fromkeys(forms) if f and f != value], number

@@ -8,7 +8,7 @@ so failed rows hold ``<NA>`` without turning integers into floats.
 
 ``kx_spans`` holds, per row, a list of span dicts (``records.Span.to_dict``), one per leaf of the
 answer, grounded or not (None for a row without a value); ``kx_grounded`` the share of leaves
-grounded (NaN for a failed row or an answer without leaves).
+grounded, inferred fields left out (NaN for a failed row or an answer without other leaves).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..exceptions import ConfigurationError, InputError
-from ..records import RowResult
+from ..records import GROUNDED_KINDS, INFERRED_KINDS, RowResult
 from . import columns as kx
 from .columns import ACCOUNTING_COLUMNS, RESERVED_PREFIX
 
@@ -161,16 +161,16 @@ def grounding_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str
 
 
 def grounded_share(spans: Sequence[Any] | None) -> float:
-    """The share of leaves grounded (``Span`` objects or span dicts); NaN without any."""
+    """The share of leaves grounded (``Span`` objects or span dicts), inferred fields (kinds
+    "inferred" and "quote") left out; NaN without any other leaf."""
     if not spans:
         return math.nan
-    grounded = sum(
-        span.grounded
-        if hasattr(span, "grounded")
-        else span.get("kind", "none") != "none" and span.get("start") is not None
-        for span in spans
-    )
-    return grounded / len(spans)
+    kinds = [span.kind if hasattr(span, "kind") else span.get("kind", "none") for span in spans]
+    starts = [span.start if hasattr(span, "start") else span.get("start") for span in spans]
+    counted = [(k, s) for k, s in zip(kinds, starts, strict=True) if k not in INFERRED_KINDS]
+    if not counted:
+        return math.nan
+    return sum(k in GROUNDED_KINDS and s is not None for k, s in counted) / len(counted)
 
 
 def accounting_columns(results: Sequence[RowResult], index: pd.Index) -> dict[str, pd.Series]:

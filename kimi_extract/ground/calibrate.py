@@ -1,0 +1,40 @@
+"""Calibrated scores: what share of spans of a kind and raw score were right (pure).
+
+A span's ``score`` is not the raw similarity but the share (0..100) of spans with that kind,
+rule and raw score that were right on the grounding benchmark's corpus (real Debian and Python
+package text in English, Chinese and Japanese; ``benchmarks/bench_grounding.py``, which prints
+the table below as measured), so that a threshold means "at least this share right":
+``score >= 95`` keeps spans of which at least 95 % were right there.
+
+- "exact" and "normalized": one figure per rule (a written form, the folded text, a rewrite of
+  a date or number, a number spelled out in the text, an abbreviation);
+- "fuzzy" and "near": by raw similarity, in bands (``FUZZY_BANDS``: the lowest raw score of each
+  band and the share right in it);
+- "quote", "inferred", "none": 0 ("quote" spans are evidence for an inference, not a match).
+"""
+
+from __future__ import annotations
+
+#: Share right (0..100) of exact and normalized spans, by rule (measured; see the docstring).
+RULES: dict[tuple[str, str], float] = {
+    ("exact", "form"): 100.0,
+    ("normalized", "folded"): 100.0,
+    ("normalized", "rewrite"): 100.0,
+    ("normalized", "spelled"): 100.0,
+    ("normalized", "abbreviation"): 100.0,
+}
+#: (lowest raw similarity of the band, share right) of fuzzy spans, highest band first.
+FUZZY_BANDS: tuple[tuple[float, float], ...] = ((85.0, 100.0),)
+#: (lowest raw similarity of the band, share right) of near spans, highest band first.
+NEAR_BANDS: tuple[tuple[float, float], ...] = ((70.0, 0.0),)
+
+
+def calibrated(kind: str, raw: float, rule: str) -> float:
+    """The calibrated score of a span (module docstring)."""
+    if kind in ("exact", "normalized"):
+        return RULES.get((kind, rule), RULES.get((kind, "folded"), 100.0))
+    bands = FUZZY_BANDS if kind == "fuzzy" else NEAR_BANDS if kind == "near" else ()
+    for low, share in bands:
+        if raw >= low:
+            return share
+    return 0.0

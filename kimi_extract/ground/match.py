@@ -1,0 +1,481 @@
+"""One leaf's match stages: exact, normalized (folded text, rewrites), fuzzy and near (pure).
+
+``Matcher(source).find(leaf, anchor, backward, used)`` returns the best ``Found`` for a leaf,
+looked for around ``anchor`` (``align`` picks the anchor; see there), or None:
+
+1. **exact**: the value or one of its written forms (``forms.surface_forms``) verbatim;
+2. **normalized**: the same forms in the folded text (``normalize``), then the rewrites
+   (``forms.rewrite_forms``: dates and numbers written otherwise, names in the other order),
+   numbers written in words or with a scale in the text (``numbers.mentions``: ``3`` finds
+   ``three``, ``1200000`` finds ``120万``), and abbreviations (``Found.`` for ``Foundation``;
+   ``FSF`` for ``Free Software Foundation`` and back);
+3. **fuzzy** / **near**: strings of ``MIN_FUZZY_CHARS`` or more folded characters (not numbers
+   or dates) located with RapidFuzz in candidate windows (a bigram index of the folded text
+   votes for them), the ends moved to whole words of spaced scripts, scored as the Levenshtein
+   similarity (0..100) of the folded, composed texts. A match that changes no number, negation
+   or content word (``nearmiss.difference``) and scores ``min_score`` or more is "fuzzy"; one
+   that does change one and scores ``NEAR_MIN_SCORE`` or more is "near" (with its ``diff``).
+
+Bounds per leaf (what makes a row's grounding linear in its text): at most ``MAX_OCCURRENCES``
+occurrences examined per form; at most ``CANDIDATES`` fuzzy windows, each at most two needle
+lengths plus 8 characters, of which the ``REFINED`` best are refined; a needle longer than
+``MAX_PARTIAL_CHARS`` is located by exact pieces of it instead (at most ``PIECES`` pieces and
+``PIECE_HITS`` occurrences each, one comparison per window); a span is widened by at most
+``SNAP_CHARS`` characters to whole words (a longer "word", such as ``"a" * 200_000``, is no
+match). Every search reports its work (``work.Work``) and checks for a stop between steps.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import re
+import unicodedata
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from decimal import Decimal
+
+import numpy as np
+from rapidfuzz import fuzz
+from rapidfuzz.distance import Levenshtein
+
+from .forms import is_numeric, rewrite_forms, surface_forms
+from .nearmiss import difference
+from .normalize import fold
+from .source import Source, bigram_keys, bounded, spaced
+
+#: Strings shorter than this (folded characters) are matched only exactly or normalized.
+MIN_FUZZY_CHARS = 6
+#: Fuzzy matches scoring below this (Levenshtein similarity, 0..100) give no fuzzy span.
+DEFAULT_MIN_SCORE = 85.0
+#: A close match that changes the meaning is reported as "near" from this similarity on.
+NEAR_MIN_SCORE = 70.0
+MAX_OCCURRENCES = 64
+CANDIDATES = 48
+REFINED = 4
+MAX_PARTIAL_CHARS = 256
+PIECES = 16
+PIECE_HITS = 8
+SNAP_CHARS = 40
+#: Folded texts up to this length are searched whole by the fuzzy stage (no index).
+INDEX_FROM = 20_000
+
+_REJECT, _USED, _FREE = 0, 1, 2
+_ACRONYM = re.compile(r"^[A-Z]{2,6}$")
+_SMALL_WORDS = r"(?:(?:of|and|the|for|de|du|des|der|für|&)\s+)?"
+
+
+@dataclass(frozen=True)
+class Leaf:
+    """A value to align: its forms (value first), rewrites and the number it stands for."""
+
+    path: str
+    value: str
+    stripped: str
+    forms: tuple[str, ...]
+    rewrites: tuple[str, ...]
+    number: Decimal | None
+    numeric: bool
+
+    @classmethod
+    def of(cls, path: str, value: str) -> Leaf:
+        stripped = value.strip()
+        numeric = is_numeric(stripped)
+        forms = tuple(surface_forms(stripped)) if stripped else ()
+        rewrites, number = rewrite_forms(stripped) if stripped else ([], None)
+        if number is None and numeric and not re.search(r"\d-\d", stripped):
+            number = Decimal(stripped)
+        return cls(path, value, stripped, forms, tuple(rewrites), number, numeric)
+
+
+@dataclass(frozen=True)
+class Found:
+    """A match: offsets in the text, kind, raw score (100 or the similarity), the rule."""
+
+    start: int
+    end: int
+    kind: str
+    raw: float
+    rule: str
+    diff: str | None = None
+
+
+def occurrences(haystack: str, needle: str, anchor: int | None, backward: int) -> Iterator[int]:
+    """Start indices of ``needle``: from the first on without an anchor, else by distance from
+    ``anchor`` (a backward step counts ``backward`` times)."""
+    size = len(needle)
+    if anchor is None:
+        found = haystack.find(needle)
+        while found != -1:
+            yield found
+            found = haystack.find(needle, found + 1)
+        return
+    forward = haystack.find(needle, anchor)
+    bound = anchor + size - 1
+    while True:
+        if forward != -1:
+            lowest = max(0, anchor - (forward - anchor) // backward)
+            back = haystack.rfind(needle, lowest, bound) if bound > lowest else -1
+            if back != -1 and backward * (anchor - back) < forward - anchor:
+                yield back
+                bound = back + size - 1
+                continue
+            yield forward
+            forward = haystack.find(needle, forward + 1)
+            continue
+        back = haystack.rfind(needle, 0, bound) if bound > 0 else -1
+        if back == -1:
+            return
+        yield back
+        bound = back + size - 1
+
+
+class Taken:
+    """The spans already given to leaves: an occurrence overlapping one of them is "used"."""
+
+    def __init__(self) -> None:
+        self._spans: list[tuple[int, int]] = []
+
+    def add(self, start: int, end: int) -> None:
+        bisect.insort(self._spans, (start, end))
+
+    def __contains__(self, span: object) -> bool:
+        if not isinstance(span, tuple) or len(span) != 2:
+            return False
+        start, end = span
+        at = bisect.bisect_left(self._spans, (start, end))
+        for other in self._spans[max(0, at - 4) : at + 4]:
+            if other[0] < end and start < other[1]:
+                return True
+        return False
+
+
+class Matcher:
+    """The match stages over one ``Source`` (module docstring)."""
+
+    def __init__(self, source: Source, min_score: float = DEFAULT_MIN_SCORE) -> None:
+        self.source = source
+        self.min_score = min_score
+        self.work = source.work
+
+    # -- exact and normalized ------------------------------------------------------------------
+
+    def _pick(
+        self,
+        haystack: str,
+        needle: str,
+        anchor: int | None,
+        backward: int,
+        accept: Callable[[int, int], int],
+        limit: int,
+    ) -> list[tuple[int, int, bool]]:
+        """Up to ``limit`` free acceptable occurrences (start, end, True) in the order found,
+        then the first used one (start, end, False) when fewer were free."""
+        free: list[tuple[int, int, bool]] = []
+        taken: tuple[int, int, bool] | None = None
+        # a step of ``occurrences`` makes at most two searches of the text
+        self.work.scan(len(haystack))
+        for count, start in enumerate(occurrences(haystack, needle, anchor, backward)):
+            self.work.scan(2 * len(haystack))
+            if count >= MAX_OCCURRENCES:
+                break
+            verdict = accept(start, start + len(needle))
+            if verdict == _FREE:
+                free.append((start, start + len(needle), True))
+                if len(free) >= limit:
+                    break
+            elif verdict == _USED and taken is None:
+                taken = (start, start + len(needle), False)
+        return free + ([taken] if taken is not None and len(free) < limit else [])
+
+    def literal(
+        self,
+        leaf: Leaf,
+        anchor: int | None,
+        backward: int,
+        used: Taken,
+        limit: int = 1,
+    ) -> list[Found]:
+        """Exact, then normalized matches of the leaf's forms and rewrites: the first free one
+        found around ``anchor`` (else the first used one); with ``limit`` > 1, up to that many
+        acceptable occurrences of the first form that has any (``align`` counts them)."""
+        text = self.source.text
+
+        def accept(start: int, end: int) -> int:
+            if not bounded(text, start, end):
+                return _REJECT
+            return _USED if (start, end) in used else _FREE
+
+        taken: Found | None = None
+        stages = (("exact", leaf.forms, "form"), ("normalized", leaf.forms, "folded"))
+        stages += (("normalized", leaf.rewrites, "rewrite"),)
+        for kind, forms, rule in stages:
+            for form in forms:
+                hits = self._search(form, kind, rule, anchor, backward, accept, limit)
+                if limit > 1 and hits:
+                    return hits
+                for hit in hits:
+                    if (hit.start, hit.end) not in used:
+                        return [hit]
+                    taken = taken or hit
+        for hit in self._spelled(leaf, anchor, used, limit):
+            return [hit]
+        if taken is not None:
+            return [taken]
+        return []
+
+    def _search(
+        self,
+        form: str,
+        kind: str,
+        rule: str,
+        anchor: int | None,
+        backward: int,
+        accept: Callable[[int, int], int],
+        limit: int,
+    ) -> list[Found]:
+        if kind == "exact":
+            return [
+                Found(s, e, "exact", 100.0, rule)
+                for s, e, _ in self._pick(self.source.text, form, anchor, backward, accept, limit)
+            ]
+        needle = fold(form)
+        if not needle:
+            return []
+        normalized = self.source.normalized
+        folded_anchor = None if anchor is None else normalized.from_original(anchor)
+
+        def accept_folded(a: int, b: int) -> int:
+            return accept(*normalized.to_original(a, b))
+
+        out = []
+        for a, b, _ in self._pick(
+            normalized.text, needle, folded_anchor, backward, accept_folded, limit
+        ):
+            start, end = normalized.to_original(a, b)
+            out.append(Found(start, end, "normalized", 100.0, rule))
+        return out
+
+    def _spelled(
+        self, leaf: Leaf, anchor: int | None, used: Taken, limit: int
+    ) -> list[Found]:
+        """Numbers written in words or with a scale in the text; abbreviations."""
+        out: list[Found] = []
+        if leaf.number is not None:
+            spots = self.source.numbers().get(leaf.number.normalize(), [])
+            ranked = sorted(spots, key=lambda s: abs(s[0] - anchor) if anchor is not None else 0)
+            free = [s for s in ranked if s not in used] or ranked
+            out += [Found(s, e, "normalized", 100.0, "spelled") for s, e in free[:limit]]
+            return out
+        pattern = _abbreviation_pattern(leaf.stripped)
+        if pattern is None:
+            return out
+        text = self.source.text
+        self.work.scan(len(text))
+        best: tuple[int, int] | None = None
+        for count, match in enumerate(pattern.finditer(text)):
+            if count >= MAX_OCCURRENCES:
+                break
+            span = (match.start(), match.end())
+            if not bounded(text, *span) or span in used:
+                continue
+            if best is None or (
+                anchor is not None and abs(span[0] - anchor) < abs(best[0] - anchor)
+            ):
+                best = span
+            if anchor is None:
+                break
+        if best is not None:
+            out.append(Found(best[0], best[1], "normalized", 100.0, "abbreviation"))
+        return out
+
+    # -- fuzzy and near ------------------------------------------------------------------------
+
+    def fuzzy(self, leaf: Leaf, anchor: int | None, used: Taken) -> Found | None:
+        """The best fuzzy or near match (module docstring), or None."""
+        if leaf.numeric:
+            return None
+        needle = fold(leaf.stripped)
+        if len(needle) < MIN_FUZZY_CHARS:
+            return None
+        normalized = self.source.normalized
+        folded = normalized.text
+        if len(needle) > MAX_PARTIAL_CHARS:
+            windows = self._pieces(needle)
+        else:
+            windows = self._located(needle)
+        text = self.source.text
+        composed = unicodedata.normalize("NFC", needle)
+        best: tuple[tuple[float, int, int, int], Found] | None = None
+        for low, high in windows:
+            a, b = self._refine(needle, folded, low, high)
+            if b <= a:
+                continue
+            start, end = normalized.to_original(a, b)
+            snapped = _snap(text, start, end)
+            if snapped is None:
+                continue
+            start, end = snapped
+            found = fold(text[start:end])
+            self.work.cells(len(needle) * max(1, len(found)))
+            score = round(
+                100.0 * Levenshtein.normalized_similarity(
+                    composed, unicodedata.normalize("NFC", found)
+                ),
+                2,
+            )
+            if score < NEAR_MIN_SCORE:
+                continue
+            diff = difference(leaf.stripped, text[start:end])
+            if diff is None and score < self.min_score:
+                continue
+            kind = "fuzzy" if diff is None else "near"
+            distance = abs(start - anchor) if anchor is not None else start
+            rank = (float(kind == "fuzzy"), score, int((start, end) not in used), -distance)
+            if best is None or rank > best[0]:
+                best = (rank, Found(start, end, kind, score, "fuzzy", diff))
+        return None if best is None else best[1]
+
+    def _located(self, needle: str) -> list[tuple[int, int]]:
+        """Windows (folded offsets) scored by RapidFuzz's partial alignment, best first."""
+        folded = self.source.normalized.text
+        scored = []
+        for low, high in _windows(self.source, needle):
+            window = folded[low:high]
+            if not window:
+                continue
+            self.work.cells(len(needle) * len(window))
+            if len(window) <= len(needle):
+                scored.append((100.0, low, high))
+                continue
+            found = fuzz.partial_ratio_alignment(
+                needle, window, score_cutoff=NEAR_MIN_SCORE - 15
+            )
+            if found is not None:
+                scored.append((found.score, low + found.dest_start, low + found.dest_end))
+        scored.sort(key=lambda s: -s[0])
+        return [(a, b) for _, a, b in scored[:REFINED]]
+
+    def _pieces(self, needle: str) -> list[tuple[int, int]]:
+        """Windows for a long needle: where exact pieces of it occur, shifted to its start."""
+        folded = self.source.normalized.text
+        size = len(needle)
+        step = max(16, size // PIECES)
+        starts: dict[int, int] = {}
+        for offset in range(0, size - 15, step):
+            piece = needle[offset : offset + 16]
+            found = folded.find(piece)
+            hits = 0
+            self.work.scan(len(folded))
+            while found != -1 and hits < PIECE_HITS:
+                self.work.scan(len(folded))
+                origin = max(0, found - offset)
+                starts[origin // 8] = origin
+                hits += 1
+                found = folded.find(piece, found + 1)
+        ranked = sorted(starts.values())[: REFINED * 2]
+        return [(s, min(len(folded), s + size)) for s in ranked]
+
+    def _refine(self, needle: str, folded: str, a: int, b: int) -> tuple[int, int]:
+        """Move each end of a folded window by up to 2 characters to maximise the similarity
+        (a needle longer than ``MAX_PARTIAL_CHARS``: the ends are kept)."""
+        if len(needle) > MAX_PARTIAL_CHARS:
+            return a, b
+        best = (-1.0, a, b)
+        for da in (-2, -1, 0, 1, 2):
+            for db in (-2, -1, 0, 1, 2):
+                x, y = max(0, a + da), min(len(folded), b + db)
+                if y > x:
+                    self.work.cells(len(needle) * (y - x))
+                    score = Levenshtein.normalized_similarity(needle, folded[x:y])
+                    if score > best[0]:
+                        best = (score, x, y)
+        return best[1], best[2]
+
+
+def _snap(text: str, start: int, end: int) -> tuple[int, int] | None:
+    """Widen a span by at most ``SNAP_CHARS`` on each side so that it cuts no word of a spaced
+    script; trim whitespace at its ends. None when a word runs on farther than that."""
+    low = start
+    while low > 0 and spaced(text[low - 1]) and spaced(text[low]):
+        low -= 1
+        if start - low > SNAP_CHARS:
+            return None
+    high = end
+    while high < len(text) and spaced(text[high]) and spaced(text[high - 1]):
+        high += 1
+        if high - end > SNAP_CHARS:
+            return None
+    while low < high and text[low].isspace():
+        low += 1
+    while high > low and text[high - 1].isspace():
+        high -= 1
+    return (low, high) if high > low else None
+
+
+def _windows(source: Source, needle: str) -> list[tuple[int, int]]:
+    """Folded-text windows where many of ``needle``'s bigrams line up (a q-gram filter).
+
+    Each occurrence of a bigram of the needle votes for the diagonal (text position minus its
+    position in the needle) it lies on; diagonals are counted in cells of half the needle's
+    length, and the ``CANDIDATES`` best pairs of adjacent cells become windows. Bigrams more
+    frequent than 2 % of the text are left out (unless fewer than two others remain).
+    """
+    folded = source.normalized.text
+    size = len(needle)
+    if len(folded) <= INDEX_FROM:
+        return [(0, len(folded))]
+    keys, positions = source.index()
+    wanted = bigram_keys(needle)
+    low = np.searchsorted(keys, wanted, side="left")
+    high = np.searchsorted(keys, wanted, side="right")
+    counts = high - low
+    present = np.flatnonzero(counts)
+    if len(present) == 0:
+        return []
+    keep = present[counts[present] <= max(1_000, len(folded) // 50)]
+    if len(keep) < 2:
+        keep = present[np.argsort(counts[present], kind="stable")[:2]]
+    source.work.scan(int(counts[keep].sum()))
+    diagonals = np.concatenate([positions[low[j] : high[j]] - j for j in keep])
+    diagonals = diagonals[diagonals >= 0]
+    if len(diagonals) == 0:
+        return []
+    bucket = max(4, size // 2)
+    votes = np.bincount(diagonals // bucket)
+    if len(votes) < 2:
+        votes = np.append(votes, 0)
+    pairs = votes[:-1] + votes[1:]
+    need = max(2, math.ceil(0.3 * len(keep)))
+    count = min(CANDIDATES, len(pairs))
+    best = np.argpartition(-pairs, count - 1)[:count]
+    found = []
+    for cell in sorted(best.tolist(), key=lambda c: -int(pairs[c])):
+        if pairs[cell] < need:
+            break
+        first = cell * bucket
+        found.append((max(0, first - 2), min(len(folded), first + 2 * bucket + size + 2)))
+    return found
+
+
+def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
+    """A pattern for a value with an abbreviated word (``Found.``), an acronym (``FSF``), or
+    whose capitalised words may be written as their acronym in the text; None otherwise."""
+    words = value.split()
+    if len(value) > 120 or not words:
+        return None
+    if len(words) == 1 and _ACRONYM.match(words[0]):
+        letters = words[0]
+        parts = [rf"{c}[\w-]*" for c in letters]
+        return re.compile(r"\b" + (r"\s+" + _SMALL_WORDS).join(parts) + r"\b")
+    if any(w.endswith(".") and len(w) >= 3 and w[:-1].isalpha() for w in words):
+        parts = [
+            rf"{re.escape(w[:-1])}[\w]*\.?" if w.endswith(".") and w[:-1].isalpha() else re.escape(w)
+            for w in words
+        ]
+        return re.compile(r"(?i:" + r"\s+".join(parts) + r")")
+    capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
+    if len(words) >= 2 and len(capitals) == len([w for w in words if len(w) > 3]) >= 2:
+        acronym = "".join(w[0] for w in capitals)
+        return re.compile(rf"\b{acronym}\b")
+    return None

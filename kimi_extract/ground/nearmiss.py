@@ -1,0 +1,126 @@
+"""Whether a close match says the same thing as the value: the near-miss rules (pure).
+
+``difference(value, found)`` compares a value with the text a fuzzy match found and returns what
+changes the meaning, or None when nothing does. Both are folded first (``normalize.fold``), so
+case, width, spacing and punctuation shapes never count. Three rules, in order:
+
+1. **numbers**: the numbers written with digits (``2.1``, ``79100``, ``1,200``: thousands
+   separators dropped) must be the same, in the same order: a digit changed, added or dropped is
+   a different number;
+2. **negations**: each negation marker must occur as often in both: English ``not``, ``no``,
+   ``never``, ``without``, ``cannot``, ``nor``, ``none``, ``neither`` and a ``n't`` ending
+   (whole words); Chinese ``不 没 无 非 未``; Japanese ``ない ず ません 非 不 無`` (inside words:
+   these scripts have no spaces);
+3. **content words**: the two are split into tokens (words of spaced scripts; one token per
+   Chinese or Japanese character; punctuation dropped) and aligned (RapidFuzz Levenshtein
+   opcodes over the token lists); every replaced token must be a typo of its counterpart: a word
+   of 4+ letters with one edit (two from 9 letters), or an abbreviation of it (``dept`` /
+   ``dept.`` for ``department``: the same first letter, the rest a subsequence). A replaced
+   Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
+   Words added or dropped (an extended boundary, an article) do not count.
+
+The rules were chosen by measurement on the grounding benchmark's near-miss generator (real
+Debian and Python package text; negations added or removed, digit edits, swapped words and
+halves of two real phrases joined, in English, Chinese and Japanese): see ``benchmarks/
+bench_grounding.py`` and the README's grounding section for the rates.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from rapidfuzz.distance import Levenshtein
+
+from .normalize import fold
+
+#: Numbers written with digits, in folded text (thousands separators are dropped before the
+#: comparison, so ``1,200`` and ``1200`` are one number).
+_NUMBER = re.compile(r"\d+(?:[.,']\d+)*")
+_ENGLISH_NEGATIONS = frozenset(
+    {"not", "no", "never", "without", "cannot", "nor", "none", "neither", "nothing", "nobody"}
+)
+_WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
+#: Negation markers of scripts without spaces, counted as substrings.
+_CJK_NEGATIONS = ("不", "没", "沒", "无", "無", "非", "未", "ない", "ず", "ません")
+#: One token per character of these scripts (CJK ideographs, kana, Hangul syllables).
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
+_TOKEN = re.compile(
+    r"\d+(?:[.,']\d+)*|[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]"
+    r"|[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]+"
+)
+
+
+def numbers(folded: str) -> list[str]:
+    """The digit-written numbers of a folded text, separators dropped (``1,200`` -> ``1200``)."""
+    return [re.sub(r"[,']", "", m.group()) for m in _NUMBER.finditer(folded)]
+
+
+def negations(folded: str) -> Counter[str]:
+    """How often each negation marker occurs in a folded text."""
+    found: Counter[str] = Counter()
+    for match in _WORD.finditer(folded):
+        word = match.group()
+        if word in _ENGLISH_NEGATIONS:
+            found[word] += 1
+        elif word.endswith("n't"):
+            found["n't"] += 1
+    for marker in _CJK_NEGATIONS:
+        count = folded.count(marker)
+        if count:
+            found[marker] += count
+    # ません holds ず-less ない-less negation; ない inside ません is impossible, fine as counted
+    return found
+
+
+def _typo(a: str, b: str) -> bool:
+    """Whether word ``b`` stands for word ``a``: one edit (two from 9 letters), or an
+    abbreviation of the other (same first letter, the rest a subsequence)."""
+    if _CJK.match(a) or _CJK.match(b):
+        return False
+    a, b = a.rstrip("."), b.rstrip(".")
+    if not a or not b:
+        return False
+    shorter, longer = sorted((a, b), key=len)
+    if len(shorter) >= 2 and shorter[0] == longer[0] and len(shorter) < len(longer):
+        rest = iter(longer[1:])
+        if all(char in rest for char in shorter[1:]):
+            return True
+    if min(len(a), len(b)) < 4 or any(c.isdigit() for c in a + b):
+        return False
+    allowed = 2 if max(len(a), len(b)) >= 9 else 1
+    return Levenshtein.distance(a, b, score_cutoff=allowed) <= allowed
+
+
+def tokens(folded: str) -> list[str]:
+    """Words of spaced scripts, numbers, and single Chinese / Japanese characters."""
+    return _TOKEN.findall(folded)
+
+
+def difference(value: str, found: str) -> str | None:
+    """What changes the meaning between ``value`` and the text ``found`` (module docstring),
+    as a short phrase (``"number: 2.2 vs 2.1"``), or None when nothing does."""
+    a, b = fold(value), fold(found)
+    if a == b:
+        return None
+    ours, theirs = numbers(a), numbers(b)
+    if ours != theirs:
+        return "number: " + (" ".join(ours) or "none") + " vs " + (" ".join(theirs) or "none")
+    mine, yours = negations(a), negations(b)
+    if mine != yours:
+        added = sorted((mine - yours).elements())
+        dropped = sorted((yours - mine).elements())
+        parts = []
+        if added:
+            parts.append(f"{' '.join(added)!r} in the value, not in the text")
+        if dropped:
+            parts.append(f"{' '.join(dropped)!r} in the text, not in the value")
+        return "negation: " + "; ".join(parts)
+    left, right = tokens(a), tokens(b)
+    for tag, i1, i2, j1, j2 in Levenshtein.opcodes(left, right):
+        if tag != "replace":
+            continue
+        for x, y in zip(left[i1:i2], right[j1:j2], strict=False):
+            if x != y and not _typo(x, y):
+                return f"word: {x!r} vs {y!r}"
+    return None
