@@ -62,6 +62,11 @@ The settings, with their defaults:
   (``kimi_extract.ground``; no extra tokens) and add ``kx_spans`` / ``kx_grounded`` (default
   False). ``"quotes"`` also asks the model for a supporting quote per field (``schema.quotes``)
   and marks a value unsupported when its quote is not in the text (``run.grounding``).
+  ``grounding_fields``: a dict of field paths (list indexes left out: ``"sentiment"``,
+  ``"lines.kind"``) to True (ground the field's values) or False (an inferred field: kind
+  "inferred", outside ``kx_grounded``, never unsupported); default None: enums, ``Literal``
+  fields, booleans and fields marked ``Field(json_schema_extra={"kx_ground": False})`` are
+  inferred, every other field is grounded.
 
 A misspelt keyword is Python's ``TypeError``, naming the closest setting (``check_option_names``).
 
@@ -75,7 +80,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -180,6 +185,7 @@ class ExtractorConfig:
     allow_private_urls: bool = False
     max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS
     grounding: bool | Literal["quotes"] = False
+    grounding_fields: Mapping[str, bool] | None = None
 
     # -- derived in __post_init__ (recomputed by replace) ----------------------------------------
     #: The model's rules (``kimi.model_info``).
@@ -228,6 +234,15 @@ class ExtractorConfig:
         if not (isinstance(self.grounding, bool) or self.grounding == "quotes"):
             raise ConfigurationError(
                 f"grounding must be True, False or 'quotes', got {self.grounding!r}"
+            )
+        if self.grounding_fields is not None and not (
+            isinstance(self.grounding_fields, Mapping)
+            and all(isinstance(k, str) and k for k in self.grounding_fields)
+            and all(isinstance(v, bool) for v in self.grounding_fields.values())
+        ):
+            raise ConfigurationError(
+                "grounding_fields must be a dict of field paths to True (ground) or False "
+                f"(inferred), got {self.grounding_fields!r}"
             )
         _check_positive("concurrency", self.concurrency)
         if self.concurrency > MAX_CONCURRENCY:

@@ -49,6 +49,7 @@ from .run.budget import Budget
 from .run.conversation import RowSettings, charge_retry
 from .run.documents import plan_documents
 from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
+from .run.grounding import check_grounding_fields
 from .run.inputs import TextSpec, amake_row, prepare, records_frame
 from .run.report import RunReport, fill_missing, not_run_reason
 from .run.request import (
@@ -135,6 +136,7 @@ class Extractor(Generic[T]):
                 "flatten it"
             ) from None
         check_output_names(output, config.prefix)
+        check_grounding_fields(output, config.grounding_fields)
         base_url, self._secret = config.base_url, config.secret
         if config.simulated:  # base_url="simulator": the bundled simulator, with its own key
             base_url, key = simulator_endpoint()
@@ -686,7 +688,13 @@ class Extractor(Generic[T]):
         def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
             return document_frame(
                 plan,
-                plan.merge(kept, self.output, not_run_reason(stop_cause), grounding=self.grounding),
+                plan.merge(
+                    kept,
+                    self.output,
+                    not_run_reason(stop_cause),
+                    grounding=self.grounding,
+                    grounding_fields=self.config.grounding_fields,
+                ),
                 model=self.output,
                 prefix=self.prefix,
                 web_search=self.web_search,
@@ -788,6 +796,7 @@ class Extractor(Generic[T]):
             mode=self.mode,
             endpoint=self.endpoint,
             grounding=self.grounding,
+            grounding_fields=self.config.grounding_fields,
         )
 
     def _transport(self, limiter: Limiter) -> Transport:

@@ -88,7 +88,8 @@ def align(
     for leaf in items:
         work.leaves += 1
         work.check()
-        first.append(matcher.literal(leaf, None, BACKWARD, Taken(), limit=2) if leaf.stripped else [])
+        hits = matcher.literal(leaf, None, BACKWARD, Taken(), limit=2) if leaf.stripped else []
+        first.append(hits)
     groups: dict[str, tuple[bool, list[int]]] = {}
     for i, leaf in enumerate(items):
         key, listed = _group(leaf.path)
@@ -130,12 +131,14 @@ def align(
     return [_span(text, leaf, hit) for leaf, hit in zip(items, found, strict=True)]
 
 
-def _leaf_text(value: Any) -> str | None:
-    """A leaf's text, or None for what is not grounded (None, booleans, NaN)."""
-    if value is None or isinstance(value, bool):
+def _leaf_text(value: Any, booleans: bool = False) -> str | None:
+    """A leaf's text, or None for what is not grounded (None, NaN; booleans unless asked)."""
+    if value is None:
         return None
+    if isinstance(value, bool):
+        return ("true" if value else "false") if booleans else None
     if isinstance(value, Enum):
-        return _leaf_text(value.value)
+        return _leaf_text(value.value, booleans)
     if isinstance(value, str):
         return value
     if isinstance(value, int):
@@ -158,13 +161,16 @@ def _child(path: str, key: Any) -> str:
     return f"{path}[{json.dumps(name, ensure_ascii=False)}]"
 
 
-def leaves_of(answer: BaseModel | Mapping[str, Any]) -> list[tuple[str, str]]:
+def leaves_of(
+    answer: BaseModel | Mapping[str, Any], *, booleans: bool = False
+) -> list[tuple[str, str]]:
     """The leaves of an answer to ground, in field order, as ``(path, text)``.
 
     Strings, numbers (``1200.5``; never in exponent form), dates and times (ISO), enums (their
     value) and other scalars (``str()``), through nested models, dicts (``a.key``, or
-    ``a["odd key"]``), lists and tuples (``items[2].name``). None, booleans and non-finite
-    numbers are not leaves.
+    ``a["odd key"]``), lists and tuples (``items[2].name``). None and non-finite numbers are not
+    leaves; booleans are leaves (``"true"`` / ``"false"``) only with ``booleans=True`` (the run
+    lists them as inferred fields).
     """
     found: list[tuple[str, str]] = []
     stack: list[tuple[str, Any]] = [("", answer)]
@@ -179,7 +185,7 @@ def leaves_of(answer: BaseModel | Mapping[str, Any]) -> list[tuple[str, str]]:
         elif isinstance(node, list | tuple):
             children = [(_child(path, i), child) for i, child in enumerate(node)]
         else:
-            leaf = _leaf_text(node)
+            leaf = _leaf_text(node, booleans)
             if leaf is not None:
                 found.append((path, leaf))
             continue

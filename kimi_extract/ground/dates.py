@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from functools import lru_cache
+from typing import Any
 
 #: A value worth handing to dateparser: a 4-digit year (or an era year) and something that can be
 #: a month (a word, a 1-2 digit number between separators, or 月).
@@ -93,7 +94,7 @@ def _era_date(value: str) -> date | None:
 
 
 @lru_cache(maxsize=1)
-def _eras() -> tuple:  # type: ignore[type-arg]
+def _eras() -> tuple[Any, ...]:
     from japanera import ERA_DATA_GENERAL
 
     return tuple(era for era in ERA_DATA_GENERAL if getattr(era, "since", None) is not None)
@@ -118,5 +119,6 @@ def era_forms(year: int, month: int, day: int) -> tuple[str, ...]:
     names = [str(relative)] + (["元"] if relative == 1 else [])
     forms = []
     for name in names:
-        forms += [f"{era.kanji}{name}年{month}月{day}日", f"{era.kanji}{name}年{month:02d}月{day:02d}日"]
+        head = f"{era.kanji}{name}年"
+        forms += [f"{head}{month}月{day}日", f"{head}{month:02d}月{day:02d}日"]
     return tuple(forms)

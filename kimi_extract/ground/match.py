@@ -207,8 +207,11 @@ class Matcher:
             return _USED if (start, end) in used else _FREE
 
         taken: Found | None = None
-        stages = (("exact", leaf.forms, "form"), ("normalized", leaf.forms, "folded"))
-        stages += (("normalized", leaf.rewrites, "rewrite"),)
+        stages = (
+            ("exact", leaf.forms, "form"),
+            ("normalized", leaf.forms, "folded"),
+            ("normalized", leaf.rewrites, "rewrite"),
+        )
         for kind, forms, rule in stages:
             for form in forms:
                 hits = self._search(form, kind, rule, anchor, backward, accept, limit)
@@ -256,9 +259,7 @@ class Matcher:
             out.append(Found(start, end, "normalized", 100.0, rule))
         return out
 
-    def _spelled(
-        self, leaf: Leaf, anchor: int | None, used: Taken, limit: int
-    ) -> list[Found]:
+    def _spelled(self, leaf: Leaf, anchor: int | None, used: Taken, limit: int) -> list[Found]:
         """Numbers written in words or with a scale in the text; abbreviations."""
         out: list[Found] = []
         if leaf.number is not None:
@@ -306,7 +307,7 @@ class Matcher:
             windows = self._located(needle)
         text = self.source.text
         composed = unicodedata.normalize("NFC", needle)
-        best: tuple[tuple[float, int, int, int], Found] | None = None
+        best: tuple[tuple[float, float, int, int], Found] | None = None
         for low, high in windows:
             a, b = self._refine(needle, folded, low, high)
             if b <= a:
@@ -319,9 +320,8 @@ class Matcher:
             found = fold(text[start:end])
             self.work.cells(len(needle) * max(1, len(found)))
             score = round(
-                100.0 * Levenshtein.normalized_similarity(
-                    composed, unicodedata.normalize("NFC", found)
-                ),
+                100.0
+                * Levenshtein.normalized_similarity(composed, unicodedata.normalize("NFC", found)),
                 2,
             )
             if score < NEAR_MIN_SCORE:
@@ -348,9 +348,7 @@ class Matcher:
             if len(window) <= len(needle):
                 scored.append((100.0, low, high))
                 continue
-            found = fuzz.partial_ratio_alignment(
-                needle, window, score_cutoff=NEAR_MIN_SCORE - 15
-            )
+            found = fuzz.partial_ratio_alignment(needle, window, score_cutoff=NEAR_MIN_SCORE - 15)
             if found is not None:
                 scored.append((found.score, low + found.dest_start, low + found.dest_end))
         scored.sort(key=lambda s: -s[0])
@@ -470,7 +468,7 @@ def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
         return re.compile(r"\b" + (r"\s+" + _SMALL_WORDS).join(parts) + r"\b")
     if any(w.endswith(".") and len(w) >= 3 and w[:-1].isalpha() for w in words):
         parts = [
-            rf"{re.escape(w[:-1])}[\w]*\.?" if w.endswith(".") and w[:-1].isalpha() else re.escape(w)
+            rf"{re.escape(w[:-1])}\w*\.?" if w.endswith(".") and w[:-1].isalpha() else re.escape(w)
             for w in words
         ]
         return re.compile(r"(?i:" + r"\s+".join(parts) + r")")

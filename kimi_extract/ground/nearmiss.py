@@ -117,9 +117,10 @@ def difference(value: str, found: str) -> str | None:
             parts.append(f"{' '.join(dropped)!r} in the text, not in the value")
         return "negation: " + "; ".join(parts)
     left, right = tokens(a), tokens(b)
-    for tag, i1, i2, j1, j2 in Levenshtein.opcodes(left, right):
-        if tag != "replace":
+    for op in Levenshtein.opcodes(left, right):
+        if op.tag != "replace":
             continue
+        i1, i2, j1, j2 = op.src_start, op.src_end, op.dest_start, op.dest_end
         for x, y in zip(left[i1:i2], right[j1:j2], strict=False):
             if x != y and not _typo(x, y):
                 return f"word: {x!r} vs {y!r}"

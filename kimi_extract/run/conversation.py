@@ -34,7 +34,7 @@ import functools
 import json
 import logging
 import math
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -164,6 +164,8 @@ class RowSettings:
     endpoint: str = ""
     #: ``grounding=``: align each valid answer's leaves to the row's text (``run.grounding``).
     grounding: bool | str = False
+    #: ``grounding_fields``: field paths grounded (True) or inferred (False).
+    grounding_fields: Mapping[str, bool] | None = None
 
     @functools.cached_property
     def offered_tools(self) -> frozenset[str]:
@@ -358,7 +360,9 @@ class RowRunner:
             quotes = None
             if settings.grounding == "quotes" and raw is not None:
                 quotes = settings.compiled.quotes_of(raw)
-            result.spans = await aground_row(row.content, result.value, quotes)
+            result.spans = await aground_row(
+                row.content, result.value, quotes, fields=settings.grounding_fields
+            )
         except Exception:  # pragma: no cover - a bug in the aligner must not fail the row
             logger.exception("grounding failed for row %r", row.label)
 

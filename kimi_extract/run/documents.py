@@ -38,7 +38,7 @@ Ctrl-C and run-stopping errors carry the document rows so far (``partial``), as 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -143,6 +143,7 @@ class DocumentPlan:
         stop_reason: str,
         *,
         grounding: bool | str = False,
+        grounding_fields: Mapping[str, bool] | None = None,
     ) -> list[RowResult]:
         """One result per unit from its chunks' results (in chunk order; see the module
         docstring): fields merged, usage / attempts / latency / web searches summed, errors
@@ -179,7 +180,9 @@ class DocumentPlan:
                     if grounding == "quotes":
                         parts = [(c.value, c.spans or ()) for c in chunks if c.value is not None]
                         quotes = merged_quotes(parts, result.value)
-                    result.spans = ground_pages(self._unit_pages(unit), result.value, quotes)
+                    result.spans = ground_pages(
+                        self._unit_pages(unit), result.value, quotes, fields=grounding_fields
+                    )
             for chunk in chunks:
                 result.usage = result.usage + chunk.usage
                 result.attempts += chunk.attempts

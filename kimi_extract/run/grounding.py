@@ -17,19 +17,37 @@ already validated.
   evidence); a match that runs past its page's end is cut there. On PDF pages with a text layer
   the span also carries ``boxes``: one ``(left, top, right, bottom)`` box in PDF points from the
   page's top-left corner per line the evidence covers (the union of its characters' boxes).
+- Inferred fields: enums, ``Literal`` fields, booleans and fields marked
+  ``Field(json_schema_extra={"kx_ground": False})`` hold a label the model chose, not a copy
+  of the text: their leaves get kind "inferred" (booleans are listed too, as ``"true"`` /
+  ``"false"``), are not aligned, count nowhere in ``kx_grounded`` and are never unsupported.
+  ``kx_ground: True`` grounds such a field anyway; ``grounding_fields={"path": bool}`` (the
+  ``Extractor`` setting) does either for fields named by their path without list indexes
+  (``"sentiment"``, ``"lines.kind"``; a path covers what is below it).
 - ``grounding="quotes"``: the schema also asked for a supporting quote per field
-  (``schema.quotes``); ``ground_quoted`` aligns each quote and looks for the value inside its
-  evidence (kind "quote" when only the quote is found, "none" when the quote is not).
+  (``schema.quotes``); ``ground_quoted`` checks each quoted leaf through its quote. A quote
+  vouches only when it is found in the text (exact, normalized or fuzzy) and is at most
+  ``QUOTE_FACTOR`` times the value's length plus ``QUOTE_SLACK`` characters long (a sentence);
+  a value is then supported only when it is itself found inside the quote's evidence, with the
+  same rules as ``grounding=True`` (its own kind, or "near"); otherwise it is "none". An
+  inferred field whose quote vouches gets kind "quote" with the quote's evidence as its span.
   Documents: each chunk's answer is checked through its quotes as it comes back, and the
   merged row's leaves take their chunks' quotes (``merged_quotes``) before ``ground_pages``.
+- Time: the aligner's work per leaf is bounded (``kimi_extract.ground.match``), so a row's
+  grounding is linear in its text. ``aground_row`` runs a long row in a worker thread that
+  stops at its next step when the row's task is cancelled (Ctrl-C): nothing waits for it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import enum
 import math
 import re
+import threading
+import types
+import typing
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -37,7 +55,8 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel
 
-from ..ground import align, leaves_of
+from ..exceptions import ConfigurationError
+from ..ground import Work, align, leaves_of
 from ..ground.align import _child as child_path
 from ..media.documents import Page
 from ..records import Content, Span
@@ -49,6 +68,95 @@ INLINE_CHARS = 20_000
 _INDEX = re.compile(r"\[\d+\]")
 #: What joins a unit's pages into the one text its leaves are aligned to.
 PAGE_SEPARATOR = "\n\n"
+#: A quote vouches only when at most this many times its value's length...
+QUOTE_FACTOR = 3
+#: ... plus this many characters (about a sentence).
+QUOTE_SLACK = 200
+#: ``grounding_fields``: field path (no list indexes) -> ground it (True) or infer it (False).
+GroundingFields = Mapping[str, bool]
+
+
+def _unwrap(annotation: Any) -> list[Any]:
+    """The types a field's annotation allows (Optional, unions, lists and tuples opened)."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return _unwrap(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType, list, tuple, set, frozenset, Sequence):
+        return [t for arg in typing.get_args(annotation) for t in _unwrap(arg)]
+    return [annotation]
+
+
+def _is_label(annotation: Any) -> bool:
+    """An enum, a Literal or a bool (None aside): a value the model chooses."""
+    kinds = [t for t in _unwrap(annotation) if t is not type(None) and t is not Ellipsis]
+    if not kinds:
+        return False
+    for kind in kinds:
+        if typing.get_origin(kind) is typing.Literal or kind is bool:
+            continue
+        if isinstance(kind, type) and issubclass(kind, enum.Enum):
+            continue
+        return False
+    return True
+
+
+def field_paths(model: type[BaseModel]) -> dict[str, bool]:
+    """Every field path of ``model`` (nested models, list items; no indexes) -> whether its
+    leaves are inferred by default (module docstring)."""
+    out: dict[str, bool] = {}
+
+    def walk(kind: type[BaseModel], prefix: str, depth: int) -> None:
+        if depth > 16:
+            return
+        for name, info in kind.model_fields.items():
+            path = f"{prefix}.{name}" if prefix else name
+            extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+            marked = extra.get("kx_ground")
+            out[path] = (not marked) if isinstance(marked, bool) else _is_label(info.annotation)
+            for sub in _unwrap(info.annotation):
+                if isinstance(sub, type) and issubclass(sub, BaseModel):
+                    walk(sub, path, depth + 1)
+
+    walk(model, "", 0)
+    return out
+
+
+def check_grounding_fields(model: type[BaseModel], fields: GroundingFields | None) -> None:
+    """``ConfigurationError`` naming ``grounding_fields`` when it names no field of ``model``."""
+    if not fields:
+        return
+    known = field_paths(model)
+    for path in fields:
+        if path not in known:
+            raise ConfigurationError(
+                f"grounding_fields names {path!r}, which is not a field of "
+                f"{model.__name__} (fields: {', '.join(sorted(known)[:20])})"
+            )
+
+
+def inferred_paths(
+    value: BaseModel | Mapping[str, Any], fields: GroundingFields | None = None
+) -> frozenset[str]:
+    """The field paths of ``value``'s model whose leaves are inferred (defaults, marks, then
+    ``fields``, the longest matching path winning)."""
+    if not isinstance(value, BaseModel):
+        return frozenset()
+    paths = field_paths(type(value))
+    if fields:
+        for path in paths:
+            named = [p for p in fields if path == p or path.startswith(p + ".")]
+            if named:
+                paths[path] = not fields[max(named, key=len)]
+    return frozenset(path for path, inferred in paths.items() if inferred)
+
+
+_DICT_KEY = re.compile(r"\[\"(?:[^\"\\]|\\.)*\"\].*$")
+
+
+def field_of(path: str) -> str:
+    """A leaf path's field path: list indexes dropped (``lines[2].kind`` -> ``lines.kind``), a
+    dict's keys cut off (``extra["a b"]`` -> ``extra``)."""
+    return _INDEX.sub("", _DICT_KEY.sub("", path))
 
 
 def content_text(content: Content | None) -> str:
@@ -66,25 +174,52 @@ def ground_row(
     content: Content | None,
     value: BaseModel | Mapping[str, Any],
     quotes: Quotes | None = None,
+    *,
+    fields: GroundingFields | None = None,
+    work: Work | None = None,
 ) -> list[Span]:
-    """One span per leaf of ``value``, offsets into the row's text (``content_text``); with
-    ``quotes`` (``CompiledSchema.quotes_of``), each quoted leaf is checked through its quote
-    (``ground_quoted``)."""
+    """One span per leaf of ``value`` (booleans included), offsets into the row's text
+    (``content_text``); inferred fields (module docstring; ``fields``: ``grounding_fields``)
+    get kind "inferred"; with ``quotes`` (``CompiledSchema.quotes_of``), each quoted leaf is
+    checked through its quote (``ground_quoted``). ``work``: counts and can stop the work."""
     text = content_text(content)
-    if quotes is not None:
-        return ground_quoted(text, value, quotes)
-    return align(text, leaves_of(value))
+    by_leaf = quotes_by_leaf(value, quotes) if quotes is not None else {}
+    return ground_leaves(
+        text,
+        leaves_of(value, booleans=True),
+        by_leaf,
+        inferred=inferred_paths(value, fields),
+        work=work,
+    )
 
 
 async def aground_row(
     content: Content | None,
     value: BaseModel | Mapping[str, Any],
     quotes: Quotes | None = None,
+    *,
+    fields: GroundingFields | None = None,
 ) -> list[Span]:
-    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS``."""
+    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS``; a
+    cancel (Ctrl-C) stops the thread at its next step (``ground.Work``) rather than waiting."""
     if len(content_text(content)) <= INLINE_CHARS:
-        return ground_row(content, value, quotes)
-    return await asyncio.to_thread(ground_row, content, value, quotes)
+        return ground_row(content, value, quotes, fields=fields)
+    work = Work(threading.Event())
+    try:
+        return await asyncio.to_thread(_ground_row_with, content, value, quotes, fields, work)
+    except asyncio.CancelledError:
+        work.stop()
+        raise
+
+
+def _ground_row_with(
+    content: Content | None,
+    value: BaseModel | Mapping[str, Any],
+    quotes: Quotes | None,
+    fields: GroundingFields | None,
+    work: Work,
+) -> list[Span]:
+    return ground_row(content, value, quotes, fields=fields, work=work)
 
 
 def quotes_by_leaf(value: BaseModel | Mapping[str, Any], quotes: Quotes) -> dict[str, str]:
@@ -135,58 +270,84 @@ def quotes_by_leaf(value: BaseModel | Mapping[str, Any], quotes: Quotes) -> dict
     return out
 
 
-def ground_quoted(text: str, value: BaseModel | Mapping[str, Any], quotes: Quotes) -> list[Span]:
+def ground_quoted(
+    text: str,
+    value: BaseModel | Mapping[str, Any],
+    quotes: Quotes,
+    *,
+    fields: GroundingFields | None = None,
+) -> list[Span]:
     """``grounding="quotes"``: one span per leaf of ``value``, checked through its quote.
 
-    A leaf's quote is aligned to ``text`` like a value (exact, normalized, fuzzy at
-    ``DEFAULT_MIN_SCORE``). No quote, or one that does not align: the leaf is unsupported (kind
-    "none", no offsets, ``quote`` kept). A quote that aligns: the value is looked for inside the
-    quote's evidence; found, the span is the value's own (its kind and score); not found (the
-    model paraphrased or inferred it, e.g. an enum), the span is the quote's evidence with kind
-    "quote" and the quote's score. Leaves whose field asks for no quote are aligned as values
-    (``grounding=True``). Every span of a quoted leaf carries ``quote`` (``""`` when the answer
-    gave none), the others None.
+    A quote vouches when it aligns to ``text`` (exact, normalized or fuzzy) and is at most
+    ``QUOTE_FACTOR`` x the value's length + ``QUOTE_SLACK`` characters. A quoted leaf is then
+    looked for inside the quote's evidence with the aligner's rules: found, the span is the
+    value's own (its kind and score, or "near" with its diff); not found, or the quote does not
+    vouch (none given, not in the text, too long), the leaf is unsupported (kind "none",
+    ``quote`` kept). An inferred field with a vouching quote gets kind "quote" (the span is the
+    quote's evidence), else "inferred". Leaves whose field asks for no quote are aligned as
+    values (``grounding=True``). Every span of a quoted leaf carries ``quote`` (``""`` when the
+    answer gave none), the others None.
     """
-    return ground_leaves(text, leaves_of(value), quotes_by_leaf(value, quotes))
+    return ground_leaves(
+        text,
+        leaves_of(value, booleans=True),
+        quotes_by_leaf(value, quotes),
+        inferred=inferred_paths(value, fields),
+    )
+
+
+def vouches(quote: str, value: str) -> bool:
+    """Whether a quote is short enough to vouch for ``value`` (module docstring)."""
+    return len(quote.strip()) <= QUOTE_FACTOR * len(value.strip()) + QUOTE_SLACK
 
 
 def ground_leaves(
-    text: str, leaves: Sequence[tuple[str, str]], by_leaf: Mapping[str, str]
+    text: str,
+    leaves: Sequence[tuple[str, str]],
+    by_leaf: Mapping[str, str],
+    *,
+    inferred: frozenset[str] = frozenset(),
+    work: Work | None = None,
 ) -> list[Span]:
-    """``ground_quoted`` for ``leaves`` (``leaves_of``) and their quotes by path."""
+    """``ground_quoted`` for ``leaves`` (``leaves_of``) and their quotes by path; leaves of the
+    ``inferred`` field paths are inferred (``ground_row``)."""
+    work = work if work is not None else Work()
+    is_inferred = {path: field_of(path) in inferred for path, _ in leaves}
     quoted = [(path, by_leaf[path]) for path, _ in leaves if by_leaf.get(path)]
-    plain = [(path, leaf) for path, leaf in leaves if path not in by_leaf]
-    found = {span.path: span for span in align(text, quoted)}
-    found_plain = {span.path: span for span in align(text, plain)}
+    plain = [(p, leaf) for p, leaf in leaves if p not in by_leaf and not is_inferred[p]]
+    found = {span.path: span for span in align(text, quoted, work=work)}
+    found_plain = {span.path: span for span in align(text, plain, work=work)}
     out: list[Span] = []
     for path, leaf in leaves:
-        if path not in by_leaf:
+        quote = by_leaf.get(path)
+        evidence = found.get(path)
+        vouched = (
+            evidence is not None
+            and evidence.grounded
+            and evidence.start is not None
+            and evidence.end is not None
+            and quote is not None
+            and vouches(quote, leaf)
+        )
+        if is_inferred[path]:
+            if vouched and evidence is not None:
+                out.append(replace(evidence, value=leaf, kind="quote", quote=quote, diff=None))
+            else:
+                out.append(Span(path=path, value=leaf, kind="inferred", quote=quote))
+            continue
+        if quote is None:
             out.append(found_plain[path])
             continue
-        quote = by_leaf[path]
-        evidence = found.get(path)
-        if evidence is None or evidence.start is None or evidence.end is None:
+        if not vouched or evidence is None or evidence.start is None or evidence.end is None:
             out.append(Span(path=path, value=leaf, quote=quote))
             continue
-        if not evidence.grounded:
-            out.append(replace(evidence, value=leaf, quote=quote))
-            continue
-        inner = align(text[evidence.start : evidence.end], [(path, leaf)])[0]
-        if inner.grounded and inner.start is not None and inner.end is not None:
+        inner = align(text[evidence.start : evidence.end], [(path, leaf)], work=work)[0]
+        if inner.start is not None and inner.end is not None and inner.kind != "none":
             start, end = evidence.start + inner.start, evidence.start + inner.end
             out.append(replace(inner, start=start, end=end, quote=quote))
         else:
-            out.append(
-                Span(
-                    path=path,
-                    value=leaf,
-                    start=evidence.start,
-                    end=evidence.end,
-                    kind="quote",
-                    score=evidence.score,
-                    quote=quote,
-                )
-            )
+            out.append(Span(path=path, value=leaf, quote=quote))
     return out
 
 
@@ -194,9 +355,13 @@ def ground_pages(
     pages: Sequence[Page],
     value: BaseModel | Mapping[str, Any],
     quotes: Mapping[str, str] | None = None,
+    *,
+    fields: GroundingFields | None = None,
+    work: Work | None = None,
 ) -> list[Span]:
     """One span per leaf of ``value``, found in ``pages`` (see the module docstring); with
-    ``quotes`` (each leaf's quote by its path, ``merged_quotes``), checked through them."""
+    ``quotes`` (each leaf's quote by its path, ``merged_quotes``), checked through them;
+    ``fields``: ``grounding_fields``; ``work``: counts and can stop the work."""
     texts = [page for page in pages if page.text]
     starts: list[int] = []
     offset = 0
@@ -204,8 +369,10 @@ def ground_pages(
         starts.append(offset)
         offset += len(page.text) + len(PAGE_SEPARATOR)
     joined = PAGE_SEPARATOR.join(page.text for page in texts)
-    leaves = leaves_of(value)
-    spans = align(joined, leaves) if quotes is None else ground_leaves(joined, leaves, quotes)
+    leaves = leaves_of(value, booleans=True)
+    spans = ground_leaves(
+        joined, leaves, quotes or {}, inferred=inferred_paths(value, fields), work=work
+    )
     out = []
     for span in spans:
         if span.start is None or span.end is None or not texts:
@@ -260,14 +427,15 @@ def merged_quotes(
     """
     pool: dict[tuple[str, str], str] = {}
     for value, spans in parts:
-        for (path, text), span in zip(leaves_of(value), spans, strict=False):
-            if span.quote is None:
+        texts = dict(leaves_of(value, booleans=True))
+        for span in spans:
+            if span.quote is None or span.path not in texts:
                 continue
-            key = (_pattern(path), text)
+            key = (_pattern(span.path), texts[span.path])
             if not pool.get(key):
                 pool[key] = span.quote
     out: dict[str, str] = {}
-    for path, text in leaves_of(merged):
+    for path, text in leaves_of(merged, booleans=True):
         quote = pool.get((_pattern(path), text))
         if quote is not None:
             out[path] = quote
