@@ -8,10 +8,12 @@ Which occurrence: a value found more than once takes the one nearest its context
 grouped by the object they belong to (``items[2].name`` and ``items[2].price``; the items of a
 list of scalars form one group), groups taken in order. An object's anchor is the middle
 (median) of its leaves found exactly once in the text; a repeated leaf takes its occurrence
-nearest that anchor. An object with no such leaf, and a list of scalars item after item, look
-forward from the previous group's position (a backward step counts ``BACKWARD`` times: answers
-mostly follow the text's order), then around the object's first leaf. An occurrence already
-given to another leaf is passed over for a free one when there is one.
+nearest that anchor. An object with no such leaf lies between its neighbours (the objects of a
+list follow the text's order): its anchor is midway between the previous object's position and
+the next anchor; with no next anchor it looks forward from the previous object (a backward step
+counts ``BACKWARD`` times), and after its first leaf, around that leaf. A list of scalars goes
+item after item, each looking forward from the one before. An occurrence already given to
+another leaf (the same span) is passed over for a free one when there is one.
 
 Bounds (``match``'s module docstring; counted by ``work.Work``): per leaf, a fixed number of
 searches of the text per written form (two passes) and a fixed number of fuzzy comparisons of
@@ -83,12 +85,17 @@ def align(
     source = Source(text, work)
     matcher = Matcher(source, min_score)
     items = [Leaf.of(path, value) for path, value in leaves]
-    # pass 1: each leaf's first occurrences (up to two: is it unique?)
+    # pass 1: each leaf's first occurrences (up to two: is it unique?); a leaf not found
+    # literally gets its best fuzzy or near match (one place: an anchor for its object too)
     first: list[list[Found]] = []
-    for leaf in items:
+    fuzzy: dict[int, Found | None] = {}
+    for i, leaf in enumerate(items):
         work.leaves += 1
         work.check()
         hits = matcher.literal(leaf, None, BACKWARD, Taken(), limit=2) if leaf.stripped else []
+        if not hits and leaf.stripped:
+            fuzzy[i] = matcher.fuzzy(leaf, None, Taken())
+            hits = [fuzzy[i]] if fuzzy[i] is not None else []
         first.append(hits)
     groups: dict[str, tuple[bool, list[int]]] = {}
     for i, leaf in enumerate(items):
@@ -96,13 +103,25 @@ def align(
         groups.setdefault(key, (listed, []))[1].append(i)
     found: list[Found | None] = [None] * len(items)
     used = Taken()
-    previous: int | None = None
-    for listed, members in groups.values():
+    order = list(groups.values())
+    # each object's anchor: the median of its leaves found once; objects without one lie
+    # between their neighbours (objects and list items follow the text's order)
+    anchors: list[int | None] = []
+    for listed, members in order:
         uniques = [first[i][0].start for i in members if len(first[i]) == 1]
-        if uniques and not listed:
-            anchor: int | None = int(statistics.median(uniques))
-            backward = 1
-        else:
+        anchors.append(int(statistics.median(uniques)) if uniques and not listed else None)
+    previous: int | None = None
+    for g, (listed, members) in enumerate(order):
+        anchor, backward = anchors[g], 1
+        if anchor is None:
+            following = next((a for a in anchors[g + 1 :] if a is not None), None)
+            if previous is not None and following is not None and following >= previous:
+                anchor = (previous + following) // 2
+            elif previous is not None:
+                anchor, backward = previous, BACKWARD
+            elif following is not None and not listed:
+                anchor = following
+        if listed:
             anchor, backward = previous, BACKWARD
         chosen: list[Found] = []
         for i in members:
@@ -110,13 +129,15 @@ def align(
             leaf, hits = items[i], first[i]
             if not leaf.stripped:
                 continue
-            if len(hits) == 1 and (hits[0].start, hits[0].end) not in used:
-                hit: Found | None = hits[0]
+            if i in fuzzy:
+                hit: Found | None = fuzzy[i]
+            elif len(hits) == 1 and (hits[0].start, hits[0].end) not in used:
+                hit = hits[0]
             elif hits:
                 picked = matcher.literal(leaf, anchor, backward, used)
                 hit = picked[0] if picked else hits[0]
             else:
-                hit = matcher.fuzzy(leaf, anchor, used)
+                hit = None
             found[i] = hit
             if hit is None or hit.kind == "near":
                 continue
@@ -124,7 +145,7 @@ def align(
             chosen.append(hit)
             if listed:
                 anchor = hit.end
-            elif not uniques and len(chosen) == 1:
+            elif anchors[g] is None and len(chosen) == 1:
                 anchor, backward = hit.start, 1
         if chosen:
             previous = int(statistics.median(h.end for h in chosen))

@@ -22,7 +22,9 @@ for ``T``, to the minute, then as its date alone (the span then covers the date)
 a date written in words or another order (``"March 5, 2024"`` -> every form of 2024-03-05,
 ISO included; ``dates.value_dates``), a number in words or with a scale (``"three"``,
 ``"1.2 million"``, ``"120万"`` -> its digit forms; ``numbers.value_number``), and a person's name
-in the other order (``"Stallman, Richard"`` <-> ``"Richard Stallman"``).
+in the other order (``"Stallman, Richard"`` <-> ``"Richard Stallman"``), and the value without
+what its boundary added (a leading article, quotes or brackets, a final point: ``"the GNU
+GPL."`` -> ``GNU GPL``).
 """
 
 from __future__ import annotations
@@ -133,6 +135,11 @@ def _datetime_forms(match: re.Match[str]) -> list[str]:
     return forms + date_forms(year, month, day)
 
 
+#: What a value's boundary may add around the text's words: an article, quotes, brackets, a
+#: final point or comma.
+_EDGES = re.compile(
+    r"^(?:(?:the|a|an)\s+|[\"'“‘「『（(\[]+)+|(?:[\"'”’」』）)\].,;:。、，]+)$", re.IGNORECASE
+)
 _NAME_WORD = r"[A-Z][a-z'.-]*"
 _LAST_FIRST = re.compile(rf"^({_NAME_WORD}(?: {_NAME_WORD})?),\s*({_NAME_WORD}(?: {_NAME_WORD})?)$")
 _FIRST_LAST = re.compile(rf"^({_NAME_WORD}(?: {_NAME_WORD})?) ({_NAME_WORD})$")
@@ -155,4 +162,7 @@ def rewrite_forms(value: str) -> tuple[list[str], Decimal | None]:
         forms.append(f"{match.group(2)} {match.group(1)}")
     elif match := _FIRST_LAST.match(value):
         forms.append(f"{match.group(2)}, {match.group(1)}")
+    core = _EDGES.sub("", value)
+    if core != value and len(core) >= 3:
+        forms.append(core)
     return [f for f in dict.fromkeys(forms) if f and f != value], number

@@ -7,8 +7,9 @@ looked for around ``anchor`` (``align`` picks the anchor; see there), or None:
 2. **normalized**: the same forms in the folded text (``normalize``), then the rewrites
    (``forms.rewrite_forms``: dates and numbers written otherwise, names in the other order),
    numbers written in words or with a scale in the text (``numbers.mentions``: ``3`` finds
-   ``three``, ``1200000`` finds ``120万``), and abbreviations (``Found.`` for ``Foundation``;
-   ``FSF`` for ``Free Software Foundation`` and back);
+   ``three``, ``1200000`` finds ``120万``), abbreviations (``Found.`` for ``Foundation``;
+   ``FSF`` for ``Free Software Foundation`` and back), and a last word cut short (``stated ab``
+   for ``stated above``);
 3. **fuzzy** / **near**: strings of ``MIN_FUZZY_CHARS`` or more folded characters (not numbers
    or dates) located with RapidFuzz in candidate windows (a bigram index of the folded text
    votes for them), the ends moved to whole words of spaced scripts, scored as the Levenshtein
@@ -27,7 +28,6 @@ match). Every search reports its work (``work.Work``) and checks for a stop betw
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 import unicodedata
@@ -131,23 +131,17 @@ def occurrences(haystack: str, needle: str, anchor: int | None, backward: int) -
 
 
 class Taken:
-    """The spans already given to leaves: an occurrence overlapping one of them is "used"."""
+    """The spans already given to leaves (an occurrence equal to one is "used"; one inside
+    another leaf's span is not: a city inside an address is the right one)."""
 
     def __init__(self) -> None:
-        self._spans: list[tuple[int, int]] = []
+        self._spans: set[tuple[int, int]] = set()
 
     def add(self, start: int, end: int) -> None:
-        bisect.insort(self._spans, (start, end))
+        self._spans.add((start, end))
 
     def __contains__(self, span: object) -> bool:
-        if not isinstance(span, tuple) or len(span) != 2:
-            return False
-        start, end = span
-        at = bisect.bisect_left(self._spans, (start, end))
-        for other in self._spans[max(0, at - 4) : at + 4]:
-            if other[0] < end and start < other[1]:
-                return True
-        return False
+        return span in self._spans
 
 
 class Matcher:
@@ -248,7 +242,14 @@ class Matcher:
         normalized = self.source.normalized
         folded_anchor = None if anchor is None else normalized.from_original(anchor)
 
+        folded = normalized.text
+
         def accept_folded(a: int, b: int) -> int:
+            # a match must not split a character from its combining marks (``は`` in ``ば``)
+            if unicodedata.combining(folded[a]) or (
+                b < len(folded) and unicodedata.combining(folded[b])
+            ):
+                return _REJECT
             return accept(*normalized.to_original(a, b))
 
         out = []
@@ -269,6 +270,9 @@ class Matcher:
             out += [Found(s, e, "normalized", 100.0, "spelled") for s, e in free[:limit]]
             return out
         pattern = _abbreviation_pattern(leaf.stripped)
+        rule = "abbreviation"
+        if pattern is None:
+            pattern, rule = _cut_word_pattern(leaf.stripped), "boundary"
         if pattern is None:
             return out
         text = self.source.text
@@ -287,7 +291,7 @@ class Matcher:
             if anchor is None:
                 break
         if best is not None:
-            out.append(Found(best[0], best[1], "normalized", 100.0, "abbreviation"))
+            out.append(Found(best[0], best[1], "normalized", 100.0, rule))
         return out
 
     # -- fuzzy and near ------------------------------------------------------------------------
@@ -477,3 +481,15 @@ def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
         acronym = "".join(w[0] for w in capitals)
         return re.compile(rf"\b{acronym}\b")
     return None
+
+
+def _cut_word_pattern(value: str) -> re.Pattern[str] | None:
+    """A value of two words or more whose last word was cut short (``stated ab`` for ``stated
+    above``): its words, then the rest of a word."""
+    words = value.split()
+    if len(words) < 2 or len(value) > 200 or not re.fullmatch(r"[^\W\d_]{2,}", words[-1]):
+        return None
+    if not words[0][:1].isalnum():
+        return None
+    body = r"\s+".join(re.escape(w) for w in words)
+    return re.compile(r"(?<!\w)" + body + r"[^\W\d_]+", re.IGNORECASE)
