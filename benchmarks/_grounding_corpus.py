@@ -151,30 +151,58 @@ def collect(limit_per_lang: int = 20, max_chars: int = 12_000) -> list[Doc]:
     changelogs = sorted(Path("/usr/share/doc").glob("*/changelog.Debian.gz"))
     for path in changelogs[:: max(1, len(changelogs) // limit_per_lang)][:limit_per_lang]:
         text = gzip.decompress(path.read_bytes()).decode("utf-8", "replace")
-        add(f"changelog-{path.parent.name}", "en", text, str(path), "see the package copyright")
+        add(
+            f"changelog-{path.parent.name}",
+            "en",
+            text,
+            f"{path.parent.name}: {path}",
+            f"{path.parent.name}: see /usr/share/doc/{path.parent.name}/copyright",
+        )
     site = Path(sysconfig.get_paths()["purelib"])
     for path in sorted(site.glob("*.dist-info/METADATA"))[: limit_per_lang * 3]:
         text = path.read_text("utf-8", "replace")
         body = text.split("\n\n", 1)[1] if "\n\n" in text else ""
         licence = re.search(r"^License(?:-Expression)?: (.+)$", text, re.M)
         lang = "zh" if len(_CJK.findall(body)) > 200 else "en"
-        add(
-            f"pydoc-{path.parent.name}", lang, body, str(path), licence.group(1) if licence else "?"
-        )
+        dist = path.parent.name.removesuffix(".dist-info")
+        terms = licence.group(1) if licence else "?"
+        add(f"pydoc-{dist}", lang, body, f"PyPI {dist}: METADATA", terms)
     for lang, folder in (("zh", "zh_CN"), ("ja", "ja")):
         pages: list[Path] = []
         for root in _man_roots():
             pages += sorted((root / folder).glob("man*/*"))
+        licence = {"zh": "manpages-zh: GFDL-1.2+", "ja": "manpages-ja: the original pages' (DFSG)"}
         step = max(1, len(pages) // (limit_per_lang * 3))
         for path in pages[::step][: limit_per_lang * 3]:
             text = _render(path)
             latin = len(re.findall(r"[A-Za-z]", text))
             kind = "mixed" if latin > 1.2 * len(_CJK.findall(text)) else lang
-            add(f"man-{folder}-{path.name}", kind, text, str(path), "see the package copyright")
+            source = _package_path(path)
+            owner = source.split(":", 1)[0]
+            terms = licence[lang] if owner.startswith("manpages-") else f"{owner}: its copyright"
+            add(f"man-{folder}-{path.name}", kind, text, source, terms)
     by_lang: dict[str, list[Doc]] = {}
     for doc in docs:
         by_lang.setdefault(doc.lang, []).append(doc)
     return [d for group in by_lang.values() for d in group[:limit_per_lang]]
+
+
+def _package_path(path: Path) -> str:
+    """``package: /usr/share/...`` for a file of an installed or extracted Debian package."""
+    text = str(path)
+    extra = os.environ.get(CORPUS_ENV)
+    if extra and text.startswith(extra):
+        text = text[len(extra) :]
+        if not text.startswith("/"):
+            text = "/" + text
+        folder = "manpages-zh" if "/zh_" in text else "manpages-ja"
+        return f"{folder}: {text}"
+    owner = shutil.which("dpkg")
+    if owner:
+        done = subprocess.run(["dpkg", "-S", text], capture_output=True, text=True, check=False)
+        if done.returncode == 0:
+            return f"{done.stdout.split(':', 1)[0]}: {text}"
+    return f"?: {text}"
 
 
 def _cut(text: str, size: int) -> str:
@@ -504,9 +532,9 @@ def sample_documents() -> list[Doc]:
     """The documents of the committed sample: per language a few, cut to 3,000 characters."""
     picked: list[Doc] = []
     docs = collect(limit_per_lang=12, max_chars=3_000)
-    wanted = {"en": 8, "zh": 6, "ja": 6, "mixed": 4}
-    for lang, count in wanted.items():
-        group = [d for d in docs if d.lang == lang]
+    wanted = {"licence": 4, "changelog": 4, "zh": 6, "ja": 6, "mixed": 4}
+    for kind, count in wanted.items():
+        group = [d for d in docs if d.lang == kind or d.id.startswith(kind)]
         step = max(1, len(group) // count)
         picked += group[::step][:count]
     return picked

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import logging
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Literal, TypeVar
@@ -31,6 +32,7 @@ from .exceptions import (
     RunStopped,
     SchemaError,
 )
+from .ground import Work
 from .http.limiter import Limiter
 from .http.routing import Router
 from .http.transport import Secret, Transport
@@ -684,6 +686,9 @@ class Extractor(Generic[T]):
         grounding = bool(self.grounding)
         await plan.load(char_boxes=grounding)
         kept: list[RowResult] = []
+        # grounding the merged documents runs in a worker thread that a Ctrl-C stops (the
+        # units not grounded by then have no spans); the partial frame is built without it
+        work = Work(threading.Event())
 
         def frame_of(stop_cause: BaseException | str | None) -> pd.DataFrame:
             return document_frame(
@@ -694,6 +699,7 @@ class Extractor(Generic[T]):
                     not_run_reason(stop_cause),
                     grounding=self.grounding,
                     grounding_fields=self.config.grounding_fields,
+                    work=work,
                 ),
                 model=self.output,
                 prefix=self.prefix,
@@ -720,9 +726,18 @@ class Extractor(Generic[T]):
                 ground_rows=self.grounding == "quotes",
             )
         except asyncio.CancelledError:
+            work.stop()
             self.last_partial = frame_of("not run: interrupted")  # RunInterrupted.partial
             raise
-        frame = frame_of(stop_cause)
+        try:
+            if grounding:
+                frame = await asyncio.to_thread(frame_of, stop_cause)
+            else:
+                frame = frame_of(stop_cause)
+        except asyncio.CancelledError:
+            work.stop()
+            self.last_partial = frame_of("not run: interrupted")
+            raise
         if stop_cause is not None:
             raise self._stopped(stop_cause, report, frame) from stop_cause
         return frame

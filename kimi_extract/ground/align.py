@@ -94,8 +94,8 @@ def align(
         work.check()
         hits = matcher.literal(leaf, None, BACKWARD, Taken(), limit=2) if leaf.stripped else []
         if not hits and leaf.stripped:
-            fuzzy[i] = matcher.fuzzy(leaf, None, Taken())
-            hits = [fuzzy[i]] if fuzzy[i] is not None else []
+            close = fuzzy[i] = matcher.fuzzy(leaf, None, Taken())
+            hits = [close] if close is not None else []
         first.append(hits)
     groups: dict[str, tuple[bool, list[int]]] = {}
     for i, leaf in enumerate(items):

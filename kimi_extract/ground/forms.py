@@ -163,6 +163,6 @@ def rewrite_forms(value: str) -> tuple[list[str], Decimal | None]:
     elif match := _FIRST_LAST.match(value):
         forms.append(f"{match.group(2)}, {match.group(1)}")
     core = _EDGES.sub("", value)
-    if core != value and len(core) >= 3:
+    if core != value and len(core.strip()) >= 2:
         forms.append(core)
     return [f for f in dict.fromkeys(forms) if f and f != value], number

@@ -269,29 +269,31 @@ class Matcher:
             free = [s for s in ranked if s not in used] or ranked
             out += [Found(s, e, "normalized", 100.0, "spelled") for s, e in free[:limit]]
             return out
-        pattern = _abbreviation_pattern(leaf.stripped)
-        rule = "abbreviation"
-        if pattern is None:
-            pattern, rule = _cut_word_pattern(leaf.stripped), "boundary"
-        if pattern is None:
-            return out
         text = self.source.text
-        self.work.scan(len(text))
-        best: tuple[int, int] | None = None
-        for count, match in enumerate(pattern.finditer(text)):
-            if count >= MAX_OCCURRENCES:
-                break
-            span = (match.start(), match.end())
-            if not bounded(text, *span) or span in used:
+        patterns = (
+            (_abbreviation_pattern(leaf.stripped), "abbreviation"),
+            (_cut_word_pattern(leaf.stripped), "boundary"),
+        )
+        for pattern, rule in patterns:
+            if pattern is None:
                 continue
-            if best is None or (
-                anchor is not None and abs(span[0] - anchor) < abs(best[0] - anchor)
-            ):
-                best = span
-            if anchor is None:
-                break
-        if best is not None:
-            out.append(Found(best[0], best[1], "normalized", 100.0, rule))
+            self.work.scan(len(text))
+            best: tuple[int, int] | None = None
+            for count, match in enumerate(pattern.finditer(text)):
+                if count >= MAX_OCCURRENCES:
+                    break
+                span = (match.start(), match.end())
+                if not bounded(text, *span) or span in used:
+                    continue
+                if best is None or (
+                    anchor is not None and abs(span[0] - anchor) < abs(best[0] - anchor)
+                ):
+                    best = span
+                if anchor is None:
+                    break
+            if best is not None:
+                out.append(Found(best[0], best[1], "normalized", 100.0, rule))
+                return out
         return out
 
     # -- fuzzy and near ------------------------------------------------------------------------
@@ -484,12 +486,13 @@ def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
 
 
 def _cut_word_pattern(value: str) -> re.Pattern[str] | None:
-    """A value of two words or more whose last word was cut short (``stated ab`` for ``stated
-    above``): its words, then the rest of a word."""
+    """A value whose last word was cut short (``stated ab`` for ``stated above``,
+    ``generat`` for ``generated``): its text, then the rest of a word. Five characters at least,
+    ending in a letter after two or more letters."""
     words = value.split()
-    if len(words) < 2 or len(value) > 200 or not re.fullmatch(r"[^\W\d_]{2,}", words[-1]):
+    if not words or len(value) > 200 or len(value) < 5:
         return None
-    if not words[0][:1].isalnum():
+    if not re.search(r"[^\W\d_]{2}$", value) or not words[0][:1].isalnum():
         return None
     body = r"\s+".join(re.escape(w) for w in words)
     return re.compile(r"(?<!\w)" + body + r"[^\W\d_]+", re.IGNORECASE)

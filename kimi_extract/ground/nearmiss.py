@@ -14,7 +14,7 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
 3. **content words**: the two are split into tokens (words of spaced scripts; one token per
    Chinese or Japanese character; punctuation dropped) and aligned (RapidFuzz Levenshtein
    opcodes over the token lists); every replaced token must be a typo of its counterpart: a word
-   of 4+ letters with one edit (two from 9 letters), or an abbreviation of it (``dept`` /
+   of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one), or an abbreviation of it (``dept`` /
    ``dept.`` for ``department``: the same first letter, the rest a subsequence). A replaced
    Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
    A content token of the value that the text does not have (a Chinese or Japanese character, a
@@ -35,7 +35,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA, Levenshtein
 
 from .normalize import fold
 
@@ -98,7 +98,7 @@ def _typo(a: str, b: str) -> bool:
     if min(len(a), len(b)) < 4 or any(c.isdigit() for c in a + b):
         return False
     allowed = 2 if max(len(a), len(b)) >= 9 else 1
-    return Levenshtein.distance(a, b, score_cutoff=allowed) <= allowed
+    return OSA.distance(a, b, score_cutoff=allowed) <= allowed
 
 
 def tokens(folded: str) -> list[str]:

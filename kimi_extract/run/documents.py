@@ -45,6 +45,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ..exceptions import ConfigurationError, EmptyInputError
+from ..ground import Interrupted, Work
 from ..media.documents import (
     Document,
     Page,
@@ -144,13 +145,15 @@ class DocumentPlan:
         *,
         grounding: bool | str = False,
         grounding_fields: Mapping[str, bool] | None = None,
+        work: Work | None = None,
     ) -> list[RowResult]:
         """One result per unit from its chunks' results (in chunk order; see the module
         docstring): fields merged, usage / attempts / latency / web searches summed, errors
         named per chunk. A chunk without a result (the run stopped first) has ``stop_reason``.
         ``grounding``: the merged value's spans in the unit's pages (``ground_pages``);
         ``"quotes"``: checked through the quotes of its chunks (``merged_quotes``; the chunks'
-        results carry their spans)."""
+        results carry their spans). ``work``: once stopped (Ctrl-C), the units not grounded yet
+        are left without spans."""
         by_position = {r.position: r for r in results}
         merged: list[RowResult] = []
         position = 0
@@ -175,14 +178,21 @@ class DocumentPlan:
                 # Not validated: a merge of valid chunks (e.g. a concatenated list) may break a
                 # constraint no single chunk broke; the frame reads the attributes only.
                 result.value = model.model_construct(**fields)
-                if grounding:
+                if grounding and not (work is not None and work.stopped):
                     quotes = None
                     if grounding == "quotes":
                         parts = [(c.value, c.spans or ()) for c in chunks if c.value is not None]
                         quotes = merged_quotes(parts, result.value)
-                    result.spans = ground_pages(
-                        self._unit_pages(unit), result.value, quotes, fields=grounding_fields
-                    )
+                    try:
+                        result.spans = ground_pages(
+                            self._unit_pages(unit),
+                            result.value,
+                            quotes,
+                            fields=grounding_fields,
+                            work=work,
+                        )
+                    except Interrupted:
+                        result.spans = None
             for chunk in chunks:
                 result.usage = result.usage + chunk.usage
                 result.attempts += chunk.attempts

@@ -63,8 +63,10 @@ from ..records import Content, Span
 
 #: ``CompiledSchema.quotes_of``: each object's ``kx_quotes``, by its path in the answer as sent.
 Quotes = Mapping[tuple[str | int, ...], Mapping[str, Any]]
-#: Rows whose text is longer than this are aligned in a worker thread (about 10 ms inline).
+#: Rows whose text is longer than this, or with more leaves than ``INLINE_LEAVES``, are aligned
+#: in a worker thread (about 10 ms inline).
 INLINE_CHARS = 20_000
+INLINE_LEAVES = 200
 _INDEX = re.compile(r"\[\d+\]")
 #: What joins a unit's pages into the one text its leaves are aligned to.
 PAGE_SEPARATOR = "\n\n"
@@ -200,9 +202,11 @@ async def aground_row(
     *,
     fields: GroundingFields | None = None,
 ) -> list[Span]:
-    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS``; a
-    cancel (Ctrl-C) stops the thread at its next step (``ground.Work``) rather than waiting."""
-    if len(content_text(content)) <= INLINE_CHARS:
+    """``ground_row``, in a worker thread when the text is longer than ``INLINE_CHARS`` or the
+    answer has more than ``INLINE_LEAVES`` leaves; a cancel (Ctrl-C) stops the thread at its
+    next step (``ground.Work``) rather than waiting for it."""
+    small = len(content_text(content)) <= INLINE_CHARS
+    if small and len(leaves_of(value, booleans=True)) <= INLINE_LEAVES:
         return ground_row(content, value, quotes, fields=fields)
     work = Work(threading.Event())
     try:
