@@ -328,9 +328,7 @@ def _rewrites(rng: random.Random, text: str, region: tuple[int, int]) -> Value |
             return None
         m = rng.choice(names)
         first, last = m.group(1), m.group(2)
-        return Value(
-            "", f"{last}, {first}", "rewrite", "name", [low + m.start(1), low + m.end(2)]
-        )
+        return Value("", f"{last}, {first}", "rewrite", "name", [low + m.start(1), low + m.end(2)])
     picked = _phrase(rng, text, region)
     if picked is None or _CJK.search(picked[0]) and kind == "abbreviation":
         return None
@@ -493,9 +491,7 @@ def make_values(doc: Doc, rng: random.Random, records: int = 12) -> list[Value]:
                 value = _rewrites(rng, text, region)
             else:
                 value = _absent(rng, text, region)
-                if value is not None and (
-                    not value.value.strip() or _fold(value.value) in folded
-                ):
+                if value is not None and (not value.value.strip() or _fold(value.value) in folded):
                     value = None
             if value is None or not value.value.strip():
                 continue

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from kimi_extract.ground import DEFAULT_MIN_SCORE, align, fold, leaves_of, normalize
+from kimi_extract.ground import align, fold, leaves_of, normalize
 from kimi_extract.ground.forms import surface_forms
 from kimi_extract.records import Span
 

@@ -14,8 +14,9 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
 3. **content words**: the two are split into tokens (words of spaced scripts; one token per
    Chinese or Japanese character; punctuation dropped) and aligned (RapidFuzz Levenshtein
    opcodes over the token lists); every replaced token must be a typo of its counterpart: a word
-   of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one), or an abbreviation of it (``dept`` /
-   ``dept.`` for ``department``: the same first letter, the rest a subsequence). A replaced
+   of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one), or an
+   abbreviation of it (``dept`` / ``dept.`` for ``department``: the same first letter, the rest
+   a subsequence). A replaced
    Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
    A content token of the value that the text does not have (a Chinese or Japanese character, a
    number, a word of 4+ letters) changes the meaning too; words of the text the value leaves
