@@ -28,7 +28,10 @@ _LOOKS_LIKE_DATE = re.compile(
     r"(?:(?<!\d)(?:1[5-9]|2[01])\d\d(?!\d)|元年|\d年)"
     r"|(?<!\d)\d{1,2}[./-]\d{1,2}[./-]\d{2,4}(?!\d)",
 )
-_MONTHISH = re.compile(r"[A-Za-z]{3,}|月|(?<!\d)\d{1,2}[./-]\d{1,2}(?!\d)|\d{4}[./-]\d{1,2}")
+_MONTHISH = re.compile(
+    r"(?i:\b(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?(?![a-z]))|月"
+    r"|(?<!\d)\d{1,2}[./-]\d{1,2}(?!\d)|\d{4}[./-]\d{1,2}"
+)
 _NUMERIC_DMY = re.compile(r"^\s*(\d{1,2})([./-])(\d{1,2})\2(\d{4})\s*$")
 _ERA = re.compile(r"^\s*(\S{2})(元|\d{1,2})年\s*(\d{1,2})月\s*(\d{1,2})日\s*$")
 

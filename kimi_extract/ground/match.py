@@ -18,7 +18,8 @@ looked for around ``anchor`` (``align`` picks the anchor; see there), or None:
    that does change one and scores ``NEAR_MIN_SCORE`` or more is "near" (with its ``diff``).
 
 Bounds per leaf (what makes a row's grounding linear in its text): at most ``MAX_OCCURRENCES``
-occurrences examined per form; at most ``CANDIDATES`` fuzzy windows, each at most two needle
+occurrences examined per form; at most ``MAX_VOTES`` bigram occurrences voting for at most
+``CANDIDATES`` fuzzy windows, each at most two needle
 lengths plus 8 characters, of which the ``REFINED`` best are refined; a needle longer than
 ``MAX_PARTIAL_CHARS`` is located by exact pieces of it instead (at most ``PIECES`` pieces and
 ``PIECE_HITS`` occurrences each, one comparison per window); a span is widened by at most
@@ -43,6 +44,7 @@ from .forms import is_numeric, rewrite_forms, surface_forms
 from .nearmiss import difference
 from .normalize import fold
 from .source import Source, bigram_keys, bounded, spaced
+from .source import letter as _letter
 
 #: Strings shorter than this (folded characters) are matched only exactly or normalized.
 MIN_FUZZY_CHARS = 6
@@ -59,8 +61,13 @@ PIECE_HITS = 8
 SNAP_CHARS = 40
 #: Folded texts up to this length are searched whole by the fuzzy stage (no index).
 INDEX_FROM = 20_000
+#: Occurrences of a needle's bigrams that vote for its fuzzy windows, at most (the rarest
+#: bigrams first).
+MAX_VOTES = 100_000
 
 _REJECT, _USED, _FREE = 0, 1, 2
+BACKWARD_CUT = 4
+_CJK_END = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]$")
 _ACRONYM = re.compile(r"^[A-Z]{2,6}$")
 _SMALL_WORDS = r"(?:(?:of|and|the|for|de|du|des|der|für|&)\s+)?"
 
@@ -270,13 +277,8 @@ class Matcher:
             out += [Found(s, e, "normalized", 100.0, "spelled") for s, e in free[:limit]]
             return out
         text = self.source.text
-        patterns = (
-            (_abbreviation_pattern(leaf.stripped), "abbreviation"),
-            (_cut_word_pattern(leaf.stripped), "boundary"),
-        )
-        for pattern, rule in patterns:
-            if pattern is None:
-                continue
+        pattern = _abbreviation_pattern(leaf.stripped)
+        if pattern is not None:
             self.work.scan(len(text))
             best: tuple[int, int] | None = None
             for count, match in enumerate(pattern.finditer(text)):
@@ -292,9 +294,51 @@ class Matcher:
                 if anchor is None:
                     break
             if best is not None:
-                out.append(Found(best[0], best[1], "normalized", 100.0, rule))
-                return out
-        return out
+                return [Found(best[0], best[1], "normalized", 100.0, "abbreviation")]
+        acronym = acronym_of(leaf.stripped)
+        if acronym is not None:
+
+            def accept(start: int, end: int) -> int:
+                if not bounded(text, start, end):
+                    return _REJECT
+                return _USED if (start, end) in used else _FREE
+
+            hits = self._pick(text, acronym, anchor, BACKWARD_CUT, accept, 1)
+            if hits:
+                return [Found(hits[0][0], hits[0][1], "normalized", 100.0, "abbreviation")]
+        cut = self._cut_word(leaf, anchor, used)
+        return [cut] if cut is not None else []
+
+    def _cut_word(self, leaf: Leaf, anchor: int | None, used: Taken) -> Found | None:
+        """A value whose last word was cut short (``stated ab`` for ``stated above``,
+        ``generat`` for ``generated``): found in the folded text, its end inside a word of a
+        spaced script, the span widened to that word's end (at most ``SNAP_CHARS``). Values of
+        5+ characters ending in two letters."""
+        value = leaf.stripped
+        if len(value) < 5 or not re.search(r"[^\W\d_]{2}$", value) or _CJK_END.search(value):
+            return None
+        text = self.source.text
+        normalized = self.source.normalized
+        needle = fold(value)
+
+        def accept(a: int, b: int) -> int:
+            start, end = normalized.to_original(a, b)
+            if end >= len(text) or not (_letter(text[end]) and _letter(text[end - 1])):
+                return _REJECT
+            widened = _snap(text, start, end)
+            if widened is None or widened[0] != start or not bounded(text, *widened):
+                return _REJECT
+            return _USED if widened in used else _FREE
+
+        folded_anchor = None if anchor is None else normalized.from_original(anchor)
+        hits = self._pick(normalized.text, needle, folded_anchor, BACKWARD_CUT, accept, 1)
+        if not hits:
+            return None
+        start, end = normalized.to_original(hits[0][0], hits[0][1])
+        widened = _snap(text, start, end)
+        if widened is None:
+            return None
+        return Found(widened[0], widened[1], "normalized", 100.0, "boundary")
 
     # -- fuzzy and near ------------------------------------------------------------------------
 
@@ -440,24 +484,34 @@ def _windows(source: Source, needle: str) -> list[tuple[int, int]]:
     keep = present[counts[present] <= max(1_000, len(folded) // 50)]
     if len(keep) < 2:
         keep = present[np.argsort(counts[present], kind="stable")[:2]]
+    # the rarest bigrams first, at most MAX_VOTES occurrences in all (two bigrams at least)
+    keep = keep[np.argsort(counts[keep], kind="stable")]
+    total = np.cumsum(counts[keep])
+    keep = keep[: max(2, int(np.searchsorted(total, MAX_VOTES, side="right")))]
     source.work.scan(int(counts[keep].sum()))
-    diagonals = np.concatenate([positions[low[j] : high[j]] - j for j in keep])
+    diagonals = np.concatenate(
+        [positions[low[j] : high[j]].astype(np.int64) - j for j in keep]
+    )
     diagonals = diagonals[diagonals >= 0]
     if len(diagonals) == 0:
         return []
     bucket = max(4, size // 2)
-    votes = np.bincount(diagonals // bucket)
-    if len(votes) < 2:
-        votes = np.append(votes, 0)
-    pairs = votes[:-1] + votes[1:]
+    cells, votes = np.unique(diagonals // bucket, return_counts=True)
+    # votes of each cell and the next one (cells without a vote count 0)
+    following = np.searchsorted(cells, cells + 1)
+    has_next = following < len(cells)
+    nxt = np.zeros_like(votes)
+    nxt[has_next] = votes[following[has_next]]
+    nxt[has_next] *= cells[following[has_next]] == cells[has_next] + 1
+    pairs = votes + nxt
     need = max(2, math.ceil(0.3 * len(keep)))
     count = min(CANDIDATES, len(pairs))
     best = np.argpartition(-pairs, count - 1)[:count]
     found = []
-    for cell in sorted(best.tolist(), key=lambda c: -int(pairs[c])):
-        if pairs[cell] < need:
+    for at in sorted(best.tolist(), key=lambda c: -int(pairs[c])):
+        if pairs[at] < need:
             break
-        first = cell * bucket
+        first = int(cells[at]) * bucket
         found.append((max(0, first - 2), min(len(folded), first + 2 * bucket + size + 2)))
     return found
 
@@ -477,22 +531,19 @@ def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
             rf"{re.escape(w[:-1])}\w*\.?" if w.endswith(".") and w[:-1].isalpha() else re.escape(w)
             for w in words
         ]
-        return re.compile(r"(?i:" + r"\s+".join(parts) + r")")
-    capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
-    if len(words) >= 2 and len(capitals) == len([w for w in words if len(w) > 3]) >= 2:
-        acronym = "".join(w[0] for w in capitals)
-        return re.compile(rf"\b{acronym}\b")
+        return re.compile(r"\s+".join(parts))
     return None
 
 
-def _cut_word_pattern(value: str) -> re.Pattern[str] | None:
-    """A value whose last word was cut short (``stated ab`` for ``stated above``,
-    ``generat`` for ``generated``): its text, then the rest of a word. Five characters at least,
-    ending in a letter after two or more letters."""
+def acronym_of(value: str) -> str | None:
+    """The acronym of a value of capitalised words (``Free Software Foundation`` -> ``FSF``;
+    short words aside), or None."""
     words = value.split()
-    if not words or len(value) > 200 or len(value) < 5:
+    if len(words) < 2 or len(value) > 120:
         return None
-    if not re.search(r"[^\W\d_]{2}$", value) or not words[0][:1].isalnum():
-        return None
-    body = r"\s+".join(re.escape(w) for w in words)
-    return re.compile(r"(?<!\w)" + body + r"[^\W\d_]+", re.IGNORECASE)
+    capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
+    if len(capitals) == len([w for w in words if len(w) > 3]) >= 2:
+        return "".join(w[0] for w in capitals)
+    return None
+
+

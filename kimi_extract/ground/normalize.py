@@ -94,12 +94,17 @@ class Normalized:
 
 
 def normalize(text: str) -> Normalized:
-    """Fold ``text`` and keep the map back to its offsets (vectorised: no per-character loop)."""
+    """Fold ``text`` and keep the map back to its offsets (vectorised: no per-character loop;
+    about 13 bytes of memory per character of ``text`` at its peak)."""
     folded = text.translate(_TABLE)
     if not text:
-        return Normalized(folded, np.zeros(0, dtype=np.int64), 0)
+        return Normalized(folded, np.zeros(0, dtype=np.int32), 0)
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    unique, inverse = np.unique(codes, return_inverse=True)
-    lengths = np.fromiter((len(_TABLE[int(c)]) for c in unique), dtype=np.int64, count=len(unique))
-    origin = np.repeat(np.arange(len(text), dtype=np.int64), lengths[inverse])
+    present = np.flatnonzero(np.bincount(codes))
+    table = np.zeros(int(present[-1]) + 1, dtype=np.int8)
+    table[present] = [len(_TABLE[int(c)]) for c in present]
+    lengths = table[codes]
+    del codes
+    kind = np.int32 if len(text) < 2**31 else np.int64
+    origin = np.repeat(np.arange(len(text), dtype=kind), lengths)
     return Normalized(folded, origin, len(text))

@@ -32,7 +32,8 @@ def spaced(char: str) -> bool:
     return code < 0x0E00 or 0x1E00 <= code < 0x2000 or 0xFF10 <= code <= 0xFF5A
 
 
-def _letter(char: str) -> bool:
+def letter(char: str) -> bool:
+    """A letter of a spaced script."""
     return char.isalpha() and spaced(char)
 
 
@@ -40,7 +41,7 @@ def _digit_start_ok(text: str, start: int) -> bool:
     before = text[start - 1] if start > 0 else ""
     if not before:
         return True
-    if before.isdigit() or _letter(before) or before in "#№＃":
+    if before.isdigit() or letter(before) or before in "#№＃":
         return False
     return not (before in ".,'" and start > 1 and text[start - 2].isdigit())
 
@@ -54,7 +55,7 @@ def _digit_end_ok(text: str, end: int) -> bool:
     nxt = text[end + 1] if end + 1 < len(text) else ""
     if after in ".,'" and nxt.isdigit():
         return False
-    if _letter(after) and not _letter(nxt):
+    if letter(after) and not letter(nxt):
         return False
     return not _SCALE_AFTER.match(text, end)
 
@@ -78,10 +79,10 @@ def bounded(text: str, start: int, end: int) -> bool:
 
 
 def bigram_keys(text: str) -> np.ndarray:
-    """One key per pair of neighbouring characters (21 bits each)."""
+    """One 32-bit key per pair of neighbouring characters (a hash: two pairs may share a key,
+    which only adds a candidate window that the comparison then rejects)."""
     codes = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype="<u4")
-    codes = codes.astype(np.uint64)
-    return (codes[:-1] << np.uint64(21)) | codes[1:]
+    return (codes[:-1] * np.uint32(0x9E3779B1)) ^ codes[1:]
 
 
 class Source:
@@ -108,8 +109,10 @@ class Source:
             folded = self.normalized.text
             self.work.scan(len(folded))
             keys = bigram_keys(folded)
-            order = np.argsort(keys, kind="stable").astype(np.int64)
-            self._index = (keys[order], order)
+            order = np.argsort(keys)
+            small = order.astype(np.int32) if len(folded) < 2**31 else order
+            del order
+            self._index = (keys[small], small)
         return self._index
 
     def numbers(self) -> dict[Decimal, list[tuple[int, int]]]:
