@@ -4,8 +4,12 @@
 
 Runs under any interpreter that has ``langextract`` (it needs nothing of kimi_extract, so it can
 live in its own virtual environment: langextract pins dependencies kimi_extract's do not accept).
-For each case (text, values, tokenizer) it times ``Resolver().align(...)`` (exact then fuzzy
-alignment, no model call) and writes each value's character interval or null.
+For each case (text, values, tokenizer, mode) it times ``Resolver().align(...)`` (exact then
+fuzzy alignment, no model call) and writes each value's character interval or null. Mode
+"whole": every value against the whole text. Mode "chunks", as ``lx.extract`` runs it: the text
+cut by LangExtract's own ``ChunkIterator`` (``max_char_buffer=1000``, its default regex
+tokenizer), each value aligned to the chunk holding its ``anchors`` position, with that chunk's
+token and character offsets.
 """
 
 from __future__ import annotations
@@ -24,13 +28,13 @@ def _align(text: str, values: list[str], tokenizer: str) -> tuple[float, list[li
 
     extractions = [data.Extraction("value", value) for value in values]
     inst = tokenizers.UnicodeTokenizer() if tokenizer == "unicode" else None
-    started = time.perf_counter()
+    started = time.process_time()
     aligned = list(
         resolver.Resolver().align(
             extractions, text, token_offset=0, char_offset=0, tokenizer_inst=inst
         )
     )
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     spans: list[list[int] | None] = []
     for extraction in aligned:
         interval = extraction.char_interval
@@ -39,6 +43,46 @@ def _align(text: str, values: list[str], tokenizer: str) -> tuple[float, list[li
         else:
             spans.append([interval.start_pos, interval.end_pos])
     return elapsed, spans
+
+
+def _chunked(
+    text: str, values: list[str], anchors: list[int], tokenizer: str
+) -> tuple[float, list[list[int] | None]]:
+    from langextract import chunking, resolver
+    from langextract.core import data
+    from langextract.core import tokenizer as tokenizers
+
+    started = time.process_time()
+    regex = tokenizers.RegexTokenizer()
+    chunks = list(
+        chunking.ChunkIterator(
+            text=regex.tokenize(text), max_char_buffer=1000, tokenizer_impl=regex
+        )
+    )
+    inst = tokenizers.UnicodeTokenizer() if tokenizer == "unicode" else None
+    spans: list[list[int] | None] = [None] * len(values)
+    by_chunk: dict[int, list[int]] = {}
+    for i, anchor in enumerate(anchors):
+        for c, chunk in enumerate(chunks):
+            interval = chunk.char_interval
+            if interval.start_pos <= anchor < interval.end_pos or c == len(chunks) - 1:
+                by_chunk.setdefault(c, []).append(i)
+                break
+    for c, members in by_chunk.items():
+        chunk = chunks[c]
+        extractions = [data.Extraction("value", values[i]) for i in members]
+        aligned = resolver.Resolver().align(
+            extractions,
+            chunk.chunk_text,
+            token_offset=chunk.token_interval.start_index,
+            char_offset=chunk.char_interval.start_pos,
+            tokenizer_inst=inst,
+        )
+        for i, extraction in zip(members, aligned, strict=True):
+            interval = extraction.char_interval
+            if interval is not None and interval.start_pos is not None:
+                spans[i] = [interval.start_pos, interval.end_pos]
+    return time.process_time() - started, spans
 
 
 def main() -> int:
@@ -59,7 +103,12 @@ def main() -> int:
     for case in cases:
         times, spans = [], None
         for _ in range(case["repeats"]):
-            elapsed, spans = _align(case["text"], case["values"], case["tokenizer"])
+            if case.get("mode") == "chunks":
+                elapsed, spans = _chunked(
+                    case["text"], case["values"], case["anchors"], case["tokenizer"]
+                )
+            else:
+                elapsed, spans = _align(case["text"], case["values"], case["tokenizer"])
             times.append(elapsed)
         out["cases"].append({"seconds": statistics.median(times), "runs": times, "spans": spans})
     with open(sys.argv[2], "w", encoding="utf-8") as handle:

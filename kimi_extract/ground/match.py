@@ -83,6 +83,9 @@ class Leaf:
     rewrites: tuple[str, ...]
     number: Decimal | None
     numeric: bool
+    #: Numbers and dates: strings of which the folded text must hold one for any form but the
+    #: value's own to be looked for (the digits every form of it has).
+    required: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, path: str, value: str) -> Leaf:
@@ -90,9 +93,14 @@ class Leaf:
         numeric = is_numeric(stripped)
         forms = tuple(surface_forms(stripped)) if stripped else ()
         rewrites, number = rewrite_forms(stripped) if stripped else ([], None)
-        if number is None and numeric and not re.search(r"\d-\d", stripped):
-            number = Decimal(stripped)
-        return cls(path, value, stripped, forms, tuple(rewrites), number, numeric)
+        required: tuple[str, ...] = ()
+        if numeric and re.search(r"\d-\d", stripped):  # a date: its year, or an era's name
+            required = (stripped[:4], *{form[:2] for form in forms if "年" in form[:4]})
+        elif numeric:
+            number = Decimal(stripped) if number is None else number
+            digits = stripped.lstrip("+-").split(".")[0].lstrip("0") or "0"
+            required = (digits[-3:],)
+        return cls(path, value, stripped, forms, tuple(rewrites), number, numeric, required)
 
 
 @dataclass(frozen=True)
@@ -208,14 +216,17 @@ class Matcher:
             return _USED if (start, end) in used else _FREE
 
         taken: Found | None = None
-        stages = (
-            ("exact", leaf.forms, "form"),
-            ("normalized", leaf.forms, "folded"),
-            ("normalized", leaf.rewrites, "rewrite"),
-        )
-        for kind, forms, rule in stages:
-            for form in forms:
-                hits = self._search(form, kind, rule, anchor, backward, accept, limit)
+        forms = leaf.forms
+        if len(forms) > 1 and leaf.required:
+            # numbers and dates: their other forms only when the text has their digits
+            folded = self.source.normalized.text
+            self.work.scan(len(folded) * len(leaf.required))
+            if not any(part in folded for part in leaf.required):
+                forms = forms[:1]
+        stages = (("form", forms), ("rewrite", leaf.rewrites))
+        for rule, group in stages:
+            for form in group:
+                hits = self._search(form, rule, anchor, backward, accept, limit)
                 if limit > 1 and hits:
                     return hits
                 for hit in hits:
@@ -231,18 +242,15 @@ class Matcher:
     def _search(
         self,
         form: str,
-        kind: str,
         rule: str,
         anchor: int | None,
         backward: int,
         accept: Callable[[int, int], int],
         limit: int,
     ) -> list[Found]:
-        if kind == "exact":
-            return [
-                Found(s, e, "exact", 100.0, rule)
-                for s, e, _ in self._pick(self.source.text, form, anchor, backward, accept, limit)
-            ]
+        """Occurrences of ``form`` in the folded text (one search finds the verbatim ones and
+        the normalized ones): "exact" when the text reads the form verbatim, else
+        "normalized" (rule "folded", or ``rule`` for a rewrite)."""
         needle = fold(form)
         if not needle:
             return []
@@ -259,12 +267,18 @@ class Matcher:
                 return _REJECT
             return accept(*normalized.to_original(a, b))
 
+        text = self.source.text
         out = []
         for a, b, _ in self._pick(
             normalized.text, needle, folded_anchor, backward, accept_folded, limit
         ):
             start, end = normalized.to_original(a, b)
-            out.append(Found(start, end, "normalized", 100.0, rule))
+            if rule == "form" and text[start:end] == form:
+                out.append(Found(start, end, "exact", 100.0, "form"))
+            else:
+                out.append(
+                    Found(start, end, "normalized", 100.0, "folded" if rule == "form" else rule)
+                )
         return out
 
     def _spelled(self, leaf: Leaf, anchor: int | None, used: Taken, limit: int) -> list[Found]:
@@ -489,9 +503,7 @@ def _windows(source: Source, needle: str) -> list[tuple[int, int]]:
     total = np.cumsum(counts[keep])
     keep = keep[: max(2, int(np.searchsorted(total, MAX_VOTES, side="right")))]
     source.work.scan(int(counts[keep].sum()))
-    diagonals = np.concatenate(
-        [positions[low[j] : high[j]].astype(np.int64) - j for j in keep]
-    )
+    diagonals = np.concatenate([positions[low[j] : high[j]].astype(np.int64) - j for j in keep])
     diagonals = diagonals[diagonals >= 0]
     if len(diagonals) == 0:
         return []
@@ -545,5 +557,3 @@ def acronym_of(value: str) -> str | None:
     if len(capitals) == len([w for w in words if len(w) > 3]) >= 2:
         return "".join(w[0] for w in capitals)
     return None
-
-

@@ -90,7 +90,8 @@ class Normalized:
 
     def from_original(self, index: int) -> int:
         """The first folded index at or after original ``index``."""
-        return int(np.searchsorted(self.origin, index, side="left"))
+        # the index in the array's own dtype: no converted copy of the array per call
+        return int(np.searchsorted(self.origin, self.origin.dtype.type(index), side="left"))
 
 
 def normalize(text: str) -> Normalized:
