@@ -6,12 +6,14 @@ returns one ``records.Span`` per leaf, in order. Each leaf goes through the stag
 
 Which occurrence: a value found more than once takes the one nearest its context. Leaves are
 grouped by the object they belong to (``items[2].name`` and ``items[2].price``; the items of a
-list of scalars form one group), groups taken in order. An object's anchor is the middle
-(median) of its leaves found exactly once in the text; a repeated leaf takes its occurrence
-nearest that anchor. An object with no such leaf lies between its neighbours (the objects of a
-list follow the text's order): its anchor is midway between the previous object's position and
-the next anchor; with no next anchor it looks forward from the previous object (a backward step
-counts ``BACKWARD`` times), and after its first leaf, around that leaf. A list of scalars goes
+list of scalars form one group), groups taken in order. An object's prior place is the middle
+(median) of its leaves found exactly once in the text; an object with no such leaf lies between
+its neighbours (the objects of a list follow the text's order): midway between the previous
+object's position and the next one's, or forward from the previous one (a backward step counts
+``BACKWARD`` times). An object of 2 to ``CLUSTER_LEAVES`` leaves then takes the place its
+fields cluster around (``_center``: the occurrence nearest to one occurrence of every leaf,
+each distance counted up to ``CLUSTER_REACH``, pulled towards the prior place), and each repeated leaf its occurrence nearest that place, a
+verbatim one before a normalized one (``NORMALIZED_PENALTY``). A list of scalars goes
 item after item, each looking forward from the one before. An occurrence already given to
 another leaf (the same span) is passed over for a free one when there is one.
 
@@ -48,6 +50,14 @@ __all__ = ["BACKWARD", "DEFAULT_MIN_SCORE", "MIN_FUZZY_CHARS", "align", "leaves_
 #: How much farther a match behind the anchor counts than one after it, when looking forward
 #: from the previous group.
 BACKWARD = 4
+#: Objects of up to this many leaves place their repeated leaves by clustering (``_center``),
+#: from up to ``CLUSTER_OCCURRENCES`` occurrences of each (a leaf with more tells nothing).
+CLUSTER_LEAVES = 12
+CLUSTER_OCCURRENCES = 16
+#: How far (characters) a leaf's distance counts in ``_center``: about an object's extent.
+CLUSTER_REACH = 600
+#: When choosing between occurrences, a normalized one counts this many characters farther.
+NORMALIZED_PENALTY = 200
 _LAST_STEP = re.compile(r"(\[\d+\]|\.[^.\[\]]+|\[\"(?:[^\"\\]|\\.)*\"\])$")
 
 
@@ -57,6 +67,41 @@ def _group(path: str) -> tuple[str, bool]:
     if match is None:
         return "", False
     return path[: match.start()], match.group(1).startswith("[") and match.group(1)[1:2].isdigit()
+
+
+def _center(options: list[list[Found]], prior: int | None) -> int | None:
+    """Where one object's fields sit: the occurrence that minimises the sum, over its leaves,
+    of the distance to each leaf's nearest occurrence (plus half the distance to ``prior``,
+    the object's place between its neighbours)."""
+    if not options or (len(options) < 2 and prior is None):
+        return None
+    best: tuple[int, int] | None = None
+    for candidate in {hit.start for hits in options for hit in hits}:
+        # each leaf's distance counts up to ``CLUSTER_REACH``: one stray leaf (a wrong unique
+        # match) must not drag the object away from where its other fields are
+        cost = sum(
+            min(CLUSTER_REACH, min(abs(hit.start - candidate) for hit in hits)) for hits in options
+        )
+        if prior is not None:
+            cost += min(CLUSTER_REACH, abs(candidate - prior)) // 2
+        if best is None or cost < best[0]:
+            best = (cost, candidate)
+    return None if best is None else best[1]
+
+
+def _nearest(hits: list[Found], anchor: int | None, used: Taken) -> Found | None:
+    """The free occurrence nearest ``anchor`` among a leaf's listed ones (a normalized one
+    counts ``NORMALIZED_PENALTY`` characters farther than a verbatim one), or None when the
+    list may be incomplete (``CLUSTER_OCCURRENCES``) or has no free one."""
+    if anchor is None or not hits or len(hits) >= CLUSTER_OCCURRENCES:
+        return None
+    free = [h for h in hits if (h.start, h.end) not in used]
+    if not free:
+        return None
+    return min(
+        free,
+        key=lambda h: abs(h.start - anchor) + (NORMALIZED_PENALTY if h.kind != "exact" else 0),
+    )
 
 
 def _span(text: str, leaf: Leaf, found: Found | None) -> Span:
@@ -121,8 +166,22 @@ def align(
                 anchor, backward = previous, BACKWARD
             elif following is not None and not listed:
                 anchor = following
+        options: dict[int, list[Found]] = {}
         if listed:
             anchor, backward = previous, BACKWARD
+        elif 2 <= len(members) <= CLUSTER_LEAVES:
+            for i in members:
+                if len(first[i]) > 1:
+                    options[i] = matcher.literal(
+                        items[i], None, BACKWARD, Taken(), limit=CLUSTER_OCCURRENCES
+                    )
+                elif first[i]:
+                    options[i] = first[i]
+            center = _center(
+                [o for o in options.values() if len(o) < CLUSTER_OCCURRENCES], anchor
+            )
+            if center is not None:
+                anchor, backward = center, 1
         chosen: list[Found] = []
         for i in members:
             work.check()
@@ -134,8 +193,10 @@ def align(
             elif len(hits) == 1 and (hits[0].start, hits[0].end) not in used:
                 hit = hits[0]
             elif hits:
-                picked = matcher.literal(leaf, anchor, backward, used)
-                hit = picked[0] if picked else hits[0]
+                hit = _nearest(options.get(i, []), anchor, used)
+                if hit is None:
+                    picked = matcher.literal(leaf, anchor, backward, used)
+                    hit = picked[0] if picked else hits[0]
             else:
                 hit = None
             found[i] = hit
@@ -145,7 +206,7 @@ def align(
             chosen.append(hit)
             if listed:
                 anchor = hit.end
-            elif anchors[g] is None and len(chosen) == 1:
+            elif anchors[g] is None and not options and len(chosen) == 1:
                 anchor, backward = hit.start, 1
         if chosen:
             previous = int(statistics.median(h.end for h in chosen))
