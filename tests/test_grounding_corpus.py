@@ -64,9 +64,7 @@ def _shares(outcome: dict[str, Any]) -> dict[str, tuple[int, int]]:
         counts[key][1] += 1
         truth = value["truth"]
         if value["cls"] == "verbatim" and len(value["truths"]) > 1:
-            alone = not any(
-                t != truth and abs(t[0] - truth[0]) < 400 for t in value["truths"]
-            )
+            alone = not any(t != truth and abs(t[0] - truth[0]) < 400 for t in value["truths"])
             if alone:
                 counts["right occurrence"][0] += grounded and _overlaps(span, [truth])
                 counts["right occurrence"][1] += 1

@@ -177,9 +177,7 @@ def align(
                     )
                 elif first[i]:
                     options[i] = first[i]
-            center = _center(
-                [o for o in options.values() if len(o) < CLUSTER_OCCURRENCES], anchor
-            )
+            center = _center([o for o in options.values() if len(o) < CLUSTER_OCCURRENCES], anchor)
             if center is not None:
                 anchor, backward = center, 1
         chosen: list[Found] = []

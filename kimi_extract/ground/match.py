@@ -45,6 +45,7 @@ from .nearmiss import difference
 from .normalize import fold
 from .source import Source, bigram_keys, bounded, spaced
 from .source import letter as _letter
+from .work import Work
 
 #: Strings shorter than this (folded characters) are matched only exactly or normalized.
 MIN_FUZZY_CHARS = 6
@@ -115,30 +116,51 @@ class Found:
     diff: str | None = None
 
 
-def occurrences(haystack: str, needle: str, anchor: int | None, backward: int) -> Iterator[int]:
+def occurrences(
+    haystack: str, needle: str, anchor: int | None, backward: int, work: Work | None = None
+) -> Iterator[int]:
     """Start indices of ``needle``: from the first on without an anchor, else by distance from
-    ``anchor`` (a backward step counts ``backward`` times)."""
+    ``anchor`` (a backward step counts ``backward`` times). Each stretch of the text is
+    searched once (``work`` counts the characters searched)."""
     size = len(needle)
+    count = work.scan if work is not None else (lambda chars: None)
     if anchor is None:
         found = haystack.find(needle)
+        count(len(haystack) if found == -1 else found + size)
         while found != -1:
             yield found
-            found = haystack.find(needle, found + 1)
+            start = found + 1
+            found = haystack.find(needle, start)
+            count(len(haystack) - start if found == -1 else found + size - start)
         return
     forward = haystack.find(needle, anchor)
+    count(len(haystack) - anchor if forward == -1 else forward + size - anchor)
+    # backward searches look in [searched, bound): ``searched`` only moves down, so no stretch
+    # is searched twice
     bound = anchor + size - 1
+    searched = bound
     while True:
         if forward != -1:
             lowest = max(0, anchor - (forward - anchor) // backward)
-            back = haystack.rfind(needle, lowest, bound) if bound > lowest else -1
+            back = -1
+            if lowest < searched:
+                back = haystack.rfind(needle, lowest, min(bound, searched + size - 1))
+                count(min(bound, searched + size - 1) - (lowest if back == -1 else back))
+                searched = lowest if back == -1 else back
             if back != -1 and backward * (anchor - back) < forward - anchor:
                 yield back
                 bound = back + size - 1
+                searched = back
                 continue
+            if back != -1:
+                searched = back + 1  # found but farther than the forward one: look again later
             yield forward
-            forward = haystack.find(needle, forward + 1)
+            start = forward + 1
+            forward = haystack.find(needle, start)
+            count(len(haystack) - start if forward == -1 else forward + size - start)
             continue
         back = haystack.rfind(needle, 0, bound) if bound > 0 else -1
+        count(bound if back == -1 else bound - back)
         if back == -1:
             return
         yield back
@@ -182,10 +204,7 @@ class Matcher:
         then the first used one (start, end, False) when fewer were free."""
         free: list[tuple[int, int, bool]] = []
         taken: tuple[int, int, bool] | None = None
-        # a step of ``occurrences`` makes at most two searches of the text
-        self.work.scan(len(haystack))
-        for count, start in enumerate(occurrences(haystack, needle, anchor, backward)):
-            self.work.scan(2 * len(haystack))
+        for count, start in enumerate(occurrences(haystack, needle, anchor, backward, self.work)):
             if count >= MAX_OCCURRENCES:
                 break
             verdict = accept(start, start + len(needle))

@@ -35,7 +35,7 @@ _WORD_RUN = re.compile(
     rf"\b(?:{_EN_NUMBER_WORDS})(?:(?:[\s-]+|\s+and\s+)(?:{_EN_NUMBER_WORDS}))*\b", re.IGNORECASE
 )
 _DIGIT_SCALE = re.compile(
-    rf"(?<![\w.,])(\d+(?:[.,]\d+)*)\s?(?:({_EN_SCALES})\b|([{_CJK_SCALES}])|(k|m|bn)\b)",
+    rf"(?<![0-9A-Za-z.,])(\d+(?:[.,]\d+)*)\s?(?:({_EN_SCALES})\b|([{_CJK_SCALES}])|(k|m|bn)\b)",
     re.IGNORECASE,
 )
 _CJK_RUN = re.compile(rf"[{_CJK_NUMERALS}]+")
@@ -120,7 +120,7 @@ def mentions(text: str) -> list[tuple[int, int, Decimal]]:
     found: list[tuple[int, int, Decimal]] = []
     for match in _DIGIT_SCALE.finditer(text):
         number = _scaled(*match.groups())
-        if number is not None:
+        if number:  # (not "0 million")
             found.append((match.start(), match.end(), number))
     taken = {i for start, end, _ in found for i in range(start, end)}
     for match in _WORD_RUN.finditer(text):
