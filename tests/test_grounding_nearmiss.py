@@ -35,6 +35,7 @@ _CJK = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]")
 _CJK_RUN = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]{4,}")
 _WORDS = re.compile(r"(?<![\w#])[A-Za-z][A-Za-z'-]*[a-z](?:\s+[A-Za-z][A-Za-z'-]*[a-z]){2,5}(?!\w)")
 _NUMBERED = re.compile(r"(?<![\w.#])[A-Za-z]+[ :]+\d+(?:\.\d+)*(?:[ ,]+[A-Za-z]+){0,3}")
+CJK_NEGATIONS = ("不", "没", "无", "非", "未", "ない", "ず", "ません", "無")
 _SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 

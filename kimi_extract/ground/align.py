@@ -12,9 +12,10 @@ its neighbours (the objects of a list follow the text's order): midway between t
 object's position and the next one's, or forward from the previous one (a backward step counts
 ``BACKWARD`` times). An object of 2 to ``CLUSTER_LEAVES`` leaves then takes the place its
 fields cluster around (``_center``: the occurrence nearest to one occurrence of every leaf,
-each distance counted up to ``CLUSTER_REACH``, pulled towards the prior place), and each repeated leaf its occurrence nearest that place, a
-verbatim one before a normalized one (``NORMALIZED_PENALTY``). A list of scalars goes
-item after item, each looking forward from the one before. An occurrence already given to
+each distance counted up to ``CLUSTER_REACH``, pulled towards the prior place), and each
+repeated leaf its occurrence nearest that place, a verbatim one before a normalized one
+(``NORMALIZED_PENALTY``). A list of scalars goes item after item, each looking forward from the
+one before. An occurrence already given to
 another leaf (the same span) is passed over for a free one when there is one.
 
 Bounds (``match``'s module docstring; counted by ``work.Work``): per leaf, a fixed number of
