@@ -442,7 +442,9 @@ def test_values_in_text_order_take_successive_occurrences():
 def test_two_edits_in_a_short_value_are_not_a_typo():
     """Scored by Levenshtein similarity (81.8 here); RapidFuzz's Indel ratio gives 90.9."""
     (span,) = align("We stood against many odds that year.", [("x", "against, May")])
-    assert span.kind == "none", span
+    # not grounded: at most shown as a near miss, with what differs
+    assert span.kind in ("none", "near") and not span.grounded, span
+    assert span.kind == "none" or span.diff
 
 
 def test_a_fuzzy_match_covers_whole_words():

@@ -355,3 +355,62 @@ def test_json_object_mode_carries_the_quoted_schema_in_the_prompt():
     assert out["kx_grounded"].tolist() == [1.0] * len(TEXTS)
     spans = [s for cell in out["kx_spans"] for s in cell]
     assert all(s["quote"] and s["kind"] == "exact" for s in spans)  # each value in its quote
+
+
+# -- a quote vouches only for a value found inside it -------------------------------------------
+
+MEETING = (
+    "The meeting is in Berlin on Monday. The fee is 120.5 euros per person. "
+    "Lunch is served in Berlin too, at the hotel."
+)
+
+
+class Meeting(BaseModel):
+    city: str
+    fee: float
+
+
+def _quoted(answer_quotes: dict[str, str], city: str, fee: float, text: str = MEETING):
+    answer = {QUOTES: answer_quotes, "city": city, "fee": fee}
+    with Simulator(responder=lambda request: Reply(content=answer)) as sim:
+        out = run(sim, [text], Meeting, grounding="quotes")
+    return {s["path"]: s for s in out["kx_spans"].iloc[0]}, out
+
+
+def test_a_made_up_value_is_not_vouched_for_by_a_true_quote():
+    true_sentence = "The meeting is in Berlin on Monday."
+    spans, out = _quoted({"city": true_sentence, "fee": true_sentence}, "Paris", 99.5)
+    assert spans["city"]["kind"] == spans["fee"]["kind"] == "none"
+    assert spans["city"]["start"] is None and out["kx_grounded"].iloc[0] == 0.0
+
+
+def test_a_quote_of_the_whole_input_vouches_for_nothing():
+    long_text = MEETING + " " + " ".join(f"Note {i}: nothing else happens." for i in range(30))
+    spans, _ = _quoted({"city": long_text, "fee": long_text}, "Berlin", 120.5, text=long_text)
+    assert spans["city"]["kind"] == spans["fee"]["kind"] == "none"
+
+
+def test_a_value_inside_its_quote_is_grounded_at_the_quotes_occurrence():
+    quote = "Lunch is served in Berlin too"
+    spans, out = _quoted({"city": quote, "fee": "The fee is 120.5 euros"}, "Berlin", 120.5)
+    assert spans["city"]["kind"] == "exact"
+    assert spans["city"]["start"] == MEETING.index(quote) + quote.index("Berlin")
+    assert spans["fee"]["kind"] == "exact" and out["kx_grounded"].iloc[0] == 1.0
+
+
+def test_a_near_miss_inside_its_quote_is_near_not_grounded():
+    spans, _ = _quoted({"city": "", "fee": "The fee is 120.5 euros"}, "Berlin", 129.5)
+    assert spans["fee"]["kind"] == "none"  # a number: whole tokens only, no near
+    spans, _ = _quoted(
+        {"city": "The meeting is in Berlin on Monday.", "fee": ""}, "meeting is in Bern", 1.0
+    )
+    assert spans["city"]["kind"] in ("near", "none")
+    assert spans["city"]["kind"] != "exact"
+
+
+def test_the_quote_bound_is_three_times_the_value_plus_a_sentence():
+    from kimi_extract.run.grounding import QUOTE_FACTOR, QUOTE_SLACK, vouches
+
+    value = "Berlin"
+    assert vouches("x" * (QUOTE_FACTOR * len(value) + QUOTE_SLACK), value)
+    assert not vouches("x" * (QUOTE_FACTOR * len(value) + QUOTE_SLACK + 1), value)

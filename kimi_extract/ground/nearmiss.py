@@ -15,8 +15,9 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    Chinese or Japanese character; punctuation dropped) and aligned (RapidFuzz Levenshtein
    opcodes over the token lists); every replaced token must be a typo of its counterpart: a word
    of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one), or an
-   abbreviation of it (``dept`` / ``dept.`` for ``department``: the same first letter, the rest
-   a subsequence). A replaced
+   abbreviation of it: a prefix (``corp`` for ``corporation``), or, written with a point, the
+   same first letter and the rest a subsequence (``dept.`` for ``department``; ``Bern`` is not
+   ``Berlin``). A replaced
    Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
    A content token of the value that the text does not have (a Chinese or Japanese character, a
    number, a word of 4+ letters) changes the meaning too; words of the text the value leaves
@@ -83,16 +84,19 @@ def negations(folded: str) -> Counter[str]:
     return found
 
 
-def _typo(a: str, b: str) -> bool:
+def _typo(a: str, b: str, dotted: frozenset[str] = frozenset()) -> bool:
     """Whether word ``b`` stands for word ``a``: one edit (two from 9 letters), or an
-    abbreviation of the other (same first letter, the rest a subsequence)."""
+    abbreviation of the other: a prefix of it (``corp``), or, written with a point
+    (``dotted``), the same first letter and the rest a subsequence (``dept.``)."""
     if _CJK.match(a) or _CJK.match(b):
         return False
     a, b = a.rstrip("."), b.rstrip(".")
     if not a or not b:
         return False
     shorter, longer = sorted((a, b), key=len)
-    if len(shorter) >= 2 and shorter[0] == longer[0] and len(shorter) < len(longer):
+    if len(shorter) >= 3 and len(shorter) < len(longer) and longer.startswith(shorter):
+        return True
+    if shorter in dotted and len(shorter) >= 2 and shorter[0] == longer[0]:
         rest = iter(longer[1:])
         if all(char in rest for char in shorter[1:]):
             return True
@@ -132,6 +136,7 @@ def difference(value: str, found: str) -> str | None:
             parts.append(f"{' '.join(dropped)!r} in the text, not in the value")
         return "negation: " + "; ".join(parts)
     left, right = tokens(a), tokens(b)
+    dotted = frozenset(m.group(1) for m in re.finditer(r"(\w+)\.", a + " " + b))
     for op in Levenshtein.opcodes(left, right):
         i1, i2, j1, j2 = op.src_start, op.src_end, op.dest_start, op.dest_end
         if op.tag == "delete":
@@ -141,7 +146,7 @@ def difference(value: str, found: str) -> str | None:
         if op.tag != "replace":
             continue
         for x, y in zip(left[i1:i2], right[j1:j2], strict=False):
-            if x != y and not _typo(x, y):
+            if x != y and not _typo(x, y, dotted):
                 return f"word: {x!r} vs {y!r}"
     return None
 
