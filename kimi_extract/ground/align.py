@@ -43,7 +43,7 @@ from pydantic import BaseModel
 from ..records import Span
 from .calibrate import calibrated
 from .match import DEFAULT_MIN_SCORE, MIN_FUZZY_CHARS, Found, Leaf, Matcher, Taken
-from .source import Source
+from .source import SourceText
 from .work import Work
 
 __all__ = ["BACKWARD", "DEFAULT_MIN_SCORE", "MIN_FUZZY_CHARS", "align", "leaves_of"]
@@ -128,7 +128,7 @@ def align(
     raised when it is stopped.
     """
     work = work if work is not None else Work()
-    source = Source(text, work)
+    source = SourceText(text, work)
     matcher = Matcher(source, min_score)
     items = [Leaf.of(path, value) for path, value in leaves]
     # pass 1: each leaf's first occurrences (up to two: is it unique?); a leaf not found

@@ -43,7 +43,7 @@ from rapidfuzz.distance import Levenshtein
 from .forms import is_numeric, rewrite_forms, surface_forms
 from .nearmiss import difference
 from .normalize import fold
-from .source import Source, bigram_keys, bounded, spaced
+from .source import SourceText, bigram_keys, bounded, spaced
 from .source import letter as _letter
 from .work import Work
 
@@ -182,9 +182,9 @@ class Taken:
 
 
 class Matcher:
-    """The match stages over one ``Source`` (module docstring)."""
+    """The match stages over one ``SourceText`` (module docstring)."""
 
-    def __init__(self, source: Source, min_score: float = DEFAULT_MIN_SCORE) -> None:
+    def __init__(self, source: SourceText, min_score: float = DEFAULT_MIN_SCORE) -> None:
         self.source = source
         self.min_score = min_score
         self.work = source.work
@@ -494,7 +494,7 @@ def _snap(text: str, start: int, end: int) -> tuple[int, int] | None:
     return (low, high) if high > low else None
 
 
-def _windows(source: Source, needle: str) -> list[tuple[int, int]]:
+def _windows(source: SourceText, needle: str) -> list[tuple[int, int]]:
     """Folded-text windows where many of ``needle``'s bigrams line up (a q-gram filter).
 
     Each occurrence of a bigram of the needle votes for the diagonal (text position minus its

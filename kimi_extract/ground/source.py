@@ -85,7 +85,7 @@ def bigram_keys(text: str) -> np.ndarray:
     return (codes[:-1] * np.uint32(0x9E3779B1)) ^ codes[1:]
 
 
-class Source:
+class SourceText:
     """The text being aligned to, with its folded form, bigram index and number mentions."""
 
     def __init__(self, text: str, work: Work) -> None:

@@ -45,12 +45,13 @@ import bisect
 import enum
 import math
 import re
+import signal
 import threading
 import types
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from pydantic import BaseModel
@@ -74,6 +75,7 @@ PAGE_SEPARATOR = "\n\n"
 QUOTE_FACTOR = 3
 #: ... plus this many characters (about a sentence).
 QUOTE_SLACK = 200
+R = TypeVar("R")
 #: ``grounding_fields``: field path (no list indexes) -> ground it (True) or infer it (False).
 GroundingFields = Mapping[str, bool]
 
@@ -223,7 +225,19 @@ def _ground_row_with(
     fields: GroundingFields | None,
     work: Work,
 ) -> list[Span]:
-    return ground_row(content, value, quotes, fields=fields, work=work)
+    return in_worker(ground_row, content, value, quotes, fields=fields, work=work)
+
+
+def in_worker(func: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
+    """``func(*args, **kwargs)`` in a worker thread that never takes a Ctrl-C: SIGINT is
+    blocked there, so the system delivers it to the main thread, whose event loop wakes up at
+    once and cancels the run (a SIGINT taken by a worker thread leaves the main thread asleep
+    until the worker is done)."""
+    if threading.current_thread() is not threading.main_thread() and hasattr(
+        signal, "pthread_sigmask"
+    ):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    return func(*args, **kwargs)
 
 
 def quotes_by_leaf(value: BaseModel | Mapping[str, Any], quotes: Quotes) -> dict[str, str]:
