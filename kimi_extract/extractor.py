@@ -51,7 +51,7 @@ from .run.budget import Budget
 from .run.conversation import RowSettings, charge_retry
 from .run.documents import plan_documents
 from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
-from .run.grounding import check_grounding_fields, in_worker
+from .run.grounding import check_grounding_fields, threaded
 from .run.inputs import TextSpec, amake_row, prepare, records_frame
 from .run.report import RunReport, fill_missing, not_run_reason
 from .run.request import (
@@ -731,7 +731,7 @@ class Extractor(Generic[T]):
             raise
         try:
             if grounding:
-                frame = await asyncio.to_thread(in_worker, frame_of, stop_cause)
+                frame = await threaded(frame_of, stop_cause)
             else:
                 frame = frame_of(stop_cause)
         except asyncio.CancelledError:

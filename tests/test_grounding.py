@@ -205,7 +205,7 @@ def test_a_long_row_is_aligned_in_a_worker_thread(monkeypatch):
     threaded: list[int] = []
 
     async def to_thread(func: Any, *args: Any) -> Any:
-        threaded.append(len(args[0]))
+        threaded.append(len(next(a for a in args if isinstance(a, str))))  # the row's text
         return await asyncio.get_running_loop().run_in_executor(None, func, *args)
 
     monkeypatch.setattr(grounding.asyncio, "to_thread", to_thread)

@@ -212,10 +212,28 @@ async def aground_row(
         return ground_row(content, value, quotes, fields=fields)
     work = Work(threading.Event())
     try:
-        return await asyncio.to_thread(_ground_row_with, content, value, quotes, fields, work)
+        return await threaded(_ground_row_with, content, value, quotes, fields, work)
     except asyncio.CancelledError:
         work.stop()
         raise
+
+
+#: How often (seconds) the event loop wakes while a worker thread grounds: a Ctrl-C is handled
+#: by the main thread only when it runs, and a signal that did not wake it waits for that.
+POLL_S = 0.1
+
+
+async def threaded(func: Callable[..., R], /, *args: Any) -> R:
+    """``await asyncio.to_thread(in_worker, func, *args)``, waking every ``POLL_S`` seconds
+    (so that a pending Ctrl-C is handled at once and cancels the caller)."""
+    future = asyncio.ensure_future(asyncio.to_thread(in_worker, func, *args))
+    try:
+        while not future.done():
+            await asyncio.wait({future}, timeout=POLL_S)
+    except asyncio.CancelledError:
+        future.cancel()
+        raise
+    return future.result()
 
 
 def _ground_row_with(
@@ -225,7 +243,7 @@ def _ground_row_with(
     fields: GroundingFields | None,
     work: Work,
 ) -> list[Span]:
-    return in_worker(ground_row, content, value, quotes, fields=fields, work=work)
+    return ground_row(content, value, quotes, fields=fields, work=work)
 
 
 def in_worker(func: Callable[..., R], /, *args: Any, **kwargs: Any) -> R:
