@@ -27,7 +27,9 @@ document order), each value of one class:
   ``1200000`` / ``1.2 million``), ``name`` (``Last, First``), ``abbreviation`` (a long word
   cut to its first letters and a point, or capitalised words to their acronym), ``boundary``
   (an extended or cut boundary: a word cut short, quotes or a point added, an article added;
-  Chinese and Japanese: corner brackets or quotes around it, or a full stop after it);
+  Chinese and Japanese: corner brackets or quotes around it, or a full stop after it), ``typo``
+  (one slip in a word of six letters or more: a letter dropped, doubled, swapped with the next
+  or replaced by its keyboard neighbour; what the fuzzy stage is for);
 - **absent** (near misses: similar text is there, but it says something else):
   ``negation`` (a negation added or removed: English not/no/never/n't; Chinese 不/没/无/非/
   未; Japanese ない/ず/ません/非/不/無), ``digit`` (a digit changed, added or dropped),
@@ -289,7 +291,7 @@ def _other_date_form(rng: random.Random, when: date, written: str) -> str:
 def _rewrites(rng: random.Random, text: str, region: tuple[int, int]) -> Value | None:
     low, high = region
     chunk = text[low:high]
-    kind = rng.choice(("date", "number", "name", "abbreviation", "boundary"))
+    kind = rng.choice(("date", "number", "name", "abbreviation", "boundary", "typo"))
     if kind == "date":
         matches = list(_DATES.finditer(chunk))
         if not matches:
@@ -348,6 +350,29 @@ def _rewrites(rng: random.Random, text: str, region: tuple[int, int]) -> Value |
         i = rng.choice(longs)
         words[i] = words[i][: rng.randint(3, 4)] + "."
         return Value("", " ".join(words), "rewrite", "abbreviation", [start, end])
+    if kind == "typo":
+        # one slip of the keys in a word of 6+ letters: a letter dropped, doubled, swapped
+        # with the next, or replaced by its neighbour on the keyboard row
+        words = phrase.split()
+        longs = [i for i, w in enumerate(words) if len(w) >= 6 and w.isalpha() and w.isascii()]
+        if not longs or len(phrase) < 10:
+            return None
+        i = rng.choice(longs)
+        w = words[i]
+        k = rng.randint(1, len(w) - 2)
+        how = rng.randrange(4)
+        if how == 0:
+            w = w[:k] + w[k + 1 :]
+        elif how == 1:
+            w = w[:k] + w[k] + w[k:]
+        elif how == 2:
+            w = w[:k] + w[k + 1] + w[k] + w[k + 2 :]
+        else:
+            row = "qwertyuiopasdfghjklzxcvbnm"
+            at = row.find(w[k].lower())
+            w = w[:k] + (row[at + 1] if 0 <= at < len(row) - 1 else "e") + w[k + 1 :]
+        words[i] = w
+        return Value("", " ".join(words), "rewrite", "typo", [start, end])
     # boundary
     if _CJK.search(phrase):
         opening, closing = rng.choice((("「", "」"), ("“", "”"), ("『", "』"), ("", "。")))

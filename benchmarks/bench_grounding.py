@@ -282,13 +282,13 @@ def _band(kind: str, value: Value, found: str) -> int:
     """The raw similarity band (5 points wide) of a fuzzy or near span."""
     import unicodedata
 
-    from rapidfuzz.distance import Levenshtein
+    from rapidfuzz.distance import OSA
 
     from kimi_extract.ground import fold
 
     a = unicodedata.normalize("NFC", fold(value.value.strip()))
     b = unicodedata.normalize("NFC", fold(found))
-    raw = 100.0 * Levenshtein.normalized_similarity(a, b)
+    raw = 100.0 * OSA.normalized_similarity(a, b)
     return int(raw // 5 * 5)
 
 
@@ -372,7 +372,7 @@ def measure(quick: bool) -> Section:
     per_doc: list[tuple[Doc, list[Value], float]] = []
     seconds = 0.0
     for doc in docs:
-        values = make_values(doc, rng)
+        values = make_values(doc, rng, records=20)
         took, spans = _ours(doc.text, values)
         seconds += took
         score(doc.text, values, spans, tally, doc.lang)
@@ -453,7 +453,7 @@ def _section(
     )
     subs = ", ".join(
         f"{sub} {_pct(tally.share(k := f'rewrite {sub} recall'))} ({tally.total(k)})"
-        for sub in ("date", "number", "name", "abbreviation", "boundary")
+        for sub in ("date", "number", "name", "abbreviation", "boundary", "typo")
     )
     misses = ", ".join(
         f"{sub} {_pct(tally.share(k := f'absent {sub} false'))} ({tally.total(k)})"

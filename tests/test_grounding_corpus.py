@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA
 
 from kimi_extract.ground import DEFAULT_MIN_SCORE, align, difference, fold
 from kimi_extract.ground.forms import _EDGES
@@ -110,7 +110,7 @@ def test_every_grounded_span_reads_back_its_value(outcome):
         elif span.kind == "fuzzy":
             a = unicodedata.normalize("NFC", fold(value["value"].strip()))
             b = unicodedata.normalize("NFC", fold(found))
-            assert 100 * Levenshtein.normalized_similarity(a, b) >= DEFAULT_MIN_SCORE
+            assert 100 * OSA.normalized_similarity(a, b) >= DEFAULT_MIN_SCORE
             assert difference(value["value"], found) is None, (value, found)
         else:
             # normalized: equal once folded (the value, or the value without what its boundary

@@ -12,8 +12,9 @@ looked for around ``anchor`` (``align`` picks the anchor; see there), or None:
    for ``stated above``);
 3. **fuzzy** / **near**: strings of ``MIN_FUZZY_CHARS`` or more folded characters (not numbers
    or dates) located with RapidFuzz in candidate windows (a bigram index of the folded text
-   votes for them), the ends moved to whole words of spaced scripts, scored as the Levenshtein
-   similarity (0..100) of the folded, composed texts. A match that changes no number, negation
+   votes for them), the ends moved to whole words of spaced scripts, scored as the similarity
+   (0..100: 100 x (1 - edits / the longer length), two neighbours swapped counting as one edit;
+   RapidFuzz ``OSA``) of the folded, composed texts. A match that changes no number, negation
    or content word (``nearmiss.difference``) and scores ``min_score`` or more is "fuzzy"; one
    that does change one and scores ``NEAR_MIN_SCORE`` or more is "near" (with its ``diff``).
 
@@ -38,7 +39,7 @@ from decimal import Decimal
 
 import numpy as np
 from rapidfuzz import fuzz
-from rapidfuzz.distance import Levenshtein
+from rapidfuzz.distance import OSA, Levenshtein
 
 from .forms import is_numeric, rewrite_forms, surface_forms
 from .nearmiss import difference
@@ -49,7 +50,7 @@ from .work import Work
 
 #: Strings shorter than this (folded characters) are matched only exactly or normalized.
 MIN_FUZZY_CHARS = 6
-#: Fuzzy matches scoring below this (Levenshtein similarity, 0..100) give no fuzzy span.
+#: Fuzzy matches scoring below this (OSA similarity, 0..100) give no fuzzy span.
 DEFAULT_MIN_SCORE = 85.0
 #: A close match that changes the meaning is reported as "near" from this similarity on.
 NEAR_MIN_SCORE = 70.0
@@ -185,6 +186,8 @@ class Matcher:
     """The match stages over one ``SourceText`` (module docstring)."""
 
     def __init__(self, source: SourceText, min_score: float = DEFAULT_MIN_SCORE) -> None:
+        #: Whether the last ``_pick`` gave up after ``MAX_OCCURRENCES`` rejected occurrences.
+        self.capped = False
         self.source = source
         self.min_score = min_score
         self.work = source.work
@@ -204,8 +207,10 @@ class Matcher:
         then the first used one (start, end, False) when fewer were free."""
         free: list[tuple[int, int, bool]] = []
         taken: tuple[int, int, bool] | None = None
+        self.capped = False
         for count, start in enumerate(occurrences(haystack, needle, anchor, backward, self.work)):
             if count >= MAX_OCCURRENCES:
+                self.capped = not free and taken is None
                 break
             verdict = accept(start, start + len(needle))
             if verdict == _FREE:
@@ -288,10 +293,13 @@ class Matcher:
 
         text = self.source.text
         out = []
-        for a, b, _ in self._pick(
-            normalized.text, needle, folded_anchor, backward, accept_folded, limit
-        ):
-            start, end = normalized.to_original(a, b)
+        hits = self._pick(normalized.text, needle, folded_anchor, backward, accept_folded, limit)
+        spans = [normalized.to_original(a, b) for a, b, _ in hits]
+        if not hits and self.capped:
+            # every occurrence examined sat inside a longer word ("a" in "patch"): look for
+            # whole words directly
+            spans = self._words(form, anchor, accept, limit)
+        for start, end in spans:
             if rule == "form" and text[start:end] == form:
                 out.append(Found(start, end, "exact", 100.0, "form"))
             else:
@@ -299,6 +307,26 @@ class Matcher:
                     Found(start, end, "normalized", 100.0, "folded" if rule == "form" else rule)
                 )
         return out
+
+    def _words(
+        self, form: str, anchor: int | None, accept: Callable[[int, int], int], limit: int
+    ) -> list[tuple[int, int]]:
+        """Occurrences of ``form`` as a whole word (case aside), nearest ``anchor`` first."""
+        text = self.source.text
+        body = r"\s+".join(re.escape(part) for part in form.split())
+        if not body:
+            return []
+        self.work.scan(len(text))
+        pattern = re.compile(rf"(?<![^\W_]){body}(?![^\W_])", re.IGNORECASE)
+        found: list[tuple[int, int]] = []
+        for match in pattern.finditer(text):
+            if accept(match.start(), match.end()) == _FREE:
+                found.append((match.start(), match.end()))
+                if len(found) >= MAX_OCCURRENCES:
+                    break
+        if anchor is not None:
+            found.sort(key=lambda span: abs(span[0] - anchor))
+        return found[:limit]
 
     def _spelled(self, leaf: Leaf, anchor: int | None, used: Taken, limit: int) -> list[Found]:
         """Numbers written in words or with a scale in the text; abbreviations."""
@@ -404,7 +432,7 @@ class Matcher:
             self.work.cells(len(needle) * max(1, len(found)))
             score = round(
                 100.0
-                * Levenshtein.normalized_similarity(composed, unicodedata.normalize("NFC", found)),
+                * OSA.normalized_similarity(composed, unicodedata.normalize("NFC", found)),
                 2,
             )
             if score < NEAR_MIN_SCORE:
