@@ -313,13 +313,16 @@ class Matcher:
     ) -> list[tuple[int, int]]:
         """Occurrences of ``form`` as a whole word (case aside), nearest ``anchor`` first."""
         text = self.source.text
-        body = r"\s+".join(re.escape(part) for part in form.split())
+        lowered = self.source.lowered
+        body = r"\s+".join(re.escape(part.lower()) for part in form.split())
         if not body:
             return []
         self.work.scan(len(text))
-        pattern = re.compile(rf"(?<![^\W_]){body}(?![^\W_])", re.IGNORECASE)
+        # on the lower-cased text when it keeps the offsets: a literal pattern searches fast
+        flags = 0 if lowered is not None else re.IGNORECASE
+        pattern = re.compile(rf"(?<![^\W_]){body}(?![^\W_])", flags)
         found: list[tuple[int, int]] = []
-        for match in pattern.finditer(text):
+        for match in pattern.finditer(lowered if lowered is not None else text):
             if accept(match.start(), match.end()) == _FREE:
                 found.append((match.start(), match.end()))
                 if len(found) >= MAX_OCCURRENCES:

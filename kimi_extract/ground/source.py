@@ -94,6 +94,7 @@ class SourceText:
         self._normalized: Normalized | None = None
         self._index: tuple[np.ndarray, np.ndarray] | None = None
         self._mentions: dict[Decimal, list[tuple[int, int]]] | None = None
+        self._lowered: str | None = None
 
     @property
     def normalized(self) -> Normalized:
@@ -102,6 +103,15 @@ class SourceText:
             self.work.scan(len(self.text))
             self._normalized = normalize(self.text)
         return self._normalized
+
+    @property
+    def lowered(self) -> str | None:
+        """The text lower-cased, or None when lower-casing changes its length (offsets)."""
+        if self._lowered is None:
+            self.work.scan(len(self.text))
+            lowered = self.text.lower()
+            self._lowered = lowered if len(lowered) == len(self.text) else ""
+        return self._lowered or None
 
     def index(self) -> tuple[np.ndarray, np.ndarray]:
         """(sorted bigram keys, their start positions) of the folded text."""
