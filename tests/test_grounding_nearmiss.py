@@ -88,6 +88,11 @@ def test_an_english_negation_added_or_removed_is_never_grounded(data, marker):
     else:
         i = data.draw(st.integers(1, len(words) - 1))
         value = " ".join([*words[:i], marker, *words[i:]])
+        # the text right around the phrase must not say the negation itself ("you do" + "not")
+        where = re.search(r"\s+".join(map(re.escape, words)), text)
+        assert where is not None
+        around = text[max(0, where.start() - 30) : where.end() + 30].lower().split()
+        assume(marker not in around)
     _check_not_grounded(text, value)
 
 
