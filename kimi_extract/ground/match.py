@@ -72,6 +72,9 @@ BACKWARD_CUT = 4
 _CJK_END = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]$")
 _ACRONYM = re.compile(r"^[A-Z]{2,6}$")
 _SMALL_WORDS = r"(?:(?:of|and|the|for|de|du|des|der|für|&)\s+)?"
+#: The lower-case words an acronym leaves out (``Free Software Foundation`` -> ``FSF``,
+#: ``Bank of America`` -> ``BA``); any other word (a negation) means no acronym.
+_JOINERS = frozenset({"of", "and", "the", "for", "de", "du", "des", "der", "für", "&"})
 
 
 @dataclass(frozen=True)
@@ -599,11 +602,12 @@ def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
 
 def acronym_of(value: str) -> str | None:
     """The acronym of a value of capitalised words (``Free Software Foundation`` -> ``FSF``;
-    short words aside), or None."""
+    ``_JOINERS`` aside), or None."""
     words = value.split()
     if len(words) < 2 or len(value) > 120:
         return None
     capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
-    if len(capitals) == len([w for w in words if len(w) > 3]) >= 2:
+    others = [w for w in words if not (w[:1].isupper() and w.isalpha())]
+    if len(capitals) >= 2 and all(w.lower() in _JOINERS for w in others):
         return "".join(w[0] for w in capitals)
     return None
