@@ -61,6 +61,9 @@ MAX_PARTIAL_CHARS = 256
 PIECES = 16
 PIECE_HITS = 8
 SNAP_CHARS = 40
+#: Values of at most this many folded characters whose first ``MAX_OCCURRENCES`` occurrences all
+#: sit inside longer words ("a" in "patch") are looked for as whole words by a pattern.
+SHORT_WORD = 4
 #: Folded texts up to this length are searched whole by the fuzzy stage (no index).
 INDEX_FROM = 20_000
 #: Occurrences of a needle's bigrams that vote for its fuzzy windows, at most (the rarest
@@ -298,7 +301,7 @@ class Matcher:
         out = []
         hits = self._pick(normalized.text, needle, folded_anchor, backward, accept_folded, limit)
         spans = [normalized.to_original(a, b) for a, b, _ in hits]
-        if not hits and self.capped:
+        if not hits and self.capped and len(needle) <= SHORT_WORD:
             # every occurrence examined sat inside a longer word ("a" in "patch"): look for
             # whole words directly
             spans = self._words(form, anchor, accept, limit)
@@ -323,9 +326,13 @@ class Matcher:
         self.work.scan(len(text))
         # on the lower-cased text when it keeps the offsets: a literal pattern searches fast
         flags = 0 if lowered is not None else re.IGNORECASE
-        pattern = re.compile(rf"(?<![^\W_]){body}(?![^\W_])", flags)
+        # the pattern starts with the literal (fast search); the start boundary is checked here
+        pattern = re.compile(rf"{body}(?![^\W_])", flags)
         found: list[tuple[int, int]] = []
         for match in pattern.finditer(lowered if lowered is not None else text):
+            before = text[match.start() - 1] if match.start() else ""
+            if before.isalnum() or before == "_":
+                continue
             if accept(match.start(), match.end()) == _FREE:
                 found.append((match.start(), match.end()))
                 if len(found) >= MAX_OCCURRENCES:
