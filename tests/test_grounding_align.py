@@ -479,3 +479,37 @@ def test_an_occurrence_held_by_an_earlier_leaf_is_passed_over_for_a_free_one():
     text = "A: Widget. B: Widget."
     spans = align(text, [("x", "Widget"), ("y", "A:"), ("z", "Widget")])
     assert [s.start for s in spans] == [3, 0, 14]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    data=st.data(),
+    records=st.integers(4, 12),
+    order=st.permutations(["maintainer", "package", "version", "urgency"]),
+)
+def test_repeated_fields_in_schema_order_take_their_own_records_occurrence(data, records, order):
+    # Debian-changelog-like records: the package is unique, the other fields repeat across
+    # records; the answer lists the records in text order and each record's fields in the
+    # schema's order, not the text's
+    names = ["Matthias Klumpp", "Simon McVittie", "Jeremy Bicha"]
+    rows = []
+    parts = []
+    for r in range(records):
+        row = {
+            "maintainer": data.draw(st.sampled_from(names)),
+            "package": f"libpkg{r}x",
+            "version": data.draw(st.sampled_from(["1.2-1", "1.2-2", "2.0-1"])),
+            "urgency": data.draw(st.sampled_from(["medium", "low"])),
+        }
+        rows.append(row)
+        parts.append(
+            f" -- {row['maintainer']} maintains {row['package']} ({row['version']}) "
+            f"unstable; urgency={row['urgency']}\n"
+        )
+    text = "".join(parts)
+    starts = [sum(len(p) for p in parts[:r]) for r in range(records + 1)]
+    leaves = [(f"entries[{r}].{name}", rows[r][name]) for r in range(records) for name in order]
+    spans = align(text, leaves)
+    for (path, _), span in zip(leaves, spans, strict=True):
+        r = int(path.split("[")[1].split("]")[0])
+        assert span.start is not None and starts[r] <= span.start < starts[r + 1], (path, span)

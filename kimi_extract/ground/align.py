@@ -6,17 +6,19 @@ returns one ``records.Span`` per leaf, in order. Each leaf goes through the stag
 
 Which occurrence: a value found more than once takes the one nearest its context. Leaves are
 grouped by the object they belong to (``items[2].name`` and ``items[2].price``; the items of a
-list of scalars form one group), groups taken in order. An object's prior place is the middle
-(median) of its leaves found exactly once in the text; an object with no such leaf lies between
-its neighbours (the objects of a list follow the text's order): midway between the previous
-object's position and the next one's, or forward from the previous one (a backward step counts
-``BACKWARD`` times). An object of 2 to ``CLUSTER_LEAVES`` leaves then takes the place its
-fields cluster around (``_center``: the occurrence nearest to one occurrence of every leaf,
-each distance counted up to ``CLUSTER_REACH``, pulled towards the prior place), and each
-repeated leaf its occurrence nearest that place, a verbatim one before a normalized one
-(``NORMALIZED_PENALTY``). A list of scalars goes item after item, each looking forward from the
-one before. An occurrence already given to
-another leaf (the same span) is passed over for a free one when there is one.
+list of scalars form one group), groups taken in order. An object's place is the middle
+(median) of its leaves found exactly once in the text, and each repeated leaf takes its
+occurrence nearest that place, a verbatim one before a normalized one (``NORMALIZED_PENALTY``).
+An object with no such leaf lies between its neighbours (the objects of a list follow the
+text's order): its prior place is midway between the previous object's position and the next
+one's, or forward from the previous one (a backward step counts ``BACKWARD`` times); one of 2 to
+``CLUSTER_LEAVES`` leaves then takes the place its fields cluster around (``_center``: the
+occurrence nearest to one occurrence of every leaf, each distance counted up to
+``CLUSTER_REACH``, pulled towards the prior place). "Nearest" counts line breaks and blank
+lines between an occurrence and its object's other fields as extra distance (``_nearest``): a
+record of a list or a table mostly keeps to its line or paragraph. A list of scalars goes item
+after item, each looking forward from the one before. An occurrence already given to another
+leaf (the same span) is passed over for a free one when there is one.
 
 Bounds (``match``'s module docstring; counted by ``work.Work``): per leaf, a fixed number of
 searches of the text per written form (two passes) and a fixed number of fuzzy comparisons of
@@ -57,8 +59,12 @@ CLUSTER_LEAVES = 12
 CLUSTER_OCCURRENCES = 16
 #: How far (characters) a leaf's distance counts in ``_center``: about an object's extent.
 CLUSTER_REACH = 600
-#: When choosing between occurrences, a normalized one counts this many characters farther.
+#: When choosing between occurrences, a normalized one counts this many characters farther,
+#: and so does each line break (``LINE_PENALTY``) and blank line (``PARAGRAPH_PENALTY``) between
+#: an occurrence and its object's other fields.
 NORMALIZED_PENALTY = 200
+LINE_PENALTY = 20
+PARAGRAPH_PENALTY = 300
 _LAST_STEP = re.compile(r"(\[\d+\]|\.[^.\[\]]+|\[\"(?:[^\"\\]|\\.)*\"\])$")
 
 
@@ -90,19 +96,42 @@ def _center(options: list[list[Found]], prior: int | None) -> int | None:
     return None if best is None else best[1]
 
 
-def _nearest(hits: list[Found], anchor: int | None, used: Taken) -> Found | None:
-    """The free occurrence nearest ``anchor`` among a leaf's listed ones (a normalized one
-    counts ``NORMALIZED_PENALTY`` characters farther than a verbatim one), or None when the
-    list may be incomplete (``CLUSTER_OCCURRENCES``) or has no free one."""
-    if anchor is None or not hits or len(hits) >= CLUSTER_OCCURRENCES:
+def _nearest(
+    text: str,
+    hits: list[Found],
+    anchor: int | None,
+    region: tuple[int, int] | None,
+    used: Taken,
+) -> Found | None:
+    """The free occurrence nearest its object among a leaf's listed ones, or None when the list
+    may be incomplete (``CLUSTER_OCCURRENCES``) or has no free one.
+
+    Nearest: the distance to the object's ``region`` (the span of its leaves found once; else
+    to ``anchor``), plus ``LINE_PENALTY`` per line break and ``PARAGRAPH_PENALTY`` per blank line
+    in between (a record of a list or table mostly keeps to its line or paragraph), plus
+    ``NORMALIZED_PENALTY`` for a normalized occurrence against a verbatim one.
+    """
+    if not hits or len(hits) >= CLUSTER_OCCURRENCES or (anchor is None and region is None):
         return None
     free = [h for h in hits if (h.start, h.end) not in used]
     if not free:
         return None
-    return min(
-        free,
-        key=lambda h: abs(h.start - anchor) + (NORMALIZED_PENALTY if h.kind != "exact" else 0),
-    )
+    low, high = region if region is not None else (anchor or 0, anchor or 0)
+
+    def cost(hit: Found) -> int:
+        if hit.end <= low:
+            a, b = hit.end, low
+        elif hit.start >= high:
+            a, b = high, hit.start
+        else:
+            a = b = 0
+        between = text[a:b] if b - a < 5_000 else ""
+        breaks = between.count("\n")
+        paragraphs = between.count("\n\n")
+        penalty = LINE_PENALTY * breaks + PARAGRAPH_PENALTY * paragraphs
+        return (b - a) + penalty + (NORMALIZED_PENALTY if hit.kind != "exact" else 0)
+
+    return min(free, key=cost)
 
 
 def _span(text: str, leaf: Leaf, found: Found | None) -> Span:
@@ -178,9 +207,18 @@ def align(
                     )
                 elif first[i]:
                     options[i] = first[i]
-            center = _center([o for o in options.values() if len(o) < CLUSTER_OCCURRENCES], anchor)
-            if center is not None:
-                anchor, backward = center, 1
+            if anchors[g] is None:
+                center = _center(
+                    [o for o in options.values() if len(o) < CLUSTER_OCCURRENCES], anchor
+                )
+                if center is not None:
+                    anchor, backward = center, 1
+        alone = [first[i][0] for i in members if len(first[i]) == 1]
+        region = (
+            (min(h.start for h in alone), max(h.end for h in alone))
+            if alone and not listed
+            else None
+        )
         chosen: list[Found] = []
         for i in members:
             work.check()
@@ -192,7 +230,7 @@ def align(
             elif len(hits) == 1 and (hits[0].start, hits[0].end) not in used:
                 hit = hits[0]
             elif hits:
-                hit = _nearest(options.get(i, []), anchor, used)
+                hit = _nearest(text, options.get(i, []), anchor, region, used)
                 if hit is None:
                     picked = matcher.literal(leaf, anchor, backward, used)
                     hit = picked[0] if picked else hits[0]
