@@ -44,7 +44,7 @@ from pydantic import BaseModel
 
 from ..records import Span
 from .calibrate import calibrated
-from .match import DEFAULT_MIN_SCORE, MIN_FUZZY_CHARS, Found, Leaf, Matcher, Taken
+from .match import DEFAULT_MIN_SCORE, MIN_FUZZY_CHARS, Found, LeafValue, Matcher, Taken
 from .source import SourceText
 from .work import Work
 
@@ -134,7 +134,7 @@ def _nearest(
     return min(free, key=cost)
 
 
-def _span(text: str, leaf: Leaf, found: Found | None) -> Span:
+def _span(text: str, leaf: LeafValue, found: Found | None) -> Span:
     if found is None:
         return Span(leaf.path, leaf.value)
     value = text[found.start : found.end] if found.kind == "exact" else leaf.stripped
@@ -159,7 +159,7 @@ def align(
     work = work if work is not None else Work()
     source = SourceText(text, work)
     matcher = Matcher(source, min_score)
-    items = [Leaf.of(path, value) for path, value in leaves]
+    items = [LeafValue.of(path, value) for path, value in leaves]
     # pass 1: each leaf's first occurrences (up to two: is it unique?); a leaf not found
     # literally gets its best fuzzy or near match (one place: an anchor for its object too)
     first: list[list[Found]] = []

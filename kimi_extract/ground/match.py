@@ -81,7 +81,7 @@ _JOINERS = frozenset({"of", "and", "the", "for", "de", "du", "des", "der", "für
 
 
 @dataclass(frozen=True)
-class Leaf:
+class LeafValue:
     """A value to align: its forms (value first), rewrites and the number it stands for."""
 
     path: str
@@ -96,7 +96,7 @@ class Leaf:
     required: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, path: str, value: str) -> Leaf:
+    def of(cls, path: str, value: str) -> LeafValue:
         stripped = value.strip()
         numeric = is_numeric(stripped)
         forms = tuple(surface_forms(stripped)) if stripped else ()
@@ -229,7 +229,7 @@ class Matcher:
 
     def literal(
         self,
-        leaf: Leaf,
+        leaf: LeafValue,
         anchor: int | None,
         backward: int,
         used: Taken,
@@ -341,7 +341,7 @@ class Matcher:
             found.sort(key=lambda span: abs(span[0] - anchor))
         return found[:limit]
 
-    def _spelled(self, leaf: Leaf, anchor: int | None, used: Taken, limit: int) -> list[Found]:
+    def _spelled(self, leaf: LeafValue, anchor: int | None, used: Taken, limit: int) -> list[Found]:
         """Numbers written in words or with a scale in the text; abbreviations."""
         out: list[Found] = []
         if leaf.number is not None:
@@ -383,7 +383,7 @@ class Matcher:
         cut = self._cut_word(leaf, anchor, used)
         return [cut] if cut is not None else []
 
-    def _cut_word(self, leaf: Leaf, anchor: int | None, used: Taken) -> Found | None:
+    def _cut_word(self, leaf: LeafValue, anchor: int | None, used: Taken) -> Found | None:
         """A value whose last word was cut short (``stated ab`` for ``stated above``,
         ``generat`` for ``generated``): found in the folded text, its end inside a word of a
         spaced script, the span widened to that word's end (at most ``SNAP_CHARS``). Values of
@@ -416,7 +416,7 @@ class Matcher:
 
     # -- fuzzy and near ------------------------------------------------------------------------
 
-    def fuzzy(self, leaf: Leaf, anchor: int | None, used: Taken) -> Found | None:
+    def fuzzy(self, leaf: LeafValue, anchor: int | None, used: Taken) -> Found | None:
         """The best fuzzy or near match (module docstring), or None."""
         if leaf.numeric:
             return None
@@ -444,8 +444,7 @@ class Matcher:
             found = fold(text[start:end])
             self.work.cells(len(needle) * max(1, len(found)))
             score = round(
-                100.0
-                * OSA.normalized_similarity(composed, unicodedata.normalize("NFC", found)),
+                100.0 * OSA.normalized_similarity(composed, unicodedata.normalize("NFC", found)),
                 2,
             )
             if score < NEAR_MIN_SCORE:

@@ -19,7 +19,9 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    same first letter and the rest a subsequence (``dept.`` for ``department``; ``Bern`` is not
    ``Berlin``). A replaced
    Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
-   A content token of the value that the text does not have (a Chinese or Japanese character, a
+   (A one-letter slip is read as a typo even when it makes another word: ``than`` / ``that``
+   ground each other; the rule cannot tell them apart.) A content token of the value that the
+   text does not have (a Chinese or Japanese character, a
    number, a word of 4+ letters) changes the meaning too; words of the text the value leaves
    out, and short words it adds (an article), do not count.
 
