@@ -362,9 +362,19 @@ class MemoryStore:
         return self.rows.get(key)
 
     async def commit(
-        self, key: str, *, model: str, output: str, usage: Usage, attempts: int, web_searches: int
+        self,
+        key: str,
+        *,
+        model: str,
+        output: str,
+        usage: Usage,
+        attempts: int,
+        web_searches: int = 0,
+        replace: bool = False,
     ) -> None:
-        self.rows[key] = StoredRow(output, usage, attempts, web_searches)
+        # The store's rule: a key keeps its first row unless the answer replaces a stale one.
+        if replace or key not in self.rows:
+            self.rows[key] = StoredRow(output, usage, attempts, web_searches)
 
 
 def test_a_stored_row_is_served_without_a_request_and_a_fresh_one_is_committed():

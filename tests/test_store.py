@@ -224,7 +224,7 @@ KILL_SCRIPT = textwrap.dedent(
 
 
 def _kill_then_rerun(
-    sim, tmp_path: Path, script: str, n: int, killed_after: int, backend: Backend
+    sim, tmp_path: Path, script: str, n: int, killed_after: int, backend: Backend, concurrency: int
 ) -> int:
     """Run ``script`` over ``n`` rows, kill -9 it once ``killed_after`` answers went out, check
     the store, run it again to the end and check the second run: every row, none failed, the
@@ -236,13 +236,18 @@ def _kill_then_rerun(
     # After ``killed_after`` requests the server holds every further one (until the kill), so
     # the victim cannot finish first however slowly this process gets round to the kill: the
     # kill comes in the order of events, not at a moment of wall time.
+    # It is killed once every one of its ``concurrency`` slots holds a request the server
+    # keeps, so it has nothing more on its way: each request counted after the kill is the
+    # rerun's.
     answer = sim.responder or (lambda request: None)
     arrived = itertools.count()
     held = threading.Event()
     held.set()
+    holding: list[object] = []
 
     def hold_after(request):
         if held.is_set() and next(arrived) >= killed_after:
+            holding.append(request)
             return Reply(delay=600)
         return answer(request)
 
@@ -250,7 +255,9 @@ def _kill_then_rerun(
     victim = subprocess.Popen([*args, str(tmp_path / "first.csv")], cwd=root)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and (
-        len(ok_exchanges(sim)) < killed_after or backend.committed() <= 0
+        len(ok_exchanges(sim)) < killed_after
+        or len(holding) < concurrency
+        or backend.committed() <= 0
     ):
         time.sleep(0.005)
     victim.send_signal(signal.SIGKILL)
@@ -281,7 +288,9 @@ def _rows_asked_twice(sim) -> tuple[int, int]:
 def test_sigkill_then_rerun_loses_nothing_and_repeats_little(sim, tmp_path: Path, backend: Backend):
     n, concurrency = 200, 8
     sim.responder = lambda r: Reply(delay=0.02)
-    _kill_then_rerun(sim, tmp_path, KILL_SCRIPT, n, killed_after=60, backend=backend)
+    _kill_then_rerun(
+        sim, tmp_path, KILL_SCRIPT, n, killed_after=60, backend=backend, concurrency=concurrency
+    )
     distinct, repeated = _rows_asked_twice(sim)
     assert distinct == n
     assert repeated <= concurrency
@@ -542,7 +551,9 @@ def test_sigkill_during_large_groups_repeats_at_most_concurrency_rows(
 ):
     """No delay and concurrency 64: many rows finish per event-loop turn, so groups are large."""
     n, concurrency = 1500, 64
-    _kill_then_rerun(sim, tmp_path, KILL_WIDE, n, killed_after=400, backend=backend)
+    _kill_then_rerun(
+        sim, tmp_path, KILL_WIDE, n, killed_after=400, backend=backend, concurrency=concurrency
+    )
     distinct, repeated = _rows_asked_twice(sim)
     assert distinct == n and repeated <= concurrency
 
