@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .. import tokens
@@ -36,6 +38,7 @@ from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETI
 from . import answers, values
 from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
+from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .protocol import Reply, to_compact_json, to_json, user_text
 from .rules import WEB_SEARCH, normalized_effort
 
@@ -84,15 +87,22 @@ def _schema_fields(schema: Any) -> list[str]:
 
 
 def _content(
-    body: dict[str, Any], rng: random.Random, words: list[str], schema_key: str | None
+    body: dict[str, Any],
+    rng: random.Random,
+    words: list[str],
+    schema_key: str | None,
+    keyed: Callable[[Any], Any] | None = None,
 ) -> tuple[str, bool]:
-    """(content, whether it is JSON) for the request's response_format."""
+    """(content, whether it is JSON) for the request's response_format; ``keyed`` turns a
+    json_schema answer into the one the row's answer key gives (``quality``)."""
     response_format = body.get("response_format") or {}
     kind = response_format.get("type", "text")
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema", {})
         key = schema_key if schema_key is not None else to_compact_json(schema)
         value = values.json_value(rng, schema, words, key)
+        if keyed is not None:
+            value = keyed(value)
         if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
             value = words.fill_quotes(rng, value)
         return to_json(value), True
@@ -157,6 +167,7 @@ def compose(
     perturb: float = 0.0,
     perturb_kinds: tuple[str, ...] = PERTURBATIONS,
     quote_faults: float = 0.0,
+    quality: QualityModel | None = None,
 ) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
 
@@ -166,7 +177,8 @@ def compose(
     schema (``kx_quotes``) quote those spans, a share ``quote_faults`` of them bad.
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
-    scripting the content does not change the reasoning.
+    scripting the content does not change the reasoning. ``quality``: a json_schema answer to
+    a user text holding an answer key comes from the key, with mistakes (``quality``).
     """
     text = user_text(body["messages"])
     words = answers.words_of(text)
@@ -220,7 +232,10 @@ def compose(
             content = value if isinstance(value, str) else to_json(value)
             json_content = not isinstance(value, str)
         else:
-            content, json_content = _content(body, rng, words, schema_key)
+            keyed = None
+            if quality is not None and ANSWER_KEY in text:
+                keyed = partial(answer_from_key, quality, body, text, effort, seed, words=words)
+            content, json_content = _content(body, rng, words, schema_key, keyed)
     finish = "tool_calls" if tool_calls else "stop"
     if reply is not None and reply.finish_reason is not None:
         finish = reply.finish_reason
