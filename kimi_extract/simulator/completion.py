@@ -38,8 +38,8 @@ from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETI
 from . import answers, values
 from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
-from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .protocol import Reply, to_compact_json, to_json, user_text
+from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .rules import WEB_SEARCH, normalized_effort
 
 DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # seed (kimi.py)

@@ -45,6 +45,7 @@ from dataclasses import dataclass, field, fields
 from datetime import date, timedelta
 from typing import Any
 
+from ..exceptions import ConfigurationError
 from .values import constraints_of, json_value
 
 #: The mistakes the quality model makes, in the order of ``ErrorRates``' fields.
@@ -79,7 +80,9 @@ class ErrorRates:
         for kind in fields(self):
             rate = getattr(self, kind.name)
             if isinstance(rate, bool) or not isinstance(rate, int | float) or not 0 <= rate <= 1:
-                raise ValueError(f"ErrorRates.{kind.name} must be a rate in [0, 1], got {rate!r}")
+                raise ConfigurationError(
+                    f"ErrorRates.{kind.name} must be a rate in [0, 1], got {rate!r}"
+                )
 
     @classmethod
     def uniform(cls, rate: float) -> ErrorRates:
@@ -126,10 +129,15 @@ class QualityModel:
 
     def __post_init__(self) -> None:
         for key, rates in self.rates.items():
-            if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) for k in key)):
-                raise ValueError(f"QualityModel rates are keyed by (model, effort), got {key!r}")
+            pair = isinstance(key, tuple) and len(key) == 2
+            if not (pair and all(isinstance(k, str) for k in key)):
+                raise ConfigurationError(
+                    f"QualityModel rates are keyed by (model, effort), got {key!r}"
+                )
             if not isinstance(rates, ErrorRates):
-                raise ValueError(f"QualityModel rates[{key!r}] must be ErrorRates, got {rates!r}")
+                raise ConfigurationError(
+                    f"QualityModel rates[{key!r}] must be ErrorRates, got {rates!r}"
+                )
 
     def rates_for(self, model: str, effort: str) -> ErrorRates:
         """The rates of ``model`` at ``effort``."""
@@ -148,15 +156,18 @@ class QualityModel:
 
 def quality_model(quality: QualityModel | str | None) -> QualityModel | None:
     """``Simulator(quality=...)``: "illustrative", "exact" (keys answered without mistakes), a
-    ``QualityModel``, or None (answer keys ignored). Raises ``ValueError`` otherwise."""
+    ``QualityModel``, or None / "off" (answer keys ignored); else ``ConfigurationError``."""
     if quality is None or isinstance(quality, QualityModel):
         return quality
+    if quality == "off":
+        return None
     if quality == "illustrative":
         return QualityModel.illustrative()
     if quality == "exact":
         return QualityModel()
-    raise ValueError(
-        f"quality must be 'illustrative', 'exact', None or a QualityModel, got {quality!r}"
+    raise ConfigurationError(
+        f"quality must be 'illustrative', 'exact', 'off' (or None) or a QualityModel, got "
+        f"{quality!r}"
     )
 
 
@@ -259,9 +270,11 @@ class _Corrupter:
         if isinstance(value, str):
             found = _DATE.match(value)
             if found is not None:
-                return _shift(value, found.group(1), self.rng) if self.hit(
-                    "changed_date", path
-                ) else value
+                return (
+                    _shift(value, found.group(1), self.rng)
+                    if self.hit("changed_date", path)
+                    else value
+                )
             if value and not nullable and self.hit("null_value", path):
                 return ""
             return _typo(value) if value and self.hit("typo", path) else value
@@ -274,7 +287,9 @@ class _Corrupter:
         if not isinstance(properties, dict):  # a dict[K, V] or a free object: values only
             extra = node.get("additionalProperties")
             sub = extra if isinstance(extra, dict) else {}
-            return {k: self.visit(sub, v, None, f"{path}.{k}" if path else k) for k, v in value.items()}
+            return {
+                k: self.visit(sub, v, None, f"{path}.{k}" if path else k) for k, v in value.items()
+            }
         filler = generated if isinstance(generated, dict) else {}
         out: dict[str, Any] = {}
         for name, sub in properties.items():

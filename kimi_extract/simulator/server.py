@@ -152,10 +152,7 @@ class Simulator:
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
                 raise ConfigurationError(f"{name} must be between 0 and 1, got {rate}")
-        try:
-            quality_rates = quality_model(quality)
-        except ValueError as exc:
-            raise ConfigurationError(str(exc)) from None
+        quality_rates = quality_model(quality)
         self.api_key = api_key
         self.host = host
         self.port = port
