@@ -313,7 +313,9 @@ class _Corrupter:
             kept.append(self.visit(items, item, None, where))
         if len(kept) < most and self.hit("invented_item", f"{path}[]"):
             schema = {**self.resolve(items), "$defs": self.defs}
-            kept.insert(self.rng.randint(0, len(kept)), json_value(self.rng, schema, self.words))
+            key = "quality-item:" + json.dumps(schema, sort_keys=True)  # memoizes its generator
+            invented = json_value(self.rng, schema, self.words, key)
+            kept.insert(self.rng.randint(0, len(kept)), invented)
         return kept
 
     def number(self, node: dict[str, Any], value: int | float, path: str) -> int | float:
