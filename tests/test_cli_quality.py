@@ -319,3 +319,18 @@ def test_simulate_takes_a_quality_setting(monkeypatch: pytest.MonkeyPatch) -> No
     seen.clear()
     assert cli.main(["simulate"]) == 0
     assert "quality" not in seen  # the simulator's default
+
+
+def test_the_readme_candidates_file_reads_as_shown(tmp_path: Path) -> None:
+    from kimi_extract.cli_quality import read_candidates
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    path = tmp_path / "candidates.toml"
+    path.write_text(block)
+    base, candidates = read_candidates(path)
+    assert base == {"instructions": "Copy the order's fields."}
+    assert candidates == {
+        "pro-low": {"model": "kimi-k3.1-pro", "reasoning_effort": "low"},
+        "k3": {"model": "kimi-k3", "reasoning_effort": "max"},
+    }

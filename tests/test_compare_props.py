@@ -151,3 +151,37 @@ def test_paired_test_rejects_at_its_level_and_finds_real_differences(
         rejected += difference.p_value < 0.05
         assert np.isfinite(difference.difference)
     assert least <= rejected / repeats <= most, rejected
+
+
+def test_plot_compare_draws_every_priced_candidate_and_fills_the_front() -> None:
+    pytest.importorskip("matplotlib")
+    from matplotlib.colors import to_hex
+
+    from kimi_extract.exceptions import InputError
+    from kimi_extract.quality.plot import FRONT_COLOR
+
+    result = _comparison(
+        {
+            "low": (0.90, 0.85, 1.0),
+            "dear": (0.89, 0.80, 2.0),
+            "max": (0.98, 0.96, 9.0),
+            "unpriced": (0.99, 0.97, math.nan),
+        }
+    )
+    figure = kx.plot_compare(result)
+    ax = figure.axes[0]
+    drawn = {}
+    for line in ax.get_lines():
+        for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True):
+            if line.get_marker() == "o":
+                drawn[(float(x), float(y))] = to_hex(line.get_markerfacecolor())
+    assert drawn == {
+        (1.0, 0.90): FRONT_COLOR,
+        (9.0, 0.98): FRONT_COLOR,
+        (2.0, 0.89): "#ffffff",  # dominated: hollow
+    }
+    assert "unpriced" in ax.get_title()  # not drawn, and said so
+    labels = {text.get_text() for text in ax.texts}
+    assert labels == {"low", "dear", "max"}
+    with pytest.raises(InputError, match="Comparison"):
+        kx.plot_compare(result.table)  # type: ignore[arg-type]
