@@ -149,11 +149,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         settings["store"] = False
     if args.no_progress:
         settings["progress"] = False
-    with _simulator(args.simulate and not args.estimate_only) as sim:
+    with _simulator(args.simulate) as sim:
         if sim is not None:
             settings.update(base_url=sim.base_url, api_key=sim.api_key)
-        elif args.simulate:
-            settings.update(base_url="simulator")  # estimate only: no server is started
         try:
             result = compare(
                 candidates,

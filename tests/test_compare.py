@@ -268,10 +268,10 @@ def test_only_the_rows_gold_covers_are_sent(sim: Simulator) -> None:
         ),
         (
             lambda d, g, c: kx.compare(
-                {"a": {}}, d, g, model=Invoice, text="text", effrot="low", **c
+                {"a": {}}, d, g, model=Invoice, text="text", concurency=4, **c
             ),
             ConfigurationError,
-            ["'effrot'"],
+            ["'concurency'", "did you mean 'concurrency'"],
         ),
         (
             lambda d, g, c: kx.compare(
@@ -354,3 +354,16 @@ def test_extractors_of_different_models_are_refused(sim: Simulator) -> None:
     with pytest.raises(ConfigurationError, match="'b' extracts Other"):
         kx.compare(candidates, data, gold, model=Invoice, text="text")
     assert sim.history == []
+
+
+def test_candidates_of_one_model_run_back_to_back(sim: Simulator) -> None:
+    data, gold = invoices(6)
+    candidates = {
+        "pro-low": {"reasoning_effort": "low"},
+        "k3": {"model": "kimi-k3", "reasoning_effort": "max"},
+        "pro-high": {"reasoning_effort": "high"},
+    }
+    result = kx.compare(candidates, data, gold, model=Invoice, text="text", **_connection(sim))
+    sent = [(e.body["model"], e.body["reasoning_effort"]) for e in sim.history if e.body]
+    assert sent == [(PRO, "low")] * 6 + [(PRO, "high")] * 6 + [("kimi-k3", "max")] * 6
+    assert list(result.table.index) == list(candidates)  # the table keeps the order given

@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel
 
-from ..config import ExtractorConfig, option_names
-from ..exceptions import ConfigurationError, EvaluationError, KimiExtractError, did_you_mean
+from ..config import ExtractorConfig
+from ..exceptions import ConfigurationError, EvaluationError, KimiExtractError
 from ..extractor import Extractor
 from ..records import Usage
 from ..run.inputs import records_frame
@@ -181,13 +181,6 @@ def _extractors(
             "candidates must be a non-empty dict: name -> Extractor, ExtractorConfig or a dict "
             "of settings"
         )
-    known = option_names()
-    for name in settings:
-        if name not in known:
-            raise ConfigurationError(
-                f"compare() got an unknown setting {name!r}{did_you_mean(name, known)}; the "
-                "settings are the fields of kx.ExtractorConfig"
-            )
     outputs = {c.output for c in candidates.values() if isinstance(c, Extractor)}
     if model is None:
         if len(outputs) != 1:
@@ -205,7 +198,7 @@ def _extractors(
             raise ConfigurationError(f"candidate names must be non-empty strings, got {name!r}")
         try:
             built[name] = _extractor(name, candidate, model, base_config, settings)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError) as exc:  # an unknown setting names the closest one
             if isinstance(exc, ConfigurationError) and str(exc).startswith("candidate "):
                 raise
             raise ConfigurationError(f"candidate {name!r}: {exc}") from None
@@ -221,25 +214,12 @@ def _base_config(
         if isinstance(base, ExtractorConfig):
             return dataclasses.replace(base, **settings)
         if isinstance(base, Mapping):
-            _check_names(dict(base), "base")
             return ExtractorConfig(**{**dict(base), **settings})
-    except (TypeError, ValueError) as exc:
-        if isinstance(exc, ConfigurationError) and str(exc).startswith("base"):
-            raise
-        raise ConfigurationError(f"base / shared settings: {exc}") from None
+    except (TypeError, ValueError) as exc:  # an unknown setting names the closest one
+        raise ConfigurationError(f"compare()'s settings (base= and keywords): {exc}") from None
     raise ConfigurationError(
         f"base must be a kx.ExtractorConfig or a dict of settings, got {type(base).__name__}"
     )
-
-
-def _check_names(options: dict[str, Any], where: str) -> None:
-    known = option_names()
-    for key in options:
-        if key not in known:
-            raise ConfigurationError(
-                f"{where}: unknown setting {key!r}{did_you_mean(key, known)}; the settings are "
-                "the fields of kx.ExtractorConfig"
-            )
 
 
 def _extractor(
@@ -261,7 +241,6 @@ def _extractor(
         return Extractor(model, config=dataclasses.replace(candidate, **settings))
     if isinstance(candidate, Mapping):
         options = dict(candidate)
-        _check_names(options, f"candidate {name!r}")
         both = sorted(set(options) & set(settings))
         if both:
             raise ConfigurationError(
