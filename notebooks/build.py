@@ -969,7 +969,12 @@ def choosing() -> list[Any]:
 
             `kx.review` writes one static HTML page to check an output against its sources: each
             row's document beside the values extracted from it (with `grounding=True`, each value
-            highlighted where it was found). Here, the worst rows of the chosen candidate.
+            highlighted where it was found). Here, the worst rows of the chosen candidate. With
+            `model=Invoice` every card also gets a check block: a reviewer marks each value right
+            or wrong, types the right one (checked against the field's type), marks list items
+            missing or adds them, and downloads the corrections;
+            `kx.read_corrections(path, output, model=Invoice)` turns the file into gold for
+            `kx.evaluate` and `kx.compare`.
             """
         ),
         code(
@@ -979,7 +984,7 @@ def choosing() -> list[Any]:
 
             review_path = Path(tempfile.mkdtemp()) / "review.html"
             kx.review(
-                output.loc[worst.index], review_path, text_column="document",
+                output.loc[worst.index], review_path, text_column="document", model=Invoice,
                 title=f"{choice}: the worst rows",
             )
             print(f"{review_path.name}: {review_path.stat().st_size:,} bytes, no external assets")

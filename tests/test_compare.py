@@ -367,3 +367,10 @@ def test_candidates_of_one_model_run_back_to_back(sim: Simulator) -> None:
     sent = [(e.body["model"], e.body["reasoning_effort"]) for e in sim.history if e.body]
     assert sent == [(PRO, "low")] * 6 + [(PRO, "high")] * 6 + [("kimi-k3", "max")] * 6
     assert list(result.table.index) == list(candidates)  # the table keeps the order given
+
+
+def test_a_list_of_texts_is_matched_to_gold_by_position(sim: Simulator) -> None:
+    data, gold = invoices(10)
+    result = kx.compare({"only": {}}, list(data["text"]), gold, model=Invoice, **_connection(sim))
+    assert result.table.loc["only", "rows"] == 10 and len(sim.history) == 10
+    assert result.table.loc["only", "micro_f1"] > 0.8  # answered from each row's own key

@@ -16,7 +16,8 @@ Pure functions (no I/O). ``compose`` decides what the model does:
   as a schema, system messages before user messages), else shaped like the last JSON object the
   prompt shows as an example, else a small object ``{"answer": ...}``; a short sentence for text.
   With ``answers_mode="extractive"`` the plain strings of JSON answers are spans of the user text
-  (``extractive``).
+  (``extractive``). With a ``quality`` model, a json_schema answer to a user text that holds an
+  answer key comes from the key, with mistakes (``quality``).
 
 Completion tokens = reasoning + content + tool calls (name and arguments), counted with
 ``kimi_extract.tokens``. When they exceed the output budget (``max_completion_tokens`` or legacy
