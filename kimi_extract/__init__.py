@@ -51,6 +51,9 @@ from .schema.compiled import CompiledSchema, compile_schema, response_format
 
 if typing.TYPE_CHECKING:
     from .quality import Evaluation, evaluate
+    from .quality.compare import compare
+    from .quality.comparison import Comparison
+    from .quality.plot import plot_compare
     from .simulator import Simulator
     from .table.corrections import read_corrections
     from .table.plot import plot_usage
@@ -65,6 +68,7 @@ __all__ = [
     "AuthenticationError",
     "BadRequestError",
     "BudgetExceeded",
+    "Comparison",
     "CompiledSchema",
     "ConfigurationError",
     "ContextOverflowError",
@@ -99,8 +103,10 @@ __all__ = [
     "Usage",
     "ValidationFailedError",
     "__version__",
+    "compare",
     "compile_schema",
     "evaluate",
+    "plot_compare",
     "plot_usage",
     "read_corrections",
     "response_format",
@@ -111,11 +117,15 @@ __all__ = [
 #: simulator pulls in its HTTP server stack, which most runs against the real API never need;
 #: ``plot_usage`` is only for notebooks (it imports matplotlib when called); ``review`` writes a
 #: page after a run; ``evaluate`` / ``Evaluation`` score a finished run against gold;
-#: ``read_corrections`` reads what a reviewer saved from the review page.
+#: ``read_corrections`` reads what a reviewer saved from the review page; ``compare`` /
+#: ``Comparison`` / ``plot_compare`` weigh several settings by accuracy and cost.
 _LAZY = {
+    "Comparison": ".quality.comparison",
     "Evaluation": ".quality",
     "Simulator": ".simulator",
+    "compare": ".quality.compare",
     "evaluate": ".quality",
+    "plot_compare": ".quality.plot",
     "plot_usage": ".table.plot",
     "read_corrections": ".table.corrections",
     "review": ".table.review",

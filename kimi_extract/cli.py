@@ -5,6 +5,8 @@
     kimi-extract simulate --port 8000
     kimi-extract review OUT.parquet --html review.html [--text COL] [--id COL] [--documents-root D]
                          [--schema FILE.py:Class]
+    kimi-extract eval PRED GOLD --schema FILE.py:Class [--on COL] [--html report.html]
+    kimi-extract compare CANDIDATES.toml --input IN --gold GOLD --schema FILE.py:Class ...
     kimi-extract --version
 
 Exit codes: 0 every row ok; 1 some rows failed (see ``kx_error``); 2 the run stopped early or
@@ -35,6 +37,7 @@ from .cli_io import (
     read_table,
     save_table,
 )
+from .cli_quality import add_commands, add_simulate_options
 from .config import ExtractorConfig
 from .store_cli import add_store_parser
 
@@ -250,7 +253,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     names: tuple[str, ...] = ("rpm", "tpm", "max_concurrency", "ttft_s", "tokens_per_s")
     names += ("schema_level",)
     names += ("rate_shape", "window_s", "spurious_429_rate", "latency")
-    names += ("answers", "perturb", "quote_faults")
+    names += ("answers", "perturb", "quote_faults", "quality")
     for name in names:
         value = getattr(args, name)
         if value is not None:
@@ -496,6 +499,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim.set_defaults(func=cmd_simulate)
     add_store_parser(sub)
+    add_simulate_options(sim)
+    add_commands(sub)  # eval, compare
     return parser
 
 

@@ -1,6 +1,6 @@
 """Write the example notebooks from the cell sources below, execute them, save them with outputs.
 
-    python notebooks/build.py                 # write and execute all three (about 15 s)
+    python notebooks/build.py                 # write and execute all four (about 40 s)
     python notebooks/build.py 01 --no-execute # write one, without outputs
 
 Edit the notebooks here, not in Jupyter, so they stay reproducible; ``tests/test_notebooks.py``
@@ -702,10 +702,303 @@ def captioning() -> list[Any]:
     ]
 
 
+def choosing() -> list[Any]:
+    return [
+        md(
+            """
+            # Choosing a model and effort: accuracy against cost
+
+            Kimi offers three models and three reasoning efforts at very different prices. Which
+            is good enough for *this* extraction, and what does each right answer cost? Here 300
+            invoices with known right answers (gold) go through 7 candidates: `kimi-k3.1-pro` and
+            `kimi-k3.1-pro-highspeed` at `low`, `high` and `max` effort, and `kimi-k3` (which takes
+            only `max`). `kx.compare` runs every candidate on the same rows, scores each against
+            the gold with bootstrap intervals, prices it, and marks the Pareto front: the
+            candidates that no other beats on both accuracy and cost. A paired test on the same
+            rows says whether a difference is real; the worst rows and a review page show what
+            went wrong.
+            """,
+            real_api_note(
+                """
+                > **About the simulated accuracy.** The simulator cannot read. Each row here
+                > carries its right answer in a last line, `kx-answer-key: {...}`, and the
+                > simulator answers from it with mistakes (wrong numbers, shifted dates, typos,
+                > other enum values, dropped or invented items, values left out) at *illustrative*
+                > rates per model and effort (`kimi_extract.simulator.quality`): made up to show
+                > the method, not a measurement of Kimi. Against the real API the key is left out
+                > (`SIMULATE = False` does it) and the scores are Kimi's own.
+                """
+            ),
+        ),
+        code(SETUP),
+        md(
+            """
+            ## 300 invoices and their right answers
+
+            Synthetic invoices, each written as a short text; `gold` holds what a careful person
+            would extract from each. In a real project the gold comes from people (the review
+            page, below, is one way to make it).
+            """
+        ),
+        code(
+            '''
+            import random
+            from datetime import date, timedelta
+            from typing import Literal
+
+            import pandas as pd
+            from pydantic import BaseModel, Field
+
+            from kimi_extract.simulator.quality import with_answer_key
+
+
+            class Item(BaseModel):
+                description: str = Field(description="The item as printed")
+                quantity: int = Field(ge=1, description="Units ordered")
+                unit_price: float = Field(description="Price per unit, in the invoice's currency")
+
+
+            class Invoice(BaseModel):
+                """One invoice, as printed."""
+
+                vendor: str = Field(description="The company that issued the invoice")
+                currency: Literal["EUR", "USD", "GBP", "CHF"]
+                issued: date = Field(description="Date of issue")
+                due: date | None = Field(description="Payment due date; null when none is stated")
+                paid: bool = Field(description="Whether the invoice says it has been paid")
+                total: float = Field(description="The total amount due")
+                items: list[Item] = Field(description="Every line item, in order")
+
+
+            VENDORS = ["Acme GmbH", "Nordlicht AG", "Zeta Supplies Ltd", "Okawa Trading KK",
+                       "Brix & Sons", "Lumen SA", "Halden Office AS", "Marlow Print Co"]
+            GOODS = ["desk lamp", "office chair", "paper ream A4", "ink cartridge", "stapler",
+                     "monitor arm", "whiteboard", "cable set", "notebook pack", "desk organizer"]
+
+
+            def make_invoice(number: int, rng: random.Random) -> tuple[str, Invoice]:
+                items = [
+                    Item(description=rng.choice(GOODS), quantity=rng.randint(1, 20),
+                         unit_price=round(rng.uniform(1.5, 400), 2))
+                    for _ in range(rng.randint(1, 5))
+                ]
+                issued = date(2024, 1, 1) + timedelta(days=rng.randrange(365))
+                paid = rng.random() < 0.3
+                invoice = Invoice(
+                    vendor=rng.choice(VENDORS),
+                    currency=rng.choice(["EUR", "USD", "GBP", "CHF"]),
+                    issued=issued,
+                    due=None if paid else issued + timedelta(days=rng.choice([14, 30, 60])),
+                    paid=paid,
+                    total=round(sum(i.quantity * i.unit_price for i in items), 2),
+                    items=items,
+                )
+                lines = "\\n".join(
+                    f"  {i.quantity:>3} x {i.description:<16} {i.unit_price:>9.2f}" for i in items
+                )
+                status = "PAID - thank you." if paid else f"Payment due {invoice.due:%d %B %Y}."
+                text = (
+                    f"{invoice.vendor}\\nInvoice INV-{number:05d}, issued {issued:%d %B %Y}\\n"
+                    f"{lines}\\nTotal {invoice.total:,.2f} {invoice.currency}. {status}"
+                )
+                return text, invoice
+
+
+            rng = random.Random(2024)
+            made = [make_invoice(n, rng) for n in range(300)]
+            gold = [invoice for _, invoice in made]
+            data = pd.DataFrame({"document": [text for text, _ in made]})
+            # the simulator answers from an answer key; Kimi reads the document itself
+            keyed = [with_answer_key(text, answer) for text, answer in made]
+            data["text"] = keyed if SIMULATE else data["document"]
+            print(data["text"][0])
+            '''
+        ),
+        md(
+            """
+            ## The candidates, priced before anything is sent
+
+            A candidate is a dict of settings (or an `Extractor`, or a `kx.ExtractorConfig`);
+            settings given to `compare` itself apply to all of them. `estimate_only=True` returns
+            each candidate's `estimate()` and sends nothing: completion grows with effort
+            (reasoning tokens), and each model has its own price.
+            """
+        ),
+        code(
+            '''
+            INSTRUCTIONS = """\\
+            You read supplier invoices for an accounts-payable team. Copy the vendor's name as
+            printed at the top. The currency is the one the total is stated in. Dates are the
+            invoice's own (issue and payment due); due is null when the invoice states no due
+            date, and an invoice marked paid has none. total is the amount due as printed,
+            without currency symbols or thousands separators. List every line item in the order
+            printed, with its quantity and unit price. Never invent items, and never fill a
+            value the invoice does not state."""
+
+            MODELS = [("pro", "kimi-k3.1-pro"), ("highspeed", "kimi-k3.1-pro-highspeed")]
+            candidates = {
+                f"{short}-{effort}": {"model": model, "reasoning_effort": effort}
+                for short, model in MODELS
+                for effort in ["low", "high", "max"]
+            }
+            candidates["k3-max"] = {"model": "kimi-k3", "reasoning_effort": "max"}
+
+            settings = dict(
+                model=Invoice,
+                text="text",
+                instructions=INSTRUCTIONS,
+                concurrency=16,
+                progress=False,
+                **connection,
+            )
+            estimate = kx.compare(candidates, data, gold, estimate_only=True, **settings)
+            estimate[["model", "effort", "requests", "completion_tokens", "cost"]]
+            '''
+        ),
+        md(
+            """
+            ## Run and score
+
+            Every candidate runs on the same 300 rows, those of one model back to back: effort is
+            not part of the prompt, so after the first the others read each row's prompt from
+            Kimi's prefix cache. That makes the comparison cheaper; `cost` is still each
+            candidate's price on its own (what a run of it alone bills), `paid` what this
+            comparison paid. A result store shared by the candidates (`store="compare.sqlite3"`)
+            makes a rerun free: store keys include the model and the effort.
+            """
+        ),
+        code(
+            """
+            result = kx.compare(candidates, data, gold, **settings)
+            print(result.summary())
+            """
+        ),
+        code(
+            """
+            columns = ["micro_f1", "row_exact", "cost", "paid", "cost_per_correct_row",
+                       "reasoning_tokens", "errors", "pareto"]
+            result.table[columns].sort_values("cost").style.format(
+                {"micro_f1": "{:.1%}", "row_exact": "{:.1%}", "cost": "${:.3f}",
+                 "paid": "${:.3f}", "cost_per_correct_row": "${:.4f}",
+                 "reasoning_tokens": "{:,}"}
+            )
+            """
+        ),
+        md(
+            """
+            ## Accuracy against cost
+
+            `kx.plot_compare(result)` (needs `pip install -e '.[plot]'`) draws each candidate's
+            micro F1 with its 95 % bootstrap interval against its cost; the Pareto front is
+            filled and joined. A candidate off the front is beaten by another that is at least
+            as accurate and no dearer.
+            """
+        ),
+        code('kx.plot_compare(result, title="300 invoices, 7 candidates")'),
+        md(
+            """
+            ## Is a difference real?
+
+            Every candidate ran on the *same* rows, so the right test pairs them:
+            `result.better(a, b)` resamples the rows once for both and reports the difference of
+            micro F1 with its interval and a p-value (an interval that excludes 0 is a real
+            difference). The highspeed model is the same model served faster, so at the same
+            effort its difference to `pro` is noise, at twice the price; a point on the front can
+            be there by luck, which is what the paired test is for.
+            """
+        ),
+        code(
+            """
+            pairs = [("pro-high", "pro-low"), ("pro-max", "pro-high"), ("k3-max", "pro-high"),
+                     ("highspeed-low", "pro-low"), ("highspeed-high", "pro-high")]
+            for a, b in pairs:
+                print(f"{a:>13} vs {b:<9} {result.better(a, b)}")
+            """
+        ),
+        md(
+            """
+            ## The cheapest that is good enough
+
+            Say the team needs 97 % micro F1, and wants to be sure of it: the lower end of the
+            interval must clear the bar, not only the point estimate (which a lucky candidate
+            can clear).
+            """
+        ),
+        code(
+            """
+            print("point estimate clears 97 %:", result.cheapest(0.97))
+            choice = result.cheapest(0.97, confident=True)
+            print("interval clears 97 %      :", choice)
+            """
+        ),
+        md(
+            """
+            ## The rows to look at first
+
+            Each candidate's `Evaluation` scores every field path and every row (`fields`,
+            `rows`); `worst(n)` lists the rows with the lowest score. Beside them, what the
+            candidate answered and the gold.
+            """
+        ),
+        code(
+            """
+            chosen = result.evaluations[choice]
+            chosen.fields[["support", "precision", "recall", "f1"]].round(3)
+            """
+        ),
+        code(
+            """
+            worst = chosen.worst(5)
+            output = result.outputs[choice]
+            side_by_side = [
+                {
+                    "row": row,
+                    "field": name,
+                    "answered": output.loc[row, name],
+                    "gold": gold[row].model_dump(mode="json")[name],
+                }
+                for row, wrong in worst["fields"].items()
+                for name in dict.fromkeys(path.split("[")[0] for path in wrong)
+            ]
+            pd.DataFrame(side_by_side)
+            """
+        ),
+        md(
+            """
+            ## A review page
+
+            `kx.review` writes one static HTML page to check an output against its sources: each
+            row's document beside the values extracted from it (with `grounding=True`, each value
+            highlighted where it was found). Here, the worst rows of the chosen candidate. With
+            `model=Invoice` every card also gets a check block: a reviewer marks each value right
+            or wrong, types the right one (checked against the field's type), marks list items
+            missing or adds them, and downloads the corrections;
+            `kx.read_corrections(path, output, model=Invoice)` turns the file into gold for
+            `kx.evaluate` and `kx.compare`.
+            """
+        ),
+        code(
+            """
+            import tempfile
+            from pathlib import Path
+
+            review_path = Path(tempfile.mkdtemp()) / "review.html"
+            kx.review(
+                output.loc[worst.index], review_path, text_column="document", model=Invoice,
+                title=f"{choice}: the worst rows",
+            )
+            print(f"{review_path.name}: {review_path.stat().st_size:,} bytes, no external assets")
+            """
+        ),
+        code(TEARDOWN),
+    ]
+
+
 NOTEBOOKS = {
     "01_dataframe_enrichment.ipynb": enrichment,
     "02_tables_from_documents.ipynb": documents,
     "03_image_captioning.ipynb": captioning,
+    "04_choosing_a_model.ipynb": choosing,
 }
 
 

@@ -112,9 +112,12 @@ LAYERS: dict[str, int] = {
     "quality": 4,
     "quality.assign": 4,
     "quality.bootstrap": 4,
+    "quality.comparison": 4,
     "quality.evaluate": 4,
     "quality.fields": 4,
+    "quality.html": 4,
     "quality.matching": 4,
+    "quality.plot": 4,
     "quality.report": 4,
     "quality.score": 4,
     # 5..8
@@ -126,6 +129,8 @@ LAYERS: dict[str, int] = {
     "dask": 7,
     "cli": 7,
     "cli_io": 7,
+    "cli_quality": 7,
+    "quality.compare": 7,
     "store_cli": 7,
     "shared_simulator": 7,
     "": 8,
@@ -137,7 +142,7 @@ SIMULATOR = "simulator"
 #: What the simulator may import besides itself: layer 0 and Kimi's schema dialect.
 SIMULATOR_MAY_IMPORT = {"schema.dialect"} | {m for m, layer in LAYERS.items() if layer == 0}
 #: Who may import the simulator: the shells that start it.
-MAY_IMPORT_SIMULATOR = {"cli", "shared_simulator", ""}
+MAY_IMPORT_SIMULATOR = {"cli", "cli_quality", "shared_simulator", ""}
 
 
 def _modules() -> dict[str, Path]:

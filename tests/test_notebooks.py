@@ -29,9 +29,14 @@ NAMES = [
     "01_dataframe_enrichment.ipynb",
     "02_tables_from_documents.ipynb",
     "03_image_captioning.ipynb",
+    "04_choosing_a_model.ipynb",
 ]
 #: Notebooks that draw a plot, which must be saved as a PNG output.
-WITH_PLOTS = {"01_dataframe_enrichment.ipynb", "03_image_captioning.ipynb"}
+WITH_PLOTS = {
+    "01_dataframe_enrichment.ipynb",
+    "03_image_captioning.ipynb",
+    "04_choosing_a_model.ipynb",
+}
 
 
 def _load_build() -> ModuleType:

@@ -3,6 +3,9 @@
 ``evaluate(pred, gold, model)`` returns an ``Evaluation`` (``kimi_extract.evaluate``). The
 matchers below override how a field path is compared (``matchers={"path": ...}``);
 ``paired_difference(a, b)`` tells whether one setting is better than another on the same rows.
+``kimi_extract.compare`` runs several settings on the same rows and returns a ``Comparison``
+(``comparison``, with ``pareto_front``; the run itself lives in ``compare``, above the
+extractor); ``plot_compare`` (``plot``) draws it.
 """
 
 from __future__ import annotations

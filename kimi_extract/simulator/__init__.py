@@ -24,7 +24,8 @@ finished in the counters however it ends.
 Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline), ``validation``
 (the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
 ``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
-``completion`` / ``answers`` / ``values`` (what the model answers), ``streaming`` (JSON and SSE
+``completion`` / ``answers`` / ``values`` (what the model answers; ``quality``: answers from a
+row's answer key, with mistakes at per-model, per-effort rates), ``streaming`` (JSON and SSE
 sending), ``protocol`` (Reply, SimRequest, SimExchange, error bodies), ``config`` (Config,
 SimAnswer: the records ``app`` and ``streaming`` share).
 

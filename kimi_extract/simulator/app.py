@@ -386,6 +386,7 @@ class Service:
             perturb=self.config.perturb,
             perturb_kinds=self.config.perturb_kinds,
             quote_faults=self.config.quote_faults,
+            quality=self.config.quality,
         )
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))

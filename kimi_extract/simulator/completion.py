@@ -16,7 +16,8 @@ Pure functions (no I/O). ``compose`` decides what the model does:
   as a schema, system messages before user messages), else shaped like the last JSON object the
   prompt shows as an example, else a small object ``{"answer": ...}``; a short sentence for text.
   With ``answers_mode="extractive"`` the plain strings of JSON answers are spans of the user text
-  (``extractive``).
+  (``extractive``). With a ``quality`` model, a json_schema answer to a user text that holds an
+  answer key comes from the key, with mistakes (``quality``).
 
 Completion tokens = reasoning + content + tool calls (name and arguments), counted with
 ``kimi_extract.tokens``. When they exceed the output budget (``max_completion_tokens`` or legacy
@@ -28,7 +29,9 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from .. import tokens
@@ -37,6 +40,7 @@ from . import answers, values
 from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
 from .protocol import Reply, to_compact_json, to_json, user_text
+from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .rules import WEB_SEARCH, normalized_effort
 
 DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # seed (kimi.py)
@@ -84,15 +88,22 @@ def _schema_fields(schema: Any) -> list[str]:
 
 
 def _content(
-    body: dict[str, Any], rng: random.Random, words: list[str], schema_key: str | None
+    body: dict[str, Any],
+    rng: random.Random,
+    words: list[str],
+    schema_key: str | None,
+    keyed: Callable[[Any], Any] | None = None,
 ) -> tuple[str, bool]:
-    """(content, whether it is JSON) for the request's response_format."""
+    """(content, whether it is JSON) for the request's response_format; ``keyed`` turns a
+    json_schema answer into the one the row's answer key gives (``quality``)."""
     response_format = body.get("response_format") or {}
     kind = response_format.get("type", "text")
     if kind == "json_schema":
         schema = (response_format.get("json_schema") or {}).get("schema", {})
         key = schema_key if schema_key is not None else to_compact_json(schema)
         value = values.json_value(rng, schema, words, key)
+        if keyed is not None:
+            value = keyed(value)
         if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
             value = words.fill_quotes(rng, value)
         return to_json(value), True
@@ -157,6 +168,7 @@ def compose(
     perturb: float = 0.0,
     perturb_kinds: tuple[str, ...] = PERTURBATIONS,
     quote_faults: float = 0.0,
+    quality: QualityModel | None = None,
 ) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
 
@@ -166,7 +178,8 @@ def compose(
     schema (``kx_quotes``) quote those spans, a share ``quote_faults`` of them bad.
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
-    scripting the content does not change the reasoning.
+    scripting the content does not change the reasoning. ``quality``: a json_schema answer to
+    a user text holding an answer key comes from the key, with mistakes (``quality``).
     """
     text = user_text(body["messages"])
     words = answers.words_of(text)
@@ -220,7 +233,10 @@ def compose(
             content = value if isinstance(value, str) else to_json(value)
             json_content = not isinstance(value, str)
         else:
-            content, json_content = _content(body, rng, words, schema_key)
+            keyed = None
+            if quality is not None and ANSWER_KEY in text:
+                keyed = partial(answer_from_key, quality, body, text, effort, seed, words=words)
+            content, json_content = _content(body, rng, words, schema_key, keyed)
     finish = "tool_calls" if tool_calls else "stop"
     if reply is not None and reply.finish_reason is not None:
         finish = reply.finish_reason

@@ -14,6 +14,7 @@ from .cache import Lookup
 from .extractive import PERTURBATIONS
 from .limits import FaultRates
 from .protocol import SimRequest
+from .quality import QualityModel
 
 Responder = Callable[[SimRequest], Any]
 
@@ -49,6 +50,8 @@ class Config:
     perturb_kinds: tuple[str, ...] = PERTURBATIONS
     #: The share of ``kx_quotes`` quotes made bad (fabricated or garbled; ``extractive``).
     quote_faults: float = 0.0
+    #: How answers to rows that carry an answer key go wrong (``quality``); None: keys ignored.
+    quality: QualityModel | None = None
     #: Limiter shapes and latency model (``limits``): see ``Simulator``.
     rate_shape: str = "sliding"
     window_s: float = 60.0

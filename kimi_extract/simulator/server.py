@@ -21,6 +21,7 @@ from .config import Config, Responder
 from .extractive import PERTURBATIONS
 from .limits import FaultRates
 from .protocol import DEFAULT_API_KEY, SimExchange
+from .quality import QualityModel, quality_model
 
 _STREAM_USAGE = ("choices", "separate")
 
@@ -68,6 +69,10 @@ class Simulator:
       strings changed by one of ``perturb_kinds`` ("case", "spacing", "typo", "width"; default
       all); ``quote_faults`` (0..1): the share of the supporting quotes a quoted schema asks
       for (``grounding="quotes"``) that are fabricated or garbled. See ``extractive``.
+    - ``quality``: how a ``json_schema`` answer to a row whose text carries an answer key
+      (``quality.with_answer_key``) goes wrong: "illustrative" (default: made-up error rates per
+      model and effort, ``QualityModel.illustrative()``), "exact" (no mistakes), a
+      ``QualityModel``, or None (answer keys ignored). Rows without a key are unaffected.
     """
 
     def __init__(
@@ -112,6 +117,7 @@ class Simulator:
         perturb: float = 0.0,
         perturb_kinds: Sequence[str] = PERTURBATIONS,
         quote_faults: float = 0.0,
+        quality: QualityModel | str | None = "illustrative",
     ) -> None:
         if answers not in ("generated", "extractive"):
             raise ConfigurationError(
@@ -146,6 +152,7 @@ class Simulator:
         for name, rate in rates.items():
             if not 0.0 <= rate <= 1.0:
                 raise ConfigurationError(f"{name} must be between 0 and 1, got {rate}")
+        quality_rates = quality_model(quality)
         self.api_key = api_key
         self.host = host
         self.port = port
@@ -188,6 +195,7 @@ class Simulator:
             perturb=perturb,
             perturb_kinds=tuple(perturb_kinds),
             quote_faults=quote_faults,
+            quality=quality_rates,
         )
         self._service = Service(config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None
