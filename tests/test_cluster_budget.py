@@ -12,20 +12,9 @@ import pytest
 import kimi_extract.cluster_budget as cb
 from kimi_extract.records import Usage
 from kimi_extract.run.budget import Budget, Reservation
+from kimi_extract.testing import VirtualClock
 
 pytest.importorskip("distributed")
-
-
-class VirtualClock:
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
-        await asyncio.sleep(0)
 
 
 SPEC = {"max_tokens": 1000, "max_cost": None, "lease_s": 10.0}
@@ -60,9 +49,9 @@ async def test_a_dead_workers_reservations_are_counted_at_their_worst_case() -> 
     service = cb.BudgetService(clock)
     alive = await service.reserve("run", SPEC, tokens=300, cost=0.0)
     dead = await service.reserve("run", SPEC, tokens=400, cost=0.0)
-    clock.t += 6
+    clock.advance(6)
     service.update("run", refresh=[alive["handle"]])
-    clock.t += 6  # the dead worker's lease ran out; the live one's was refreshed
+    clock.advance(6)  # the dead worker's lease ran out; the live one's was refreshed
     state = service.update("run")
     assert state == {"spent_tokens": 400, "spent_cost": 0.0, "held_tokens": 300, "held_cost": 0}
     # A settle or charge arriving after the expiry changes nothing: the worst case stays.
@@ -72,7 +61,7 @@ async def test_a_dead_workers_reservations_are_counted_at_their_worst_case() -> 
     waiting = asyncio.ensure_future(service.reserve("run", SPEC, tokens=600, cost=0.0))
     await asyncio.sleep(0)
     assert not waiting.done()
-    clock.t += 20
+    clock.advance(20)
     assert (await waiting)["spent"] is True  # 400 + 300 worst case + 600 > 1000, none held
 
 

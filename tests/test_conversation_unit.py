@@ -18,6 +18,7 @@ import pytest
 from multidict import CIMultiDict
 
 import kimi_extract as kx
+import kimi_extract.testing as testing
 from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.transport import UNREACHABLE_AFTER, RetryPolicy, Secret, Transport
@@ -32,56 +33,13 @@ from kimi_extract.run.conversation import (
     charge_retry,
 )
 from kimi_extract.schema.compiled import compile_schema
+from kimi_extract.testing import ScriptedBackend, VirtualClock
 
 from .conftest import Review
 
 KEY = "sk-unit-0123456789abcdef"
 GOOD = json.dumps({"sentiment": "positive", "aspects": ["lid"]})
 SYSTEM = {"role": "system", "content": "Classify the review."}
-
-
-class VirtualClock:
-    """Every wait returns at once; the clock moves by the wait and the wait is recorded."""
-
-    def __init__(self) -> None:
-        self.time = 1000.0
-        self.sleeps: list[float] = []
-
-    def now(self) -> float:
-        return self.time
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.time += max(0.0, seconds)
-        await asyncio.sleep(0)
-
-
-class ScriptedBackend:
-    """Answers each POST with the next scripted reply (an exception is raised); keeps the bodies."""
-
-    def __init__(self, replies: list[HttpReply | BaseException]) -> None:
-        self.replies = list(replies)
-        self.bodies: list[dict[str, Any]] = []
-        self.overrun = False
-
-    async def open(self) -> None:
-        pass
-
-    async def close(self) -> None:
-        pass
-
-    async def post(self, url: str, payload: bytes) -> HttpReply:
-        self.bodies.append(json.loads(payload))
-        if not self.replies:
-            self.overrun = True
-            raise AssertionError("more requests than scripted replies")
-        reply = self.replies.pop(0)
-        if isinstance(reply, BaseException):
-            raise reply
-        return reply
-
-    def stream(self, url: str, payload: bytes) -> Any:
-        raise AssertionError("these tests do not stream")
 
 
 def answer(
@@ -92,25 +50,19 @@ def answer(
     prompt: int = 100,
     completion: int = 20,
 ) -> HttpReply:
-    message: dict[str, Any] = {"role": "assistant", "content": content, "reasoning_content": "hm"}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    body = {
-        "id": "cmpl-1",
-        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
-        "usage": {
-            "prompt_tokens": prompt,
-            "completion_tokens": completion,
-            "total_tokens": prompt + completion,
-        },
-    }
-    return HttpReply(200, CIMultiDict(), json.dumps(body).encode())
+    return testing.completion(
+        content,
+        finish_reason=finish,
+        reasoning="hm",
+        tool_calls=tool_calls,
+        prompt_tokens=prompt,
+        completion_tokens=completion,
+    )
 
 
 def error(status: int, kind: str, message: str = "no", headers: dict[str, str] | None = None):
-    body = {"error": {"type": kind, "message": message}}
     # Header names are case-insensitive, as every HTTP backend gives them.
-    return HttpReply(status, CIMultiDict(headers or {}), json.dumps(body).encode())
+    return testing.api_error(status, kind, message, headers)
 
 
 def settings(**overrides: Any) -> RowSettings:
@@ -149,8 +101,8 @@ def run_rows(
     limiter: bool = False,
     **overrides: Any,
 ) -> list[Outcome]:
-    backend = ScriptedBackend(replies)
-    clock = VirtualClock()
+    backend = ScriptedBackend(replies, base_url=None)
+    clock = VirtualClock(start=1000.0)
 
     async def main() -> list[Outcome]:
         transport = Transport(
@@ -170,12 +122,13 @@ def run_rows(
             for position in range(rows):
                 row = RowInput(label=position, position=position, content=f"review {position}")
                 result = await runner.process(row)
-                outcomes.append(Outcome(result, runner, runner.fatal, backend.bodies, clock.sleeps))
+                sent = backend.requests
+                outcomes.append(Outcome(result, runner, runner.fatal, sent, clock.sleeps))
         return outcomes
 
     outcomes = asyncio.run(main())
-    assert not backend.replies, "scripted replies left unused"
-    assert not backend.overrun, "more requests than scripted replies"
+    assert not backend.remaining, "scripted replies left unused"
+    assert not backend.extra_requests, "more requests than scripted replies"
     return outcomes
 
 
@@ -524,18 +477,18 @@ class Unreachable(ScriptedBackend):
     """Every POST fails to connect (after ``answers`` good answers)."""
 
     def __init__(self, answers: int = 0) -> None:
-        super().__init__([answer() for _ in range(answers)])
+        super().__init__([answer() for _ in range(answers)], base_url=None)
 
     async def post(self, url: str, payload: bytes) -> HttpReply:
-        if self.replies:
+        if self.remaining:
             return await super().post(url, payload)
-        self.bodies.append(json.loads(payload))
+        self.requests.append(json.loads(payload))
         raise refused()
 
 
 def run_unreachable(backend: Unreachable, rows: int, timeout: float = 30.0) -> tuple[Any, ...]:
     random.seed(20)  # the backoff's jitter: the same waits every run
-    clock = VirtualClock()
+    clock = VirtualClock(start=1000.0)
     start = clock.time
 
     async def main() -> tuple[Any, ...]:
@@ -564,18 +517,18 @@ def test_a_run_that_never_connects_stops_within_the_window_on_the_clock():
     backend = Unreachable()
     results, fatal, transport, elapsed = run_unreachable(backend, rows=1)
     # The row gave up before its 9 attempts: the next retry would have started past the window.
-    assert results[0].error.startswith("APIConnectionError") and len(backend.bodies) < 9
+    assert results[0].error.startswith("APIConnectionError") and len(backend.requests) < 9
     assert elapsed < UNREACHABLE_AFTER + 30.0  # within the window plus one attempt's timeout
     assert isinstance(fatal, kx.APIConnectionError) and fatal is transport.unreachable
     assert str(fatal).startswith(
         "cannot reach http://127.0.0.1:9/v1/chat/completions: connection refused; no attempt of "
     )
-    assert transport.connection_retries == len(backend.bodies) - 1
+    assert transport.connection_retries == len(backend.requests) - 1
 
 
 def test_connection_failures_after_a_success_are_retried_as_before():
     backend = Unreachable(answers=1)
     results, fatal, transport, _ = run_unreachable(backend, rows=2)
     assert results[0].ok and results[1].error.startswith("APIConnectionError")
-    assert len(backend.bodies) == 1 + 9  # every retry of the second row was made
+    assert len(backend.requests) == 1 + 9  # every retry of the second row was made
     assert fatal is None and transport.unreachable is None

@@ -20,6 +20,7 @@ import pytest
 
 import kimi_extract as kx
 from kimi_extract.simulator import Simulator
+from kimi_extract.testing import VirtualClock
 
 from .conftest import Review, chat_requests
 
@@ -27,19 +28,6 @@ distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 cluster = pytest.importorskip("kimi_extract.cluster")
 kxd = pytest.importorskip("kimi_extract.dask")
-
-
-class VirtualClock:
-    """``now()`` and ``sleep()`` on a clock that only moves when told (or slept on)."""
-
-    def __init__(self) -> None:
-        self.t = 0.0
-
-    def now(self) -> float:
-        return self.t
-
-    async def sleep(self, seconds: float) -> None:
-        self.t += seconds
 
 
 def most_in_any_window(times: list[float], window: float) -> int:
@@ -83,13 +71,13 @@ async def test_no_window_at_the_server_exceeds_the_quota(
     late = limits.grant_ttl_s + limits.arrival_slack_s
     rng = random.Random(7)
     arrivals: list[float] = []
-    while clock.t < 120:
+    while clock.time < 120:
         asked = [1] * rng.randint(1, 30)
         reply = await service.grant(name="run", spec=limits.spec(), tokens=asked)
         assert 0 <= reply["granted"] <= len(asked)
         for _ in range(reply["granted"]):
-            arrivals.append(clock.t + rng.choice([0.0, late, rng.uniform(0.0, late)]))
-        clock.t += rng.choice([0.0, 0.01, 0.1]) if reply["granted"] else 0.05
+            arrivals.append(clock.time + rng.choice([0.0, late, rng.uniform(0.0, late)]))
+        clock.advance(rng.choice([0.0, 0.01, 0.1]) if reply["granted"] else 0.05)
     cap = 600 * 6 // 60
     assert most_in_any_window(arrivals, limits.window_s) <= cap
     # ...and the quota is used: what the held log allows over the run, less the pace's share.
@@ -101,9 +89,9 @@ async def test_the_pace_spreads_permits_evenly() -> None:
     service = cluster.RateService(clock)
     limits = quota(rpm=3000)  # 50/s; a window holds 300
     grants: list[float] = []
-    while clock.t < 30:
+    while clock.time < 30:
         reply = await service.grant(name="run", spec=limits.spec(), tokens=[1] * 50)
-        grants += [clock.t] * reply["granted"]
+        grants += [clock.time] * reply["granted"]
     rate = cluster.PACE_SHARE * 300 / limits.hold_s
     assert most_in_any_window(grants, 1.0) <= rate + max(1, rate * cluster.BURST_S) + 1
     assert len(grants) >= rate * 30 - 2

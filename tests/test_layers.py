@@ -127,6 +127,8 @@ LAYERS: dict[str, int] = {
     "cluster": 7,
     "cluster_budget": 7,
     "dask": 7,
+    "explode": 7,  # the deprecated 0.1 path of table.explode
+    "testing": 7,  # fakes for users' tests: scripted HTTP replies, a virtual clock
     "cli": 7,
     "cli_io": 7,
     "cli_quality": 7,
