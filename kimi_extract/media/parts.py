@@ -68,6 +68,8 @@ from .formats import (
     structure_problem,
 )
 
+__all__ = ["media_options"]
+
 Kind = Literal["auto", "image", "video"]
 
 #: 1024 x 1024: at most ~1,370 image tokens (see the module docstring).

@@ -48,6 +48,8 @@ from typing import Any
 from ..exceptions import ConfigurationError
 from .values import constraints_of, json_value
 
+__all__ = ["ErrorRates", "QualityModel", "with_answer_key"]
+
 #: The mistakes the quality model makes, in the order of ``ErrorRates``' fields.
 ERROR_KINDS = (
     "wrong_number",

@@ -39,6 +39,8 @@ from .columns import ACCOUNTING_COLUMNS, ADDITIVE_COLUMNS, GROUNDED, SPANS
 from .columns import ITEM as ITEM_COLUMN
 from .frame import _dtype_for, grounded_share
 
+__all__ = ["explode"]
+
 
 def _unwrap(annotation: Any) -> Any:
     """Strip ``Annotated`` and ``X | None`` from an annotation."""

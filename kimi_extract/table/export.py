@@ -35,6 +35,8 @@ from ..exceptions import ConfigurationError, install_hint
 from ..records import is_missing
 from .columns import INDEX
 
+__all__ = ["write_table"]
+
 SUFFIXES = (".jsonl", ".ndjson", ".parquet", ".csv")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
