@@ -233,7 +233,8 @@ def use_backend(backend: Backend) -> Iterator[Backend]:
     """Within the block, every transport that opens uses ``backend`` instead of an HTTP client.
 
     It covers every run of every ``Extractor`` (sync or async, in any thread) started in the
-    block, process-wide; blocks nest, and the previous client comes back at the end.
+    block, process-wide: it stands in for the function the transport makes its HTTP client
+    with. Blocks nest, and the previous one comes back at the end.
     """
     previous = _transport.make_backend
 
