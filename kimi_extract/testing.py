@@ -35,9 +35,11 @@ from typing import Any, TypeVar, TypeVarTuple, Unpack
 from multidict import CIMultiDict
 from pydantic import BaseModel
 
+from .exceptions import ConfigurationError
 from .http import transport as _transport
 from .http.backends import Backend, HttpReply, StreamReply
 from .http.clock import use_clock
+from .kimi import STATUS_OF_ERROR_TYPE
 
 __all__ = [
     "BASE_URL",
@@ -57,6 +59,9 @@ BASE_URL = "http://kimi.test.localhost/v1"
 #: One scripted reply (see the module docstring).
 Scripted = HttpReply | BaseException | BaseModel | Mapping[str, Any] | str
 T = TypeVar("T")
+#: The error type of the 400s the backend sends for a request it has no reply for (the Kimi
+#: profile's first 400: the plain invalid request).
+_REFUSED = next(kind for kind, status in STATUS_OF_ERROR_TYPE.items() if status == 400)
 _Ts = TypeVarTuple("_Ts")
 
 
@@ -125,7 +130,7 @@ def _as_reply(entry: Scripted) -> HttpReply:
         return entry
     if isinstance(entry, BaseModel | Mapping | str):
         return completion(entry)
-    raise TypeError(
+    raise ConfigurationError(
         f"a scripted reply is a dict, a Pydantic model, a str, an HttpReply or an exception; "
         f"got {type(entry).__name__}"
     )
@@ -177,7 +182,7 @@ class ScriptedBackend:
             self.extra_requests += 1
             return api_error(
                 400,
-                "invalid_request_error",
+                _REFUSED,
                 f"ScriptedBackend answers requests to base_url={self.base_url} (use "
                 f"kimi_extract.testing.BASE_URL: a local URL, so a test keeps no result store); "
                 f"this one went to {url}",
@@ -188,7 +193,7 @@ class ScriptedBackend:
             self.extra_requests += 1
             return api_error(
                 400,
-                "invalid_request_error",
+                _REFUSED,
                 f"ScriptedBackend: no scripted reply left for request {len(self.requests)}",
             )
         return _as_reply(self.remaining.pop(0))
@@ -288,7 +293,7 @@ class VirtualClock:
     def advance(self, seconds: float) -> None:
         """Move the clock forward by ``seconds`` (under ``run``: sleepers now due wake up)."""
         if seconds < 0:
-            raise ValueError(f"a clock only moves forward; got {seconds}")
+            raise ConfigurationError(f"a clock only moves forward; got {seconds}")
         self.time += seconds
 
     def run(self, main: Coroutine[Any, Any, T]) -> T:

@@ -130,9 +130,9 @@ def test_a_raw_reply_and_a_raw_answer_text_go_through_as_scripted():
     assert "not valid JSON" in backend.requests[2]["messages"][-1]["content"]
 
 
-def test_a_script_entry_of_another_type_is_a_type_error_naming_it():
+def test_a_script_entry_of_another_type_is_an_error_naming_it():
     backend = ScriptedBackend([42])  # type: ignore[list-item]
-    with pytest.raises(TypeError, match="got int"):
+    with pytest.raises(kx.ConfigurationError, match="got int"):
         asyncio.run(backend.post(BASE_URL + "/chat/completions", b"{}"))
 
 
@@ -200,7 +200,7 @@ def test_a_sleep_returns_at_once_and_moves_the_clock_by_the_wait():
     assert clock.now() == 17.5 and clock.sleeps == [2.5, -1, 10]
     clock.advance(0.5)
     assert clock.now() == 18.0
-    with pytest.raises(ValueError, match="forward"):
+    with pytest.raises(kx.ConfigurationError, match="forward"):
         clock.advance(-1)
 
 
