@@ -8,7 +8,6 @@ docs; walle's own test files are not copied.
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -355,6 +354,83 @@ CASES: list[tuple[str, Any, str | None, str | None]] = [
     ),
 ]
 
+BRACED = "invalid path: "
+# A property or $defs name with both braces: walle looks the node up again by its path before
+# checking enum / required / $ref / anyOf and reads the name as ``anyOf{index}``; the lookup
+# fails. Every message below is walle's own (its libwalle.so build, both levels alike).
+BRACE_CASES: list[tuple[str, Any, str | None]] = [
+    (
+        "an enum (a Literal with alias 'currency{iso}')",
+        obj(**{"currency{iso}": {"type": "string", "enum": ["USD", "EUR"]}}),
+        at("properties.currency{iso}.enum", BRACED + "properties.currency{iso}"),
+    ),
+    (
+        "an anyOf (an Optional)",
+        obj(**{"a{b}": {"anyOf": [{"type": "string"}, {"type": "null"}]}}),
+        at("properties.a{b}.anyOf", BRACED + "properties.a{b}"),
+    ),
+    (
+        "a required list",
+        obj(**{"a{b}": {**obj(c={"type": "string"}), "required": ["c"]}}),
+        at("properties.a{b}.required", BRACED + "properties.a{b}"),
+    ),
+    (
+        "a $ref",
+        {**obj(**{"a{b}": {"$ref": "#/$defs/D"}}), "$defs": {"D": {"type": "string"}}},
+        at("properties.a{b}.$ref", BRACED + "properties.a{b}"),
+    ),
+    (
+        "an enum several levels below, through an anyOf branch (its index in the lookup path)",
+        obj(
+            x={
+                "anyOf": [
+                    obj(**{"a{b}": obj(c={"type": "integer", "enum": [1]})}),
+                    {"type": "null"},
+                ]
+            }
+        ),
+        at(
+            "properties.x.anyOf.properties.a{b}.properties.c.enum",
+            BRACED + "properties.x.anyOf{0}.properties.a{b}.properties.c",
+        ),
+    ),
+    (
+        "an enum below items",
+        obj(**{"l{1}": {"type": "array", "items": {"type": "string", "enum": ["x"]}}}),
+        at("properties.l{1}.items.enum", BRACED + "properties.l{1}.items"),
+    ),
+    (
+        "a $defs name",
+        {**obj(a={"$ref": "#/$defs/A{x}"}), "$defs": {"A{x}": {"type": "string", "enum": ["x"]}}},
+        at("$defs.A{x}.enum", BRACED + "$defs.A{x}"),
+    ),
+    ("nothing of the four below it", obj(**{"currency{iso}": {"type": "string"}}), None),
+    (
+        "an empty required list (walle returns before the lookup)",
+        obj(**{"a{b}": {**obj(c={"type": "string"}), "required": []}}),
+        None,
+    ),
+    ("a $ref to the root (walle returns before the lookup)", obj(**{"a{b}": {"$ref": "#"}}), None),
+    (
+        "a $defs name with braces, referred to, with nothing of the four inside",
+        {**obj(a={"$ref": "#/$defs/A{x}"}), "$defs": {"A{x}": {"type": "string"}}},
+        None,
+    ),
+    (
+        "only one kind of brace",
+        obj(**{"a{b": {"type": "string", "enum": ["x"]}, "c}": {"anyOf": [{"type": "string"}]}}),
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("what", "schema", "problem"), BRACE_CASES, ids=[c[0] for c in BRACE_CASES]
+)
+def test_braced_names_fail_walles_path_lookup(what: str, schema: Any, problem: str | None) -> None:
+    for level in mfjs.LEVELS:
+        assert mfjs.first_problem(schema, level) == problem, level
+
 
 @pytest.mark.parametrize(("rule", "schema", "strict", "ultra"), CASES, ids=[c[0] for c in CASES])
 def test_walle_rule(rule: str, schema: Any, strict: str | None, ultra: str | None) -> None:
@@ -421,22 +497,54 @@ def test_limit_schema_size() -> None:
     assert mfjs.first_problem(big, "strict") == at("root", "schema exceeds maximum allowed size")
 
 
-@pytest.mark.parametrize("kind", ["properties", "items", "anyOf"])
-def test_deep_schemas_never_raise(kind: str) -> None:
-    # 3,000 levels (the issue's HTTP 500): a problem in walle's form, quickly, no RecursionError
+def chain(kind: str, levels: int) -> dict[str, Any]:
+    """A schema nesting ``levels`` times through ``kind``, built without recursion."""
     node: dict[str, Any] = {"type": "string"}
-    for _ in range(3000):
+    for _ in range(levels):
         if kind == "properties":
             node = {"type": "object", "properties": {"a": node}}
         elif kind == "items":
             node = {"type": "array", "items": node}
+        elif kind == "additionalProperties":
+            node = {"type": "object", "additionalProperties": node}
         else:
-            node = {"anyOf": [node, {"type": "null"}]}
-    started = time.monotonic()
+            node = {"anyOf": [{"type": "null"}, node]}
+    return node
+
+
+@pytest.mark.parametrize(
+    ("kind", "levels"), [("items", 3000), ("anyOf", 3000), ("additionalProperties", 2500)]
+)
+def test_deep_chains_outside_properties_are_valid(kind: str, levels: int) -> None:
+    # walle's depth limit counts properties levels only: its own build accepts these chains
+    # (as deep as fits in 120,000 bytes); the checker agrees, without recursion (the default
+    # recursion limit is 1,000)
     for level in mfjs.LEVELS:
-        problem = mfjs.first_problem(node, level)
-        assert problem is not None and "schema depth exceeds maximum limit of 30" in problem
-    assert time.monotonic() - started < 10
+        assert mfjs.first_problem(chain(kind, levels), level) is None
+
+
+def test_deep_properties_break_the_depth_limit_without_raising() -> None:
+    problem = mfjs.first_problem(chain("properties", 3000), "strict")
+    assert problem is not None and problem.endswith("schema depth exceeds maximum limit of 30")
+
+
+def test_nesting_past_gos_decoder_is_a_parse_error() -> None:
+    # Go's encoding/json reads at most 10,000 open objects/arrays; walle's build: 9,999 items
+    # levels (10,000 objects) pass, 10,000 levels are "exceeded max depth". A bare items chain
+    # is the deepest that fits in the 120,000-byte limit.
+    bare: dict[str, Any] = {"type": "string"}
+    for _ in range(9999):
+        bare = {"items": bare}
+    assert mfjs.first_problem(bare, "strict") is None
+    assert mfjs.first_problem({"items": bare}, "strict") == (
+        "JSON schema parsing error: JSON syntax error: invalid character '{' exceeded max depth"
+    )
+    nested: list[Any] = []
+    for _ in range(9999):
+        nested = [nested]
+    assert mfjs.first_problem({"type": "array", "default": nested}, "strict") == (
+        "JSON schema parsing error: JSON syntax error: invalid character '[' exceeded max depth"
+    )
 
 
 def test_unknown_level_is_refused() -> None:

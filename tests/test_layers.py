@@ -45,6 +45,7 @@ LAYERS: dict[str, int] = {
     "schema.compile": 1,
     "schema.compiled": 1,
     "schema.dialect": 1,
+    "schema.gojson": 1,
     "schema.quotes": 1,
     "schema.source": 1,
     "media": 1,

@@ -18,27 +18,38 @@ values); walle's validator accepts an untyped subschema and applies the limits b
 
 Like walle, the checker stops at the first problem and reports it in walle's (and Kimi's) form:
 ``At path 'properties.a': when using anyOf, type should be defined in anyOf items instead of the
-parent schema``; the root is ``root``, an ``anyOf`` branch is ``anyOf`` (no index). Where walle
+parent schema``; the root is ``root``, an ``anyOf`` branch is ``anyOf`` (walle's paths carry the
+branch index, ``anyOf{0}``, which its messages drop outside "invalid path: ..."). Where walle
 visits map keys in an unspecified order, this checker visits them sorted (keyword checks) or in
 document order (properties), so with several problems it may name another one first.
 
-It never raises (no ``RecursionError`` either): the main walk uses an explicit stack, and a
-schema nested deeper than :data:`MAX_NESTING` JSON levels that walle's depth rule lets through
-(nesting by ``items``/``anyOf`` does not count in walle's depth) is reported with walle's depth
-message.
+The schema is judged as walle's Go code sees it (``gojson``): numbers as ``float64`` (sizes
+count them as Go writes them; an integer beyond ``float64`` is a JSON parse error, as is a
+nesting deeper than Go's decoder reads, :data:`MAX_NESTING`). Like walle, nesting through
+``items``, ``anyOf`` and ``additionalProperties`` does not count toward the depth limit, which
+counts ``properties`` levels only.
+
+Since walle looks a node up again by its path when it checks ``enum``, ``required``, ``$ref``
+and ``anyOf``, and reads a path part with ``{`` and ``}`` as an ``anyOf{index}``, a property or
+``$defs`` name with both braces (``a{b}``) fails that lookup: such a node with one of those four
+keywords is refused with ``invalid path``.
+
+It never raises: every pass is iterative (the recursive rules of walle's reference pass run on
+an explicit stack), so a schema thousands of levels deep is judged, not crashed on.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from decimal import Decimal
-from typing import Any
+import re
+from collections.abc import Generator
+from typing import Any, TypeVar
 
 from ..exceptions import ConfigurationError
 
 # walle's levels, reserved names and size limits are Kimi rules: they live in the Kimi profile.
 from ..kimi import DEFAULT_LIMITS, LEVELS, RESERVED_PROPERTY_NAMES, Level, SchemaLimits
+from .gojson import MAX_NESTING, decode_problem, go_value, schema_size
 
 __all__ = [
     "DEFAULT_LIMITS",
@@ -95,12 +106,15 @@ _TYPE_KEYWORDS: dict[str, frozenset[str]] = {
 }
 _ENUM_PARTNERS = frozenset({"string", "integer", "number", "boolean"})
 
-#: JSON nesting (objects and arrays) past which the checker reports walle's depth message
-#: instead of walking on; walle's own depth rule counts only ``properties`` levels.
-MAX_NESTING = 400
-
-
 Path = tuple[str, ...]
+#: One step of the main walk: (what to do, node, path, properties depth, braced name above).
+_Step = tuple[str, Any, Path, int, bool]
+#: walle's messages print an anyOf branch's path part ``anyOf{i}`` as ``anyOf``.
+_BRANCH_INDEX = re.compile(r"anyOf\{[^}]+\}")
+
+
+class _Unparsable(Exception):
+    """walle cannot decode the schema's JSON text (a message not tied to a path)."""
 
 
 class _Problem(Exception):
@@ -110,7 +124,9 @@ class _Problem(Exception):
         self.message = message
 
     def text(self) -> str:
-        where = ".".join(self.path) if self.path else "root"
+        if not self.path:
+            return f"At path 'root': {self.message}"
+        where = _BRANCH_INDEX.sub("anyOf", ".".join(self.path))
         return f"At path '{where}': {self.message}"
 
 
@@ -128,8 +144,8 @@ def check_schema(
         _Walle(schema, level, limits).run()
     except _Problem as problem:
         return [problem.text()]
-    except RecursionError:  # a last resort; MAX_NESTING normally stops well before
-        return [_Problem((), _depth_message(limits)).text()]
+    except _Unparsable as problem:
+        return [str(problem)]
     return []
 
 
@@ -141,91 +157,6 @@ def first_problem(
     return problems[0] if problems else None
 
 
-def schema_size(schema: Any) -> int:
-    """The schema's size as walle measures it: bytes of Go's compact ``json.Marshal`` output.
-
-    Computed without recursion. Go escapes ``<``, ``>``, ``&``, U+2028 and U+2029 as ``\\uXXXX``
-    and writes whole floats without ``.0``.
-    """
-    total = 0
-    stack: list[Any] = [schema]
-    while stack:
-        value = stack.pop()
-        if isinstance(value, dict):
-            total += 2 + max(len(value) - 1, 0) + len(value)  # braces, commas, colons
-            for key, item in value.items():
-                total += _string_size(str(key))
-                stack.append(item)
-        elif isinstance(value, list | tuple):
-            total += 2 + max(len(value) - 1, 0)
-            stack.extend(value)
-        elif isinstance(value, str):
-            total += _string_size(value)
-        elif value is None or isinstance(value, bool):
-            total += 4 if value is None or value is True else 5
-        elif isinstance(value, int):
-            total += len(str(value))
-        elif isinstance(value, float):
-            total += len(_go_json_float(value))
-        else:
-            total += len(json.dumps(str(value)))
-    return total
-
-
-def _string_size(text: str) -> int:
-    encoded = json.dumps(text, ensure_ascii=False)
-    extra = 5 * sum(text.count(c) for c in "<>&") + 3 * (
-        text.count("\u2028") + text.count("\u2029")
-    )
-    return len(encoded.encode("utf-8", "surrogatepass")) + extra
-
-
-def _go_json_float(value: float) -> str:
-    if not math.isfinite(value):
-        return "null"
-    if value.is_integer() and abs(value) < 1e21:
-        return str(int(value))
-    return repr(value)
-
-
-def _go_value(value: Any) -> str:
-    """A JSON value as Go's ``%v`` prints what ``encoding/json`` decoded."""
-    if value is None:
-        return "<nil>"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return _go_float(float(value))
-    if isinstance(value, list):
-        return "[" + " ".join(_go_value(item) for item in value) + "]"
-    if isinstance(value, dict):
-        items = sorted(value.items())
-        return "map[" + " ".join(f"{k}:{_go_value(v)}" for k, v in items) + "]"
-    return str(value)
-
-
-def _go_float(value: float) -> str:
-    """Go's ``%v`` of a float64: shortest digits, exponent form below 1e-4 or from 1e6."""
-    if not math.isfinite(value):
-        return "+Inf" if value > 0 else ("-Inf" if value < 0 else "NaN")
-    if value == 0:
-        return "-0" if math.copysign(1, value) < 0 else "0"
-    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
-    assert isinstance(exponent, int)
-    text = "".join(map(str, digits))
-    point = len(text) + exponent  # position of the decimal point
-    power = point - 1
-    prefix = "-" if sign else ""
-    if power < -4 or power >= 6:
-        mantissa = text[0] + (f".{text[1:]}" if len(text) > 1 else "")
-        return f"{prefix}{mantissa}e{'-' if power < 0 else '+'}{abs(power):02d}"
-    if point <= 0:
-        return f"{prefix}0.{'0' * -point}{text}"
-    if point >= len(text):
-        return f"{prefix}{text}{'0' * (point - len(text))}"
-    return f"{prefix}{text[:point]}.{text[point:]}"
-
-
 def _depth_message(limits: SchemaLimits) -> str:
     return f"schema depth exceeds maximum limit of {limits.max_depth}"
 
@@ -234,24 +165,23 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _scan(schema: Any, bound: int) -> tuple[int, bool]:
-    """(JSON nesting depth counted up to ``bound``, whether a number is NaN or infinite).
+def _braced(name: str) -> bool:
+    """walle reads a path part with both braces as ``anyOf{index}``."""
+    return "{" in name and "}" in name
 
-    Without recursion. walle reads JSON with Go, which refuses NaN and numbers out of range.
-    """
-    deepest, non_finite = 0, False
-    stack: list[tuple[Any, int]] = [(schema, 1)]
+
+def _non_finite(schema: Any) -> bool:
+    """Whether a number of the schema is NaN or infinite (iterative)."""
+    stack: list[Any] = [schema]
     while stack:
-        value, depth = stack.pop()
+        value = stack.pop()
         if isinstance(value, float) and not math.isfinite(value):
-            non_finite = True
-        elif isinstance(value, dict | list):
-            deepest = max(deepest, depth)
-            if deepest > bound:
-                return deepest, non_finite
-            items = value.values() if isinstance(value, dict) else value
-            stack.extend((item, depth + 1) for item in items)
-    return deepest, non_finite
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list):
+            stack.extend(value)
+    return False
 
 
 class _Walle:
@@ -264,7 +194,8 @@ class _Walle:
         self.refs: dict[str, None] = {}
         self.total_properties = 0
         self.max_depth = 0
-        self.def_depths: dict[str, int] = {}
+        self.def_depths: _DefDepths | None = None
+        self.braced = False  # the node being checked lies under a braced name
 
     def fail(self, path: Path, message: str) -> _Problem:
         return _Problem(path, message)
@@ -277,36 +208,51 @@ class _Walle:
             raise self.fail((), "schema must be a dict")
         if not root:
             return  # {} is ANY
+        unparsable = decode_problem(root)
+        if unparsable is not None:
+            raise _Unparsable(unparsable)
+        if _non_finite(root):
+            raise self.fail((), "invalid number: NaN or Infinity not allowed")
         if schema_size(root) > self.limits.max_size:
             raise self.fail((), "schema exceeds maximum allowed size")
-        nesting, non_finite = _scan(root, MAX_NESTING)
-        if non_finite:
-            raise self.fail((), "invalid number: NaN or Infinity not allowed")
-        too_deep = nesting > MAX_NESTING
-        if not too_deep:
-            self.def_depths = _DefDepths(self).compute()
+        self.def_depths = _DefDepths(self).compute()
         self.walk()
-        if self.max_depth > self.limits.max_depth or too_deep:
+        if self.max_depth > self.limits.max_depth:
             raise self.fail((), _depth_message(self.limits))
         self.check_refs()
 
     # -- pass 1: every node, keyword by keyword (walle's TraverseSchema) ----------------------
 
     def walk(self) -> None:
-        stack: list[tuple[str, Any, Path, int]] = [("visit", self.root, (), 0)]
+        """Every node, depth first, with an explicit stack of (step, node, path, depth, braced).
+
+        ``braced``: a property or ``$defs`` name on the node's path has both ``{`` and ``}``,
+        so walle's lookup of the node by its path fails (see ``unreachable``).
+        """
+        stack: list[_Step] = [("visit", self.root, (), 0, False)]
         while stack:
-            step, node, path, depth = stack.pop()
+            step, node, path, depth, braced = stack.pop()
             if step == "def":
                 if not isinstance(node, dict):
                     raise self.fail(path[:-1], "$defs schema must be object")
                 step = "visit"
             if step == "visit":
-                stack.append(("body", node, path, depth))
-                self.enter(node, path, depth, stack)
+                stack.append(("body", node, path, depth, braced))
+                self.enter(node, path, depth, braced, stack)
             else:
-                self.body(node, path, depth, stack)
+                self.braced = braced
+                self.body(node, path, depth, braced, stack)
 
-    def enter(self, node: dict[str, Any], path: Path, depth: int, stack: list[Any]) -> None:
+    def unreachable(self, path: Path, keyword: str) -> None:
+        """walle re-reads the node at ``path`` before checking ``keyword`` (enum, required,
+        $ref, anyOf), splitting a path part with braces as ``anyOf{index}``: under a braced
+        name the lookup fails, "invalid path"."""
+        if path and self.braced:
+            raise self.fail((*path, keyword), f"invalid path: {'.'.join(path)}")
+
+    def enter(
+        self, node: dict[str, Any], path: Path, depth: int, braced: bool, stack: list[_Step]
+    ) -> None:
         if depth > self.limits.max_depth:
             raise self.fail(path, _depth_message(self.limits))
         if self.ultra:
@@ -316,9 +262,12 @@ class _Walle:
         defs = node.get("$defs")
         if isinstance(defs, dict):
             for name in sorted(defs, reverse=True):
-                stack.append(("def", defs[name], (*path, "$defs", name), depth))
+                inner = braced or _braced(name)
+                stack.append(("def", defs[name], (*path, "$defs", name), depth, inner))
 
-    def body(self, node: dict[str, Any], path: Path, depth: int, stack: list[Any]) -> None:
+    def body(
+        self, node: dict[str, Any], path: Path, depth: int, braced: bool, stack: list[_Step]
+    ) -> None:
         if "type" in node:
             if "anyOf" in node:
                 raise self.fail(
@@ -348,8 +297,9 @@ class _Walle:
         self.max_depth = max(self.max_depth, depth)
         ref = node.get("$ref")
         if isinstance(ref, str):
-            self.max_depth = max(self.max_depth, depth + self.def_depths.get(ref, 0))
-        children: list[tuple[str, Any, Path, int]] = []
+            assert self.def_depths is not None
+            self.max_depth = max(self.max_depth, depth + self.def_depths.depth_of(ref))
+        children: list[_Step] = []
         props = node.get("properties")
         if isinstance(props, dict):
             self.total_properties += len(props)
@@ -361,16 +311,19 @@ class _Walle:
                 )
             for name, sub in props.items():
                 if isinstance(sub, dict):
-                    children.append(("visit", sub, (*path, "properties", name), depth + 1))
+                    inner = braced or _braced(name)
+                    at = (*path, "properties", name)
+                    children.append(("visit", sub, at, depth + 1, inner))
         if isinstance(node.get("items"), dict):
-            children.append(("visit", node["items"], (*path, "items"), depth))
+            children.append(("visit", node["items"], (*path, "items"), depth, braced))
         if isinstance(node.get("additionalProperties"), dict):
             extra = node["additionalProperties"]
-            children.append(("visit", extra, (*path, "additionalProperties"), depth))
+            children.append(("visit", extra, (*path, "additionalProperties"), depth, braced))
         if isinstance(node.get("anyOf"), list):
-            for branch in node["anyOf"]:
+            for index, branch in enumerate(node["anyOf"]):
                 if isinstance(branch, dict):
-                    children.append(("visit", branch, (*path, "anyOf"), depth))
+                    at = (*path, f"anyOf{{{index}}}")
+                    children.append(("visit", branch, at, depth, braced))
         stack.extend(reversed(children))
 
     def type_and_keywords(self, node: dict[str, Any], path: Path) -> None:
@@ -431,15 +384,16 @@ class _Walle:
                 continue
             if not _is_number(value):
                 raise self.fail(path, f"{keyword} must be an integer")
-            if value < 0:
+            if float(value) < 0:
                 raise self.fail(path, f"{keyword} must be non-negative")
             if not float(value).is_integer():
                 raise self.fail(path, "not a valid integer")
-        if node.get(low) is not None and node.get(high) is not None and node[low] > node[high]:
+        least, most = node.get(low), node.get(high)
+        if least is not None and most is not None and float(least) > float(most):
             raise self.fail(
                 (*path, low),
-                f"{low} ({_go_value(node[low])}) cannot be greater than {high} "
-                f"({_go_value(node[high])})",
+                f"{low} ({go_value(node[low])}) cannot be greater than {high} "
+                f"({go_value(node[high])})",
             )
 
     def number_range(self, node: dict[str, Any], path: Path, integer: bool) -> None:
@@ -453,10 +407,10 @@ class _Walle:
             if integer and not float(value).is_integer():
                 raise self.fail(path, "not a valid integer")
         low, high = node.get("minimum"), node.get("maximum")
-        if low is not None and high is not None and low > high:
+        if low is not None and high is not None and float(low) > float(high):
             raise self.fail(
                 path,
-                f"minimum ({_go_value(low)}) cannot be greater than maximum ({_go_value(high)})",
+                f"minimum ({go_value(low)}) cannot be greater than maximum ({go_value(high)})",
             )
 
     def any_of_conflicts(self, node: dict[str, Any], path: Path) -> None:
@@ -520,6 +474,7 @@ class _Walle:
                 if name in seen:
                     raise self.fail(where, f"duplicate items in required array: {name}")
                 seen.add(name)
+        self.unreachable(path, "required")
         props = node.get("properties")
         if self.ultra:
             kind = node.get("type")
@@ -542,6 +497,7 @@ class _Walle:
             raise self.fail(
                 where, f"enum array cannot have more than {self.limits.max_enum_items} items"
             )
+        self.unreachable(path, "enum")
         if "type" not in node:
             raise self.fail(path, "type is not defined")
         kind = node["type"]
@@ -567,13 +523,12 @@ class _Walle:
             if not any(self.type_match(item, kind, where) for kind in types):
                 raise self.fail(
                     where,
-                    f"enum value ({_go_value(item)}) does not match any type in "
-                    f"[{' '.join(types)}]",
+                    f"enum value ({go_value(item)}) does not match any type in [{' '.join(types)}]",
                 )
         counted = {"string", "number", "integer"}
         if counted & set(types) and len(value) > self.limits.enum_string_check_threshold:
             total = sum(
-                len(item.encode()) if isinstance(item, str) else len(_go_value(item))
+                len(item.encode()) if isinstance(item, str) else len(go_value(item))
                 for item in value
                 if isinstance(item, str) or _is_number(item)
             )
@@ -623,6 +578,7 @@ class _Walle:
             raise self.fail(where, "definition name cannot be empty")
         if "$defs" not in self.root:
             raise self.fail(where, f"$defs not found for reference: {value}")
+        self.unreachable(path, "$ref")
         if self.ultra:
             for key in sorted(node):
                 if key != "$ref" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
@@ -643,6 +599,7 @@ class _Walle:
             raise self.fail(where, f"anyOf must have 1-{self.limits.max_any_of_items} items")
         if not all(isinstance(branch, dict) for branch in value):
             raise self.fail(where, "schema in anyOf must be an object")
+        self.unreachable(path, "anyOf")
         if self.ultra:
             for key in sorted(node):
                 if key != "anyOf" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
@@ -714,27 +671,36 @@ class _Walle:
             needs_end = not self.terminates(self.root, set(), ())
         except _Problem:
             needs_end = True
-        self.check_ref_sites(self.root, needs_end, ())
+        self.check_ref_sites(needs_end)
 
-    def check_ref_sites(self, node: dict[str, Any], needs_end: bool, path: Path) -> None:
-        if "$ref" in node:
-            expanded = self.expand(node, path)
-            self.ref_context(node, expanded, path)
-            if needs_end and not self.terminates(expanded, set(), path):
-                raise self.fail(path, "detected infinite recursion without termination condition")
-        for key, value in node.items():
-            if key == "$defs":
-                continue
-            if isinstance(value, dict):
-                if key == "properties" and node.get("required") == []:
-                    needs_end = False
-                elif key == "additionalProperties":
-                    needs_end = False
-                self.check_ref_sites(value, needs_end, (*path, key))
-            elif isinstance(value, list) and key == "anyOf":
-                for branch in value:
-                    if isinstance(branch, dict):
-                        self.check_ref_sites(branch, needs_end, (*path, "anyOf"))
+    def check_ref_sites(self, needs_end: bool) -> None:
+        """Every ``$ref`` site, in document order (pre-order, on an explicit stack): its target
+        in context, and, while no ancestor ends the recursion, that the target can end."""
+        stack: list[tuple[dict[str, Any], bool, Path]] = [(self.root, needs_end, ())]
+        while stack:
+            node, needs_end, path = stack.pop()
+            if "$ref" in node:
+                expanded = self.expand(node, path)
+                self.ref_context(node, expanded, path)
+                if needs_end and not self.terminates(expanded, set(), path):
+                    raise self.fail(
+                        path, "detected infinite recursion without termination condition"
+                    )
+            children: list[tuple[dict[str, Any], bool, Path]] = []
+            for key, value in node.items():
+                if key == "$defs":
+                    continue
+                if isinstance(value, dict):
+                    if key == "properties" and node.get("required") == []:
+                        needs_end = False
+                    elif key == "additionalProperties":
+                        needs_end = False
+                    children.append((value, needs_end, (*path, key)))
+                elif isinstance(value, list) and key == "anyOf":
+                    for index, branch in enumerate(value):
+                        if isinstance(branch, dict):
+                            children.append((branch, needs_end, (*path, f"anyOf{{{index}}}")))
+            stack.extend(reversed(children))
 
     def expand(self, node: dict[str, Any], path: Path) -> dict[str, Any]:
         """The ``$ref``'s target; a chain of bare ``$ref`` defs is followed to its end."""
@@ -814,6 +780,15 @@ class _Walle:
 
     def terminates(self, node: dict[str, Any], seen: set[str], path: Path) -> bool:
         """Whether a value of ``node`` can be finite (walle's termination rule for refs)."""
+        return _run(self._terminates(node, seen, path))
+
+    def _terminates(self, node: dict[str, Any], seen: set[str], path: Path) -> _Recursion[bool]:
+        """``terminates`` as a generator: each ``yield`` is a nested call (see ``_run``).
+
+        ``path`` stays the ``$ref`` site's (nested calls do not extend it, so a chain thousands
+        of levels deep holds no path per level); the messages below cannot be reached once the
+        first pass has checked every property, branch and reference.
+        """
         kind = node.get("type")
         checked = ""
         if isinstance(kind, str):
@@ -829,7 +804,7 @@ class _Walle:
             items = node.get("items")
             if not items:
                 return True
-            if isinstance(items, dict) and self.terminates(items, seen, (*path, "items")):
+            if isinstance(items, dict) and (yield self._terminates(items, seen, path)):
                 return True
         if checked == "object":
             required = node.get("required")
@@ -844,18 +819,18 @@ class _Walle:
             for name, sub in props.items():
                 if not isinstance(sub, dict):
                     raise self.fail((*path, name), "property schema must be an object")
-                if name in wanted and self.terminates(sub, seen, (*path, "properties", name)):
+                if name in wanted and (yield self._terminates(sub, seen, path)):
                     return True
         branches = node.get("anyOf")
         if isinstance(branches, list):
             if not branches:
                 return True
             reached: set[str] = set()
-            for index, branch in enumerate(branches):
+            for branch in branches:
                 if not isinstance(branch, dict):
                     raise self.fail((*path, "anyOf"), "schema in anyOf must be an object")
                 mine = set(seen)
-                if self.terminates(branch, mine, (*path, "anyOf", str(index))):
+                if (yield self._terminates(branch, mine, path)):
                     seen |= mine
                     return True
                 reached |= mine
@@ -869,36 +844,58 @@ class _Walle:
                 target = self.resolve(ref, path)
             except _Problem:
                 raise self.fail(path, f"invalid $ref path: {ref}") from None
-            return self.terminates(target, seen, (*path, "$ref"))
+            return (yield self._terminates(target, seen, path))
         return not node
 
 
 class _DefDepths:
     """walle's precomputed depth (nested ``properties`` levels) of each ``$defs`` entry.
 
-    Keys are JSON-pointer-like (``#/$defs/A``, ``#/$defs/A/properties/b``), looked up by a
-    ``$ref`` site. Results that did not depend on the refs already on the path are memoized, so
-    a schema of many shared definitions stays linear.
+    walle keys them by JSON-pointer-like text (``#/$defs/A``, ``#/$defs/A/properties/b``) that a
+    ``$ref`` site looks up. Here a pointer is interned part by part as a number, so a chain
+    thousands of levels deep costs no text per level. Results that did not depend on the refs
+    already on the path are memoized, so a schema of many shared definitions stays linear.
     """
 
     def __init__(self, walle: _Walle) -> None:
         self.walle = walle
-        self.table: dict[str, int] = {}
-        self.memo: dict[str, int] = {}
+        self.ids: dict[tuple[int, str], int] = {}
+        self.table: dict[int, int] = {}
+        self.memo: dict[int, int] = {}
 
-    def compute(self) -> dict[str, int]:
+    def compute(self) -> _DefDepths:
         defs = self.walle.root.get("$defs")
         if isinstance(defs, dict):
             for name, sub in defs.items():
                 if isinstance(sub, dict):
-                    self.depth(sub, f"#/$defs/{name}", set())
-        return self.table
+                    _run(self.measure(sub, self.pointer(f"#/$defs/{name}"), set()))
+        return self
 
-    def depth(self, node: dict[str, Any], where: str, seen: set[str]) -> int:
-        return self.measure(node, where, seen)[0]
+    def depth_of(self, ref: str) -> int:
+        """The depth walle looks up for a ``$ref`` site (0 when it computed none)."""
+        key = 0
+        for part in ref.split("/"):
+            found = self.ids.get((key, part))
+            if found is None:
+                return 0
+            key = found
+        return self.table.get(key, 0)
 
-    def measure(self, node: dict[str, Any], where: str, seen: set[str]) -> tuple[int, bool]:
-        """(depth, whether a ref was cut short because it was already on the path)."""
+    def pointer(self, text: str, parent: int = 0) -> int:
+        """The number of ``text`` (parts separated by ``/``) appended to ``parent``."""
+        key = parent
+        for part in text.split("/"):
+            found = self.ids.get((key, part))
+            if found is None:
+                found = self.ids[(key, part)] = len(self.ids) + 1
+            key = found
+        return key
+
+    def measure(
+        self, node: dict[str, Any], where: int, seen: set[str]
+    ) -> _Recursion[tuple[int, bool]]:
+        """(depth, whether a ref was cut short because it was already on the path), as a
+        generator for ``_run``."""
         if not node:
             return 0, False
         if where in self.memo:
@@ -917,30 +914,59 @@ class _DefDepths:
                 except _Problem:
                     target = None
                 if target is not None:
-                    best, sub_cut = self.measure(target, ref, seen)
+                    best, sub_cut = yield self.measure(target, self.pointer(ref), seen)
                     cut |= sub_cut
         props = node.get("properties")
         if isinstance(props, dict):
             level = 1
             for name, sub in props.items():
                 if isinstance(sub, dict):
-                    inner, sub_cut = self.measure(sub, f"{where}/properties/{name}", set(seen))
+                    at = self.pointer(f"properties/{name}", where)
+                    inner, sub_cut = yield self.measure(sub, at, set(seen))
                     level, cut = max(level, 1 + inner), cut | sub_cut
             best = max(best, level)
         branches = node.get("anyOf")
         if isinstance(branches, list):
             for index, branch in enumerate(branches):
                 if isinstance(branch, dict):
-                    inner, sub_cut = self.measure(branch, f"{where}/anyOf/{index}", set(seen))
+                    at = self.pointer(f"anyOf/{index}", where)
+                    inner, sub_cut = yield self.measure(branch, at, set(seen))
                     best, cut = max(best, inner), cut | sub_cut
         extra = node.get("additionalProperties")
         if isinstance(extra, dict):
-            inner, sub_cut = self.measure(extra, f"{where}/additionalProperties", set(seen))
+            at = self.pointer("additionalProperties", where)
+            inner, sub_cut = yield self.measure(extra, at, set(seen))
             best, cut = max(best, inner), cut | sub_cut
         self.table[where] = best
         if not cut:
             self.memo[where] = best
         return best, cut
+
+
+_T = TypeVar("_T")
+#: A recursive function written as a generator: it yields the generator of each nested call
+#: and receives that call's result (``_run`` drives it).
+_Recursion = Generator["_Recursion[Any]", Any, _T]
+
+
+def _run(call: _Recursion[_T]) -> _T:
+    """Run a generator-coded recursion on an explicit stack (no Python recursion).
+
+    An exception raised by any level propagates out, as it would through real recursion.
+    """
+    stack: list[_Recursion[Any]] = [call]
+    result: Any = None
+    while True:
+        try:
+            nested = stack[-1].send(result)
+        except StopIteration as stop:
+            stack.pop()
+            if not stack:
+                return stop.value
+            result = stop.value
+            continue
+        stack.append(nested)
+        result = None
 
 
 _KEYWORD_CHECKS = {
