@@ -2,7 +2,8 @@
 
 ``_Compiler`` walks the schema ``source._Generator`` produced and builds, node by node, the
 compiled schema and the tree of codecs (``codec``) that maps answers back. Every object is
-closed and lists every property in ``required`` (a field with a default becomes nullable); the
+closed and lists every property in ``required`` (a field with a default becomes nullable; a name
+walle refuses, reserved or with braces, travels renamed and the codec renames it back); the
 constraints walle's ``ultra`` level accepts stay keywords, the rest move into the description;
 ``dict[str, X]`` becomes ``additionalProperties: X``; a fixed homogeneous tuple an array with
 ``minItems = maxItems``, a heterogeneous one an object keyed by position; ``Any`` an ``anyOf`` of
@@ -354,12 +355,8 @@ class _Compiler:
             if name not in required and not self.accepts_null(node):
                 node = _nullable(node)
                 drop_null.add(name)
-            sent = name
-            if name in RESERVED_PROPERTY_NAMES or not name:
-                # walle refuses these names; the property travels as name_ and is renamed back
-                sent = f"{name}_"
-                while sent in props_src or sent in props:
-                    sent += "_"
+            sent = _sent_name(name, props_src.keys() | props.keys())
+            if sent != name:
                 renames[sent] = name
                 drop_null = {sent if n == name else n for n in drop_null}
             props[sent], fields[sent] = node, codec
@@ -414,8 +411,15 @@ class _Compiler:
     def closed_map(
         self, src: dict[str, Any], keys: list[str], value: dict[str, Any], codec: _Codec
     ) -> tuple[dict[str, Any], _Codec]:
-        """A dict with enum keys: an object of those keys, each nullable (null = absent)."""
-        props = {key: _nullable(copy.deepcopy(value)) for key in keys}
+        """A dict with enum keys: an object of those keys, each nullable (null = absent); a key
+        walle refuses as a property name travels renamed (``_sent_name``)."""
+        renames: dict[str, str] = {}
+        props: dict[str, Any] = {}
+        for key in keys:
+            sent = _sent_name(key, set(keys) | props.keys())
+            if sent != key:
+                renames[sent] = key
+            props[sent] = _nullable(copy.deepcopy(value))
         compiled = _node(
             _describe(src),
             {
@@ -427,35 +431,65 @@ class _Compiler:
         )
         fields = dict.fromkeys(props, codec)
         every = frozenset(props)
-        return compiled, self.register(_Object(fields, every, every))
+        return compiled, self.register(_Object(fields, every, every, renames))
 
     def enum_keys(self, keys: dict[str, Any]) -> list[str] | None:
-        """The keys of a dict keyed by an Enum or Literal, as JSON object keys (text)."""
-        if "$ref" in keys:
-            keys = self.source_defs.get(str(keys["$ref"]).removeprefix(_REF_PREFIX), {})
-        values = keys.get("enum")
-        if values is None and "const" in keys:
-            values = [keys["const"]]
-        if not isinstance(values, list) or not values:
+        """The keys of a dict keyed by an Enum or Literal (or a union of them), as JSON object
+        keys (text)."""
+        values = self.key_values(keys)
+        if not values:
             return None
         if not all(isinstance(v, str | int) and not isinstance(v, bool) for v in values):
             return None
         texts = [str(value) for value in values]
         return texts if len(set(texts)) == len(texts) else None
 
-    def key_rules(self, keys: dict[str, Any], path: str) -> list[str]:
-        """Words for what a dict's keys must be (JSON object keys are always text)."""
-        if not keys or _UNTYPED in keys:
-            return []
-        if "$ref" in keys:
-            name = str(keys["$ref"]).removeprefix(_REF_PREFIX)
-            keys = self.source_defs.get(name, {})
+    def key_values(self, keys: dict[str, Any]) -> list[Any] | None:
+        """The values an Enum / Literal key schema (or a union of only those) allows, else None."""
+        keys = self.resolve_keys(keys)
+        branches = keys.get("anyOf")
+        if isinstance(branches, list):
+            found: list[Any] = []
+            for branch in branches:
+                values = self.key_values(branch) if isinstance(branch, dict) else None
+                if values is None:
+                    return None
+                found.extend(value for value in values if value not in found)
+            return found
         values = keys.get("enum")
         if values is None and "const" in keys:
             values = [keys["const"]]
+        return values if isinstance(values, list) else None
+
+    def resolve_keys(self, keys: dict[str, Any]) -> dict[str, Any]:
+        if "$ref" in keys:
+            return self.source_defs.get(str(keys["$ref"]).removeprefix(_REF_PREFIX), {})
+        return keys
+
+    def key_rules(self, keys: dict[str, Any], path: str) -> list[str]:
+        """Words for what a dict's keys must be (JSON object keys are always text).
+
+        A union of key types (``Literal["a"] | str``): no words when a member takes any text;
+        else the values of its Enum / Literal members, or the first member's rules. (Keys that
+        follow them are valid; the words may say less than the union allows.)
+        """
+        if not keys or _UNTYPED in keys:
+            return []
+        keys = self.resolve_keys(keys)
+        values = self.key_values(keys)
         if isinstance(values, list):
             return ["keys: one of " + ", ".join(str(value) for value in values)]
-        rules = []
+        branches = keys.get("anyOf")
+        if isinstance(branches, list):
+            members = [branch for branch in branches if isinstance(branch, dict)]
+            by_member = [self.key_rules(member, path) for member in members]
+            if not by_member or not all(by_member):
+                return []  # a member takes any text
+            listed = [value for member in members for value in self.key_values(member) or ()]
+            if listed:
+                return ["keys: one of " + ", ".join(dict.fromkeys(map(str, listed)))]
+            return by_member[0]
+        rules: list[str] = []
         kind = keys.get("type")
         if kind in ("integer", "number", "boolean"):
             rules.append(f"keys: {kind} values written as text")
@@ -535,6 +569,28 @@ class _Compiler:
             source = next((k for k, v in self.def_names.items() if v == name), name)
             return _source_nullable(self.source_defs.get(source, {}))
         return False
+
+
+def _sent_name(name: str, taken: Iterable[str]) -> str:
+    """The name a property travels under: ``name``, unless walle refuses it.
+
+    walle refuses the names of its keywords (``required``...) and the empty name: they travel
+    as ``required_`` / ``_``. It also reads a name with both ``{`` and ``}`` as ``anyOf{index}``
+    and then refuses any enum, ``required``, ``$ref`` or ``anyOf`` below it: such a name
+    travels with ``(`` and ``)`` for its braces (``currency{iso}`` -> ``currency(iso)``). A
+    trailing ``_`` is added while the result collides with a name in ``taken``. The codec
+    renames the property back.
+    """
+    if name in RESERVED_PROPERTY_NAMES or not name:
+        sent = f"{name}_"
+    elif "{" in name and "}" in name:
+        sent = name.replace("{", "(").replace("}", ")")
+    else:
+        return name
+    taken = set(taken)
+    while sent in taken:
+        sent += "_"
+    return sent
 
 
 def _flat_branches(branches: Any) -> Iterable[Any]:

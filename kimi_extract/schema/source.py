@@ -150,20 +150,18 @@ class _Generator(GenerateJsonSchema):
         return json_schema
 
     def key_problem(self, keys: Any) -> str | None:
-        """Why keys of this core schema would not come back from JSON unchanged, or None."""
-        for _ in range(50):
-            kind = keys.get("type")
-            if kind == "definition-ref" and keys.get("schema_ref") in self.core_defs:
-                keys = self.core_defs[keys["schema_ref"]]
-            elif kind in _WRAPPERS and isinstance(keys.get("schema"), dict):
-                keys = keys["schema"]
-            elif kind == "json-or-python":
-                keys = keys["json_schema"]
-            elif kind == "lax-or-strict":
-                keys = keys["lax_schema"]
-            else:
-                break
+        """Why keys of this core schema would not come back from JSON unchanged, or None.
+
+        A union of string key types (``Literal["a"] | str``, a constrained ``str | str``, a
+        str Enum | str) comes back: every JSON object key is text, and text is what each
+        member reads.
+        """
+        keys = self.unwrap(keys)
         kind = keys.get("type")
+        if kind == "union":
+            choices = [c[0] if isinstance(c, tuple) else c for c in keys.get("choices", [])]
+            if choices and all(self.string_keys(choice) for choice in choices):
+                return None
         if kind == "literal":
             if all(isinstance(v, str) for v in keys.get("expected", [])):
                 return None
@@ -186,6 +184,37 @@ class _Generator(GenerateJsonSchema):
         if kind == "any":
             return None  # JSON object keys: text
         return f"its keys ({kind}) do not come back unchanged from JSON object keys (always text)"
+
+    def unwrap(self, keys: Any) -> Any:
+        """The core schema under references, validators and defaults."""
+        for _ in range(50):
+            kind = keys.get("type")
+            if kind == "definition-ref" and keys.get("schema_ref") in self.core_defs:
+                keys = self.core_defs[keys["schema_ref"]]
+            elif kind in _WRAPPERS and isinstance(keys.get("schema"), dict):
+                keys = keys["schema"]
+            elif kind == "json-or-python":
+                keys = keys["json_schema"]
+            elif kind == "lax-or-strict":
+                keys = keys["lax_schema"]
+            else:
+                break
+        return keys
+
+    def string_keys(self, keys: Any) -> bool:
+        """Whether a key type reads JSON text as text: str, a Literal or Enum of strings."""
+        keys = self.unwrap(keys) if isinstance(keys, dict) else {}
+        kind = keys.get("type")
+        if kind == "str":
+            return True
+        if kind == "literal":
+            return all(isinstance(v, str) for v in keys.get("expected", []))
+        if kind == "enum":
+            members = keys.get("members", [])
+            return keys.get("sub_type") == "str" or all(
+                isinstance(getattr(m, "value", None), str) for m in members
+            )
+        return False
 
 
 _NOW = {"past": ("in the past",), "future": ("in the future",)}
