@@ -2,9 +2,11 @@
 
 The openai SDK (``create``, ``stream=True``, ``.parse`` with a plain Pydantic model, function
 tools with ``tool_choice`` auto / required / named and a round trip, web search), instructor
-(``Mode.JSON_SCHEMA``, ``Mode.JSON``, ``Mode.TOOLS``) and pydantic-ai's Moonshot provider with a
-structured ``output_type`` (tool output and ``PromptedOutput``). The simulator runs as
-``kimi-extract simulate`` runs it: default options, a real HTTP port on 127.0.0.1.
+(``Mode.JSON_SCHEMA``, ``Mode.JSON``, ``Mode.MD_JSON``, ``Mode.TOOLS``), pydantic-ai's Moonshot
+provider with a structured ``output_type`` (tool output and ``PromptedOutput``) and
+langchain-openai's ``with_structured_output(method="json_mode")`` with the prompts its docs
+show. The simulator runs as ``kimi-extract simulate`` runs it: default options, a real HTTP port
+on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import instructor
 import jsonschema
 import openai
 import pytest
+from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 from pydantic_ai import Agent, PromptedOutput, ToolOutput
 from pydantic_ai.models.openai import OpenAIChatModel
@@ -215,6 +218,7 @@ def test_openai_web_search_as_the_seed_shows(client: openai.OpenAI) -> None:
     [
         (instructor.Mode.JSON_SCHEMA, "json_schema"),
         (instructor.Mode.JSON, "json_object"),
+        (instructor.Mode.MD_JSON, "text"),  # the schema in the system message, a ```json ask
         (instructor.Mode.TOOLS, "tools"),
     ],
 )
@@ -231,6 +235,11 @@ def test_instructor_modes(sim: Simulator, mode: instructor.Mode, sent: str) -> N
     body = last_body(sim)
     if sent == "tools":
         assert body["tool_choice"]["function"]["name"] == "Review"
+    elif sent == "text":
+        assert "response_format" not in body
+        assert sim.history[-1].response is not None
+        content = sim.history[-1].response["choices"][0]["message"]["content"]
+        assert content.startswith("```json\n") and content.endswith("\n```")
     else:
         assert body["response_format"]["type"] == sent
 
@@ -265,3 +274,45 @@ def test_pydantic_ai_moonshot_provider(
         assert body.get("tool_choice", "auto") == "auto" and body["tools"]
     else:
         assert body["response_format"] == {"type": "json_object"}
+
+
+# -- langchain-openai ----------------------------------------------------------------------------
+
+
+class Joke(BaseModel):
+    setup: str
+    punchline: str
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        # the phrasings of langchain-openai's own docs for json_mode
+        "Tell me a joke about cats, respond in JSON with `setup` and `punchline` keys",
+        "Answer the following question. Make sure to return a JSON blob with keys 'setup' and "
+        "'punchline'.\n\nWhat do cats find funny?",
+    ],
+)
+@pytest.mark.parametrize("schema", [None, Joke])
+def test_langchain_json_mode(sim: Simulator, prompt: str, schema: type[BaseModel] | None) -> None:
+    llm = ChatOpenAI(model=MODEL, base_url=sim.openai_base_url, api_key=sim.api_key, max_retries=0)  # type: ignore[call-arg]
+    structured = llm.with_structured_output(schema, method="json_mode", include_raw=True)
+    out = structured.invoke(prompt)
+    assert out["parsing_error"] is None
+    parsed = out["parsed"]
+    if schema is None:
+        assert isinstance(parsed, dict) and list(parsed) == ["setup", "punchline"]
+    else:
+        assert isinstance(parsed, Joke)
+    assert last_body(sim)["response_format"] == {"type": "json_object"}
+
+
+def test_langchain_json_mode_follows_pydantic_format_instructions(sim: Simulator) -> None:
+    # langchain's PydanticOutputParser states an example schema and instance, then the schema
+    from langchain_core.output_parsers import PydanticOutputParser
+
+    parser = PydanticOutputParser(pydantic_object=Review)
+    llm = ChatOpenAI(model=MODEL, base_url=sim.openai_base_url, api_key=sim.api_key, max_retries=0)  # type: ignore[call-arg]
+    structured = llm.with_structured_output(Review, method="json_mode")
+    review = structured.invoke(f"{REVIEW_TEXT}\n\n{parser.get_format_instructions()}")
+    assert isinstance(review, Review) and 1 <= review.rating <= 5

@@ -12,13 +12,11 @@ import json
 import random
 import re
 from bisect import bisect_left
-from functools import lru_cache
 from typing import Any
 
 from .. import tokens
 from ..kimi import EFFORT_ALIASES
 from .prompt import count_tokens
-from .protocol import message_text
 
 _WORD = re.compile(r"\w+")
 _FALLBACK_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
@@ -68,135 +66,6 @@ def words_of(text: str) -> list[str]:
     """Words of the user text that answers are built from (a fixed list when there are none)."""
     words = _WORD.findall(text)[:400]
     return words or list(_FALLBACK_WORDS)
-
-
-#: Keywords that make a JSON object in a prompt read as a JSON Schema rather than an example.
-_SCHEMA_MARKERS = ("$defs", "definitions", "anyOf", "oneOf", "allOf", "$ref", "$schema")
-_SCHEMA_TYPES = frozenset({"object", "array", "string", "integer", "number", "boolean", "null"})
-#: How far into a message the scan for JSON objects reads, and how many ``{`` it tries.
-_SCAN_CHARS = 1_000_000
-_SCAN_ATTEMPTS = 2_000
-#: Objects nested deeper than this are ignored (no prompt states a schema that deep).
-_MAX_PROMPT_DEPTH = 64
-_DECODER = json.JSONDecoder()
-
-
-def looks_like_schema(value: Any) -> bool:
-    """Whether a JSON object found in a prompt is a JSON Schema (not an example instance).
-
-    A schema has ``properties`` (an object of objects), ``$defs`` / ``definitions``, a list of
-    ``anyOf`` / ``oneOf`` / ``allOf`` branches, a ``$ref`` or ``$schema`` string, or a ``type``
-    naming a JSON type (or a list of them) with ``items`` / ``additionalProperties`` / nothing
-    but annotations beside it.
-    """
-    if not isinstance(value, dict):
-        return False
-    properties = value.get("properties")
-    if isinstance(properties, dict) and all(isinstance(v, dict) for v in properties.values()):
-        return True
-    for marker in _SCHEMA_MARKERS:
-        member = value.get(marker)
-        if isinstance(member, dict) and marker in ("$defs", "definitions"):
-            return True
-        if isinstance(member, list) and member and all(isinstance(v, dict) for v in member):
-            return True
-        if isinstance(member, str) and marker in ("$ref", "$schema"):
-            return True
-    kind = value.get("type")
-    kinds = kind if isinstance(kind, list) else [kind]
-    if kinds and all(isinstance(k, str) and k in _SCHEMA_TYPES for k in kinds):
-        extra = set(value) - {
-            "type",
-            "title",
-            "description",
-            "items",
-            "additionalProperties",
-            "required",
-            "enum",
-            "default",
-            "format",
-            "nullable",
-        }
-        return not extra
-    return False
-
-
-def _depth_within(value: Any, limit: int) -> bool:
-    """Whether ``value`` nests at most ``limit`` levels (iterative: no recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > limit:
-            return False
-        if isinstance(node, dict):
-            stack.extend((child, depth + 1) for child in node.values())
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node)
-    return True
-
-
-def json_objects_in(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
-    """The JSON objects written in a text, fenced or not, in order: (object, its canonical JSON).
-
-    Reads the first ``_SCAN_CHARS`` characters; objects nested deeper than ``_MAX_PROMPT_DEPTH``
-    are skipped. Texts up to 64 KiB are memoized (every row of a run repeats one system prompt).
-    The objects are shared: do not mutate them.
-    """
-    if len(text) <= 65_536:
-        return _json_objects_memo(text)
-    return _json_objects(text[:_SCAN_CHARS])
-
-
-@lru_cache(maxsize=256)
-def _json_objects_memo(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
-    return _json_objects(text)
-
-
-def _json_objects(text: str) -> tuple[tuple[dict[str, Any], str], ...]:
-    found: list[tuple[dict[str, Any], str]] = []
-    position = text.find("{")
-    attempts = 0
-    while position != -1 and attempts < _SCAN_ATTEMPTS:
-        attempts += 1
-        try:
-            value, end = _DECODER.raw_decode(text, position)
-        except (ValueError, RecursionError):
-            position = text.find("{", position + 1)
-            continue
-        if isinstance(value, dict) and _depth_within(value, _MAX_PROMPT_DEPTH):
-            found.append((value, _canonical(value)))
-        position = text.find("{", end)
-    return tuple(found)
-
-
-def _prompt_texts(messages: list[Any]) -> list[str]:
-    """The system texts, then the user texts (each group in message order)."""
-    texts: dict[str, list[str]] = {"system": [], "user": []}
-    for message in messages:
-        if isinstance(message, dict) and message.get("role") in texts:
-            texts[message["role"]].append(message_text(message.get("content")))
-    return texts["system"] + texts["user"]
-
-
-def prompt_guide(messages: list[Any]) -> tuple[str, dict[str, Any], str] | None:
-    """What a ``json_object`` answer follows: ("schema", schema, key) for the last JSON Schema
-    stated in the system messages (else in the user messages), or ("example", object, key) for
-    the last JSON object there when no schema is stated; None when the prompt has neither.
-
-    ``key`` is the object's canonical JSON (a memo key for its generator).
-    """
-    texts = _prompt_texts(messages)
-    system_count = sum(1 for m in messages if isinstance(m, dict) and m.get("role") == "system")
-    groups = [texts[:system_count], texts[system_count:]]
-    for kind in ("schema", "example"):
-        for group in groups:
-            for text in reversed(group):
-                if "{" not in text:
-                    continue
-                for value, key in reversed(json_objects_in(text)):
-                    if (kind == "schema") == looks_like_schema(value):
-                        return kind, value, key
-    return None
 
 
 def text_answer(rng: random.Random, words: list[str]) -> str:

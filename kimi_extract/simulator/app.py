@@ -284,6 +284,7 @@ class Service:
             validation.validate_body(body)
             schema = schema_text(body)
             rules.check_request(body, schema, self.config.schema_level)
+            completion.check_answerable(body, schema)
             prompt = build_prompt(body, schema)
         except RecursionError:
             raise _too_deep() from None

@@ -12,9 +12,11 @@ Pure functions (no I/O). ``compose`` decides what the model does:
   content. ``tool_choice`` "required" -> a call on every turn (same pick); "none" -> no call.
   Arguments are generated from the function's ``parameters`` schema;
 - otherwise content: JSON from the json_schema; for ``json_object``, JSON following the JSON
-  Schema the prompt states (``answers.prompt_guide``: the last object, fenced or not, that reads
+  Schema the prompt states (``prompted.prompt_guide``: the last object, fenced or not, that reads
   as a schema, system messages before user messages), else shaped like the last JSON object the
-  prompt shows as an example, else a small object ``{"answer": ...}``; a short sentence for text.
+  prompt shows as an example, else with the keys the prompt names in words, else a small object
+  ``{"answer": ...}``; for text, a short sentence, unless the prompt asks for JSON and states its
+  shape: then that JSON, in a ```json fence if the prompt asks for one.
   With ``answers_mode="extractive"`` the plain strings of JSON answers are spans of the user text
   (``extractive``). With a ``quality`` model, a json_schema answer to a user text that holds an
   answer key comes from the key, with mistakes (``quality``).
@@ -36,10 +38,10 @@ from typing import Any
 
 from .. import tokens
 from ..kimi import BUILTIN_FUNCTION, CONTEXT_WINDOW, SERVER_DEFAULT_MAX_COMPLETION_TOKENS
-from . import answers, values
+from . import answers, prompted, values
 from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
-from .protocol import Reply, to_compact_json, to_json, user_text
+from .protocol import Reply, invalid_request, to_compact_json, to_json, user_text
 from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .rules import WEB_SEARCH, normalized_effort
 
@@ -95,7 +97,10 @@ def _content(
     keyed: Callable[[Any], Any] | None = None,
 ) -> tuple[str, bool]:
     """(content, whether it is JSON) for the request's response_format; ``keyed`` turns a
-    json_schema answer into the one the row's answer key gives (``quality``)."""
+    json_schema answer into the one the row's answer key gives (``quality``).
+
+    Raises ``values.AnswerTooLarge`` for an answer larger than the simulator draws.
+    """
     response_format = body.get("response_format") or {}
     kind = response_format.get("type", "text")
     if kind == "json_schema":
@@ -106,19 +111,59 @@ def _content(
             value = keyed(value)
         if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
             value = words.fill_quotes(rng, value)
-        return to_json(value), True
+        return _json_text(value), True
     if kind == "json_object":
-        return to_json(_json_object_value(body["messages"], rng, words)), True
+        return _json_text(_json_object_value(body["messages"], rng, words)), True
+    messages = body["messages"]
+    if prompted.asks_for_json(messages) and prompted.prompt_guide(messages) is not None:
+        # no response_format, but the prompt asks for JSON (instructor's MD_JSON)
+        text = _json_text(_json_object_value(messages, rng, words))
+        if prompted.wants_fence(messages):
+            return f"```json\n{text}\n```", False
+        return text, True
     return answers.text_answer(rng, words), False
+
+
+def _json_text(value: Any) -> str:
+    try:
+        return to_json(value)
+    except RecursionError:  # an answer nested deeper than the C encoder goes
+        return values.dump_json(value)
+
+
+def check_answerable(body: dict[str, Any], schema_key: str | None = None) -> None:
+    """400 when the ``json_schema`` response_format or a function's ``parameters`` has no
+    valid value at all (``values.problem_of``): no answer could follow it, so the request is
+    refused up front, unbilled, in walle's words for where and why."""
+    response_format = body.get("response_format") or {}
+    if response_format.get("type") == "json_schema":
+        schema = (response_format.get("json_schema") or {}).get("schema")
+        if isinstance(schema, dict):
+            key = schema_key if schema_key is not None else to_compact_json(schema)
+            problem = values.problem_of(schema, key)
+            if problem is not None:
+                raise invalid_request(
+                    f"response_format.json_schema.schema has no valid instance: <{problem}>"
+                )
+    for index, tool in enumerate(body.get("tools") or ()):
+        parameters = (tool.get("function") or {}).get("parameters")
+        if tool.get("type") == "function" and isinstance(parameters, dict):
+            problem = values.problem_of(parameters, to_compact_json(parameters))
+            if problem is not None:
+                raise invalid_request(
+                    f"tools[{index}].function.parameters has no valid instance: <{problem}>"
+                )
 
 
 def _json_object_value(messages: list[Any], rng: random.Random, words: list[str]) -> Any:
     """A JSON object for json_object mode, following the prompt's schema or example."""
-    guide = answers.prompt_guide(messages)
+    guide = prompted.prompt_guide(messages)
     if guide is None:
         return {"answer": answers.text_answer(rng, words)}
     kind, found, key = guide
-    schema = found if kind == "schema" else values.schema_of_example(found)
+    schema = values.schema_of_example(found) if kind == "example" else found
+    if values.problem_of(schema, kind + ":" + key) is not None:  # nothing could follow it
+        return {"answer": answers.text_answer(rng, words)}
     value = values.json_value(rng, schema, words, kind + ":" + key)
     if isinstance(words, Source) and QUOTES in key:  # a client's grounding="quotes"
         value = words.fill_quotes(rng, value)
@@ -193,6 +238,7 @@ def compose(
     json_content = False
     rng = random.Random(seed)
     reasoning_tokens: int | None = None
+    cut_short = False
     if reply is not None and reply.reasoning_content is not None:
         reasoning = reply.reasoning_content
     else:
@@ -216,14 +262,19 @@ def compose(
                 }
             ]
         elif (function := _wanted_function(body, text)) is not None:
-            arguments_value = values.json_value(rng, function.get("parameters", {}), words)
+            parameters = function.get("parameters", {})
+            key = to_compact_json(parameters)
+            try:
+                arguments_value = values.json_value(rng, parameters, words, key)
+            except values.AnswerTooLarge:  # the call's arguments never end: no call, cut
+                return Outcome("", reasoning, "length", None, False, reasoning_tokens)
             tool_calls = [
                 {
                     "id": _call_id(rng),
                     "type": "function",
                     "function": {
                         "name": function["name"],
-                        "arguments": to_json(arguments_value),
+                        "arguments": _json_text(arguments_value),
                     },
                 }
             ]
@@ -236,8 +287,12 @@ def compose(
             keyed = None
             if quality is not None and ANSWER_KEY in text:
                 keyed = partial(answer_from_key, quality, body, text, effort, seed, words=words)
-            content, json_content = _content(body, rng, words, schema_key, keyed)
-    finish = "tool_calls" if tool_calls else "stop"
+            try:
+                content, json_content = _content(body, rng, words, schema_key, keyed)
+            except values.AnswerTooLarge as cut:  # as a model stopped by its output budget
+                content, json_content = cut.text, True
+                cut_short = True
+    finish = "tool_calls" if tool_calls else "length" if cut_short else "stop"
     if reply is not None and reply.finish_reason is not None:
         finish = reply.finish_reason
     return Outcome(content, reasoning, finish, tool_calls, json_content, reasoning_tokens)

@@ -1,0 +1,415 @@
+"""The simulator's answers against their schemas (kimi_extract.simulator.values).
+
+- Every answer the simulator draws validates against its schema (jsonschema, Draft 2020-12),
+  over generated schemas of Kimi's dialect (walle strict) with the keywords clients send beside
+  it (``exclusiveMinimum``, ``multipleOf``, ``uniqueItems``, ``const``...), recursive ones too.
+- A schema with no valid value is named as such (``problem_of``) and the API answers 400;
+  a schema built around a known valid value is never called empty.
+- The work per answer is bounded: nested lists that must hold two items each are cut (finish
+  "length") instead of growing exponentially, and a request like that never holds up another.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import threading
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from kimi_extract.schema import dialect as mfjs
+from kimi_extract.simulator import Simulator, values
+
+WORDS = ["the", "fan", "is", "loud", "but", "the", "case", "is", "solid"]
+KEY = "sk-sim-values"
+
+# -- generated schemas of the dialect ------------------------------------------------------------
+
+_SMALL = st.integers(-20, 20)
+_BOUND = st.one_of(_SMALL, st.floats(-20, 20, allow_nan=False).map(lambda x: round(x, 2)))
+_PATTERNS = ["^[a-z]+$", "[0-9]", "^ab", "x*$", "^(foo|bar)[0-9]{0,3}$", "^[A-Z]{2}-[0-9]{2}$"]
+
+
+@st.composite
+def _numeric(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["integer", "number"]))
+    node: dict[str, Any] = {"type": kind}
+    for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
+        if draw(st.booleans()):
+            node[keyword] = draw(_SMALL if kind == "integer" else _BOUND)
+    if kind == "integer" and draw(st.integers(0, 3)) == 0:
+        node["multipleOf"] = draw(st.integers(1, 6))
+    return node
+
+
+@st.composite
+def _string(draw: st.DrawFn) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    if draw(st.booleans()):
+        node["minLength"] = draw(st.integers(0, 12))
+    if draw(st.booleans()):
+        node["maxLength"] = draw(st.integers(0, 12))
+    if draw(st.integers(0, 2)) == 0:
+        node["pattern"] = draw(st.sampled_from(_PATTERNS))
+    if draw(st.integers(0, 4)) == 0:
+        node["format"] = draw(st.sampled_from(["date", "email", "uuid"]))
+    return node
+
+
+@st.composite
+def _enum(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["string", "integer", "number", "boolean"]))
+    pool = {
+        "string": st.text(alphabet="abcxyz", max_size=6),
+        "integer": _SMALL,
+        "number": _BOUND,
+        "boolean": st.booleans(),
+    }[kind]
+    node: dict[str, Any] = {"type": kind, "enum": draw(st.lists(pool, min_size=1, max_size=4))}
+    if kind in ("integer", "number") and draw(st.booleans()):
+        node["minimum"] = draw(_SMALL)
+    if kind == "string" and draw(st.booleans()):
+        node["maxLength"] = draw(st.integers(0, 4))
+    if draw(st.integers(0, 3)) == 0:
+        node = {"type": kind, "const": node["enum"][0]}
+    return node
+
+
+_LEAVES = st.one_of(
+    _numeric(),
+    _string(),
+    _enum(),
+    st.just({"type": "boolean"}),
+    st.just({"type": "null"}),
+    st.just({"type": ["string", "null"], "maxLength": 3}),
+)
+
+
+def _containers(inner: st.SearchStrategy[dict[str, Any]]) -> st.SearchStrategy[dict[str, Any]]:
+    @st.composite
+    def array(draw: st.DrawFn) -> dict[str, Any]:
+        node: dict[str, Any] = {"type": "array", "items": draw(inner)}
+        if draw(st.booleans()):
+            node["minItems"] = draw(st.integers(0, 4))
+        if draw(st.booleans()):
+            node["maxItems"] = draw(st.integers(0, 4))
+        if draw(st.integers(0, 2)) == 0:
+            node["uniqueItems"] = True
+        return node
+
+    @st.composite
+    def obj(draw: st.DrawFn) -> dict[str, Any]:
+        names = draw(st.lists(st.sampled_from("abcdef"), min_size=1, max_size=4, unique=True))
+        props = {name: draw(inner) for name in names}
+        required = [name for name in names if draw(st.booleans())]
+        node = {"type": "object", "properties": props, "required": required}
+        if draw(st.booleans()):
+            node["additionalProperties"] = False
+        return node
+
+    @st.composite
+    def mapping(draw: st.DrawFn) -> dict[str, Any]:
+        node: dict[str, Any] = {"type": "object", "additionalProperties": draw(inner)}
+        if draw(st.booleans()):
+            node["minProperties"] = draw(st.integers(0, 3))
+        if draw(st.booleans()):
+            node["maxProperties"] = draw(st.integers(0, 3))
+        return node
+
+    @st.composite
+    def any_of(draw: st.DrawFn) -> dict[str, Any]:
+        branches = draw(st.lists(inner, min_size=1, max_size=3))
+        if draw(st.booleans()):
+            branches.append({"type": "null"})
+        return {"anyOf": branches}
+
+    return st.one_of(array(), obj(), mapping(), any_of())
+
+
+_NODES = st.recursive(_LEAVES, _containers, max_leaves=8)
+
+
+@st.composite
+def dialect_schemas(draw: st.DrawFn) -> dict[str, Any]:
+    """A root object of generated nodes, sometimes with a recursive ``$defs`` entry."""
+    props = {f"p{i}": draw(_NODES) for i in range(draw(st.integers(1, 3)))}
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
+    if draw(st.booleans()):
+        leaf = draw(_NODES)
+        schema["$defs"] = {
+            "Node": {
+                "type": "object",
+                "properties": {
+                    "value": leaf,
+                    "kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                    "parent": {"anyOf": [{"$ref": "#/$defs/Node"}, {"type": "null"}]},
+                },
+                "required": ["value", "kids", "parent"],
+            }
+        }
+        schema["properties"]["tree"] = {"$ref": "#/$defs/Node"}
+        schema["required"].append("tree")
+    return schema
+
+
+def _valid(schema: dict[str, Any], value: Any) -> list[str]:
+    return [error.message for error in jsonschema.Draft202012Validator(schema).iter_errors(value)]
+
+
+@given(dialect_schemas(), st.integers(0, 2**32))
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_every_answer_validates_or_the_schema_has_no_value(schema: dict[str, Any], seed: int):
+    assume(mfjs.first_problem(schema, "strict") is None)  # what the API accepts
+    problem = values.problem_of(schema)
+    if problem is not None:
+        assert problem.startswith("At path '")
+        return
+    value = values.json_value(random.Random(seed), schema, WORDS)
+    assert _valid(schema, value) == [], (json.dumps(schema), value)
+
+
+# -- schemas built around a value: never called empty --------------------------------------------
+
+
+@st.composite
+def value_and_schema(draw: st.DrawFn, depth: int = 0) -> tuple[Any, dict[str, Any]]:
+    """A JSON value and a schema it is valid against, with tight bounds around it."""
+    kind = draw(st.sampled_from(["int", "float", "str", "enum"] + ["list", "dict"] * (depth < 2)))
+    if kind == "int":
+        value = draw(_SMALL)
+        node: dict[str, Any] = {"type": "integer"}
+        gap = draw(st.integers(0, 2))
+        node[draw(st.sampled_from(["minimum", "exclusiveMinimum"]))] = value - gap - 1
+        node["minimum"] = value - gap
+        node[draw(st.sampled_from(["maximum", "exclusiveMaximum"]))] = value + gap + 1
+        return value, node
+    if kind == "float":
+        value = draw(_BOUND)
+        return value, {
+            "type": "number",
+            "exclusiveMinimum": value - 0.5,
+            "minimum": value - draw(st.sampled_from([0, 0.25])),
+            "exclusiveMaximum": value + 0.001,
+        }
+    if kind == "str":
+        value = draw(st.text(alphabet="abc", min_size=1, max_size=8))
+        return value, {
+            "type": "string",
+            "minLength": len(value),
+            "maxLength": len(value) + draw(st.integers(0, 1)),
+            "pattern": "^[a-c]+$",
+        }
+    if kind == "enum":
+        value = draw(_SMALL)
+        others = draw(st.lists(_SMALL, max_size=3))
+        return value, {"type": "integer", "enum": [*others, value], "maximum": value}
+    if kind == "list":
+        pairs = draw(st.lists(value_and_schema(depth + 1), min_size=1, max_size=3))
+        items = [value for value, _ in pairs]
+        return items, {
+            "type": "array",
+            "items": pairs[0][1] if len(pairs) == 1 else {"anyOf": [s for _, s in pairs]},
+            "minItems": len(items),
+            "maxItems": len(items),
+        }
+    pairs = draw(st.lists(value_and_schema(depth + 1), min_size=1, max_size=3))
+    props = {f"k{i}": schema for i, (_, schema) in enumerate(pairs)}
+    return {f"k{i}": value for i, (value, _) in enumerate(pairs)}, {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }
+
+
+@given(value_and_schema(), st.integers(0, 2**32))
+@settings(max_examples=300, deadline=None)
+def test_a_schema_with_a_known_value_is_answered_validly(pair: tuple[Any, Any], seed: int):
+    witness, schema = pair
+    assert _valid(schema, witness) == []  # the strategy's own promise
+    assert values.problem_of(schema) is None
+    assert _valid(schema, values.json_value(random.Random(seed), schema, WORDS)) == []
+
+
+def test_minimum_and_exclusive_minimum_together() -> None:
+    # the issue's case: minimum 5 beside exclusiveMinimum gave 1
+    for schema in (
+        {"type": "integer", "minimum": 5, "exclusiveMinimum": 0},
+        {"type": "number", "minimum": 5, "exclusiveMinimum": 0},
+        {"type": "integer", "maximum": -5, "exclusiveMaximum": 10},
+    ):
+        for seed in range(30):
+            assert _valid(schema, values.json_value(random.Random(seed), schema, WORDS)) == []
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        (
+            {"type": "integer", "minimum": 5, "exclusiveMaximum": 5},
+            "At path 'root': no integer satisfies minimum 5, exclusiveMaximum 5",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"s": {"type": "string", "minLength": 4, "maxLength": 2}},
+                "required": ["s"],
+            },
+            "At path 'properties.s': minLength 4 is greater than maxLength 2",
+        ),
+        (
+            {"type": "array", "items": {"type": "boolean"}, "minItems": 3, "uniqueItems": True},
+            "At path 'root': uniqueItems with minItems 3, but its items have only 2 distinct "
+            "values",
+        ),
+        (
+            {"type": "string", "enum": ["long", "longer"], "maxLength": 3},
+            "At path 'root': no enum value meets the node's other keywords",
+        ),
+        (
+            {"type": "string", "pattern": "^[0-9]{4}$", "maxLength": 3},
+            "At path 'root': pattern '^[0-9]{4}$' needs 4 characters or more, maxLength 3",
+        ),
+        (
+            # a required recursion with no way out: every value would be infinite
+            {
+                "type": "object",
+                "properties": {"next": {"$ref": "#"}},
+                "required": ["next"],
+            },
+            "At path 'root': every value would nest without end",
+        ),
+    ],
+    ids=["empty range", "lengths", "unique booleans", "enum", "pattern", "endless"],
+)
+def test_schemas_without_a_value_are_named(schema: dict[str, Any], problem: str) -> None:
+    assert values.problem_of(schema) == problem
+    # an optional place without a value is left out, and the rest is answered
+    wrapper = {
+        "type": "object",
+        "properties": {"x": schema, "y": {"type": "string"}},
+        "required": ["y"],
+    }
+    assert values.problem_of(wrapper) is None
+    for seed in range(5):
+        assert _valid(wrapper, values.json_value(random.Random(seed), wrapper, WORDS)) == []
+
+
+# -- through the API -----------------------------------------------------------------------------
+
+
+def _body(schema: dict[str, Any], text: str = "The fan is loud.") -> dict[str, Any]:
+    return {
+        "model": "kimi-k3.1-pro",
+        "messages": [{"role": "user", "content": text}],
+        "response_format": {
+            "type": "json_schema",
+            "json_schema": {"name": "s", "strict": True, "schema": schema},
+        },
+        "reasoning_effort": "low",
+    }
+
+
+def _nested_lists(levels: int, min_items: int | None = None) -> dict[str, Any]:
+    node: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        node = {"type": "array", "items": node}
+        if min_items is not None:
+            node["minItems"] = min_items
+    return {"type": "object", "properties": {"x": node}, "required": ["x"]}
+
+
+def test_a_schema_without_a_value_is_a_400_naming_the_place() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 5, "exclusiveMaximum": 5}},
+        "required": ["n"],
+    }
+    tool = {
+        "type": "function",
+        "function": {"name": "record", "parameters": schema},
+    }
+    with Simulator(api_key=KEY) as sim, httpx.Client(timeout=30) as client:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        url = sim.base_url + "/v1/chat/completions"
+        response = client.post(url, json=_body(schema), headers=headers)
+        assert response.status_code == 400
+        error = response.json()["error"]
+        assert error["type"] == "invalid_request_error"
+        assert error["message"] == (
+            "Invalid request: response_format.json_schema.schema has no valid instance: <At path "
+            "'properties.n': no integer satisfies minimum 5, exclusiveMaximum 5>"
+        )
+        body = {**_body(schema), "response_format": {"type": "text"}, "tools": [tool]}
+        response = client.post(url, json=body, headers=headers)
+        assert response.status_code == 400
+        assert "tools[0].function.parameters has no valid instance" in response.text
+        assert sim.stats()["tokens"]["completion"] == 0  # refused up front, nothing billed
+
+
+def test_nested_lists_are_answered_within_bounded_work() -> None:
+    # 16 levels took 1.7 s and deeper ones hung the server: arrays now count as nesting
+    for levels in (16, 30, 60):
+        schema = _nested_lists(levels)
+        value = values.json_value(random.Random(levels), schema, WORDS)
+        assert _valid(schema, value) == []
+    # each level must hold 2 items: 2**40 strings; the answer is cut, the same way every time
+    huge = _nested_lists(40, min_items=2)
+    with pytest.raises(values.AnswerTooLarge) as first:
+        values.json_value(random.Random(1), huge, WORDS)
+    with pytest.raises(values.AnswerTooLarge) as second:
+        values.json_value(random.Random(1), huge, WORDS)
+    assert first.value.text == second.value.text
+    assert first.value.text.startswith('{"x": [[[[') and not first.value.text.endswith("}")
+    # 2**8 strings fit: the minimal answer, valid
+    small = _nested_lists(8, min_items=2)
+    assert _valid(small, values.json_value(random.Random(1), small, WORDS)) == []
+
+
+def test_deep_item_chains_get_valid_answers_without_recursion() -> None:
+    # walle accepts items chains thousands deep; drawing walks them on an explicit stack
+    node: dict[str, Any] = {"type": "integer", "minimum": 3}
+    for _ in range(3000):
+        node = {"type": "array", "items": node, "minItems": 1, "maxItems": 1}
+    value = values.json_value(random.Random(0), node, WORDS)
+    for _ in range(3000):
+        assert isinstance(value, list) and len(value) == 1
+        value = value[0]
+    assert isinstance(value, int) and value >= 3
+
+
+def test_a_pathological_request_never_holds_up_another() -> None:
+    # the pathological one is sent first; the normal one, sent once the first is in flight,
+    # is answered; the first ends too, cut ("length"). A hang fails on the client timeout.
+    with Simulator(api_key=KEY) as sim, httpx.Client(timeout=120) as client:
+        headers = {"Authorization": f"Bearer {KEY}"}
+        url = sim.base_url + "/v1/chat/completions"
+        results: dict[str, httpx.Response] = {}
+        started = threading.Event()
+
+        def pathological() -> None:
+            started.set()
+            results["slow"] = client.post(url, json=_body(_nested_lists(48, 2)), headers=headers)
+
+        thread = threading.Thread(target=pathological)
+        thread.start()
+        started.wait()
+        normal = client.post(url, json=_body(_nested_lists(3)), headers=headers)
+        thread.join(timeout=120)
+        assert not thread.is_alive()
+        assert normal.status_code == 200
+        answer = json.loads(normal.json()["choices"][0]["message"]["content"])
+        assert _valid(_nested_lists(3), answer) == []
+        slow = results["slow"].json()["choices"][0]
+        assert results["slow"].status_code == 200 and slow["finish_reason"] == "length"
+        assert sim.stats()["in_flight"] == 0
