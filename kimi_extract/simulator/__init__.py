@@ -15,8 +15,12 @@ such as the openai SDK, instructor and pydantic-ai work unmodified:
   tool result the model answers in text; "required" always calls, a named function is always
   called, "none" never; ``{"type": "web_search"}`` gets a ``$web_search`` call first;
 - ``json_object`` mode: the answer follows the JSON Schema stated anywhere in the prompt (system
-  messages first, fenced or not), else imitates the prompt's last JSON example object, else is
-  ``{"answer": ...}``.
+  messages first, fenced or not), else imitates the prompt's last JSON example object, else has
+  the keys the prompt names in words, else is ``{"answer": ...}``; without ``response_format``,
+  a prompt that asks for JSON and states its shape gets it (fenced when it asks for a fence).
+
+Every answer validates against its schema (``values``); a schema with no valid value at all is
+a 400 naming where, and the work per answer is bounded (a larger answer is cut, "length").
 
 A malformed request is always a 4xx in the API's error shape (never a 500), and every request is
 finished in the counters however it ends.
@@ -24,10 +28,11 @@ finished in the counters however it ends.
 Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline), ``validation``
 (the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
 ``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
-``completion`` / ``answers`` / ``values`` (what the model answers; ``quality``: answers from a
-row's answer key, with mistakes at per-model, per-effort rates), ``streaming`` (JSON and SSE
-sending), ``protocol`` (Reply, SimRequest, SimExchange, error bodies), ``config`` (Config,
-SimAnswer: the records ``app`` and ``streaming`` share).
+``completion`` / ``answers`` / ``prompted`` / ``values`` (what the model answers; ``values``
+draws through ``constraints``, ``domains``, ``patterns``, ``plans``, ``ranks``, ``drawing``;
+``quality``: answers from a row's answer key, with mistakes at per-model, per-effort rates),
+``streaming`` (JSON and SSE sending), ``protocol`` (Reply, SimRequest, SimExchange, error
+bodies), ``config`` (Config, SimAnswer: the records ``app`` and ``streaming`` share).
 
 Quick start::
 

@@ -27,7 +27,8 @@ from collections.abc import Generator
 from typing import Any
 
 from .domains import INF
-from .plans import Plan, every_value, json_key
+from .plans import Plan
+from .ranks import every_value, json_key
 
 MAX_DEPTH = 4
 MAX_STEPS = 20_000
@@ -56,6 +57,9 @@ class _Context:
         self.words = words
         self.left = steps
         self.minimal = minimal
+        #: set after a unique array drew a repeat: the next item's own entries are not cut to
+        #: their minimum (only that item's; deeper levels still wind down)
+        self.vary = False
         #: [container, pending key] of every object/array being filled, from the root down
         self.open: list[list[Any]] = []
 
@@ -113,6 +117,7 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
     context.spend(1)
     rng = context.rng
     finishing = context.minimal or depth >= MAX_DEPTH
+    vary, context.vary = context.vary, False
     kind = plan.kind
     if plan.rank == INF:  # no valid value (a prompt's schema, unchecked): say nothing
         return None
@@ -141,12 +146,13 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
             least = min(branch.rank for branch, _ in others)
             others = [(branch, hop) for branch, hop in others if branch.rank == least]
         branch, hop = rng.choice(others)
+        context.vary = vary  # a branch stands for its anyOf
         return (yield _draw(branch, context, depth + hop))
     if kind == "object":
         return (yield _object(plan, context, depth, finishing))
     if kind == "map":
-        return (yield _map(plan, context, depth, finishing))
-    return (yield _array(plan, context, depth, finishing))
+        return (yield _map(plan, context, depth, finishing, vary))
+    return (yield _array(plan, context, depth, finishing, vary))
 
 
 def _object(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Frame:
@@ -162,14 +168,19 @@ def _object(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Fram
     return out
 
 
-def _counts(plan: Plan, context: _Context, finishing: bool, items_first: bool) -> int:
-    """How many entries: 1-3 within the bounds; the minimum when the answer winds down."""
+def _counts(
+    plan: Plan, context: _Context, finishing: bool, items_first: bool, vary: bool = False
+) -> int:
+    """How many entries: 1-3 within the bounds; the minimum when the answer winds down (at
+    least one when ``vary`` asks for a value unlike the last)."""
     low, high = plan.low, plan.high
     assert plan.items is not None
     if plan.items.rank == INF:  # no item has a value: only the empty one (low is then 0)
         return 0
     top = high if high is not None else max(low, 3)
     smallest, largest = max(low, min(1, top)), max(low, min(3, top))
+    if vary:
+        return context.rng.randint(smallest, largest)
     if context.minimal:
         return low
     if not items_first:  # a dict: no draw when it ends empty
@@ -178,10 +189,10 @@ def _counts(plan: Plan, context: _Context, finishing: bool, items_first: bool) -
     return 0 if finishing and low == 0 else count
 
 
-def _map(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Frame:
+def _map(plan: Plan, context: _Context, depth: int, finishing: bool, vary: bool) -> _Frame:
     assert plan.keys is not None and plan.items is not None
     rng, keys = context.rng, plan.keys
-    count = _counts(plan, context, finishing, items_first=False)
+    count = _counts(plan, context, finishing, items_first=False, vary=vary)
     out: dict[str, Any] = {}
     slot: list[Any] = [out, None]
     context.open.append(slot)
@@ -203,10 +214,10 @@ def _map(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Frame:
     return out
 
 
-def _array(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Frame:
+def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: bool) -> _Frame:
     assert plan.items is not None
     item = plan.items
-    count = _counts(plan, context, finishing, items_first=True)
+    count = _counts(plan, context, finishing, items_first=True, vary=vary)
     pool = _pool(item, count) if plan.unique and not plan.keyed else None
     if pool is not None:
         context.spend(count)
@@ -223,9 +234,11 @@ def _array(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Frame
             if identity in seen:
                 value = _distinct(value, len(out), item, plan.keyed)
                 if value is None or (identity := _identity(value, plan.keyed)) in seen:
+                    context.vary = True
                     continue
             seen.add(identity)
         out.append(value)
+    context.vary = False
     context.open.pop()
     return out
 

@@ -1,13 +1,12 @@
 """A schema compiled for drawing answers: a graph of plans, each knowing if it has a value.
 
-``compile_plan(schema)`` turns a JSON Schema into one ``Plan`` per schema node and the
+``build(schema)`` turns a JSON Schema into one ``Plan`` per schema node and the
 constraints it inherits (a constraint on an ``anyOf`` parent or a ``$ref`` site applies to the
 branch or target; ``$ref`` resolves in ``$defs`` / ``definitions``, ``#`` is the root). It
 works on an explicit queue, so a schema thousands of levels deep compiles without recursion.
 
-Then every plan gets a ``rank``: the least nesting of a finite valid value (``INF`` when there
-is none). Ranks are a least fixpoint over the graph, so recursive schemas are judged exactly: a
-``$ref`` cycle with no way out has no value. A plan with no value either has a ``problem`` of
+Then (``ranks``) every plan gets a ``rank``: the least nesting of a finite valid value (``INF``
+when there is none). A plan with no value either has a ``problem`` of
 its own (an empty range, ``minLength`` above ``maxLength``, no enum value that meets the node's
 other keywords, ``uniqueItems`` asking for more distinct items than exist...) or needs a value
 of a child that has none; ``explain`` follows that chain and names the first such place in
@@ -20,9 +19,6 @@ the rank, so the value is finite.
 
 from __future__ import annotations
 
-import itertools
-import json
-import math
 from collections import deque
 from typing import Any
 
@@ -42,8 +38,6 @@ _JSON_TYPES = {
     "array": lambda v: isinstance(v, list),
     "object": lambda v: isinstance(v, dict),
 }
-#: Distinct values counted at most this far (``uniqueItems`` needs only small counts).
-_CAP = 10**6
 
 
 class Plan:
@@ -100,14 +94,14 @@ class Plan:
         return found
 
 
-def compile_plan(schema: Any) -> Plan:
-    """The plan of ``schema`` (its root), every plan ranked."""
+def build(schema: Any) -> tuple[Plan, list[Plan]]:
+    """The plan of ``schema`` (its root) and every plan it reaches, not ranked yet (see
+    ``ranks.compile_plan``)."""
     compiler = _Compiler(schema)
     root, _ = compiler.plan(schema, {}, "root")
     while compiler.pending:
         compiler.fill(*compiler.pending.popleft())
-    _rank(compiler.plans)
-    return root
+    return root, compiler.plans
 
 
 def explain(plan: Plan) -> str | None:
@@ -291,224 +285,3 @@ def _counts(found: dict[str, Any], low_name: str, high_name: str) -> tuple[int, 
     low, high = found.get(low_name, 0), found.get(high_name)
     low = max(0, int(low)) if isinstance(low, int | float) else 0
     return low, (max(0, int(high)) if isinstance(high, int | float) else None)
-
-
-def _local_rank(plan: Plan) -> float:
-    if plan.problem is not None:
-        return INF
-    kind = plan.kind
-    if kind == "anyof":
-        best = min((p.rank for p, _ in plan.branches), default=INF)
-        return 1 + (0 if plan.nullable else best)
-    if kind == "object":
-        return 1 + max((p.rank for _, p, _, required in plan.props if required), default=0)
-    if kind in ("array", "map"):
-        assert plan.items is not None
-        return 0 if plan.low == 0 else 1 + plan.items.rank
-    return 0
-
-
-def _rank(plans: list[Plan]) -> None:
-    """Ranks (least fixpoint), then ``uniqueItems`` checks against distinct-value counts, until
-    no array changes."""
-    for plan in plans:
-        for child in plan.children():
-            child.parents.append(plan)
-    while True:
-        _fixpoint(plans)
-        counts = _Counts()
-        broken = False
-        for plan in plans:
-            if plan.kind == "array" and plan.unique and plan.low and plan.problem is None:
-                assert plan.items is not None
-                supply = counts.of(plan.items, keyed=plan.keyed)
-                if supply < plan.low:
-                    plan.problem = (
-                        f"uniqueItems with minItems {plan.low}, but its items have only "
-                        f"{int(supply)} distinct values"
-                    )
-                    broken = True
-        if not broken:
-            for plan in plans:
-                plan.supply = counts.of(plan)
-            return
-        for plan in plans:
-            plan.rank = INF
-
-
-def _fixpoint(plans: list[Plan]) -> None:
-    queue = deque(plans)
-    queued = {id(plan) for plan in plans}
-    while queue:
-        plan = queue.popleft()
-        queued.discard(id(plan))
-        rank = _local_rank(plan)
-        if rank < plan.rank:
-            plan.rank = rank
-            for parent in plan.parents:
-                if id(parent) not in queued:
-                    queued.add(id(parent))
-                    queue.append(parent)
-
-
-class _Counts:
-    """How many distinct valid values a plan has (capped; ``INF`` for unbounded), without
-    recursion (a plan met again on its own path counts as unbounded)."""
-
-    def __init__(self) -> None:
-        self.memo: dict[int, float] = {}
-
-    def of(self, plan: Plan, keyed: bool = False) -> float:
-        if keyed and plan.kind == "object":
-            key = next((p for name, p, _, _ in plan.props if name == "key"), None)
-            return self.of(key) if key is not None else INF
-        stack: list[tuple[Plan, bool]] = [(plan, False)]
-        active: set[int] = set()
-        while stack:
-            current, expanded = stack.pop()
-            if id(current) in self.memo:
-                continue
-            children = current.children()
-            if not expanded:
-                if id(current) in active:  # a cycle: recursion allows ever more values
-                    self.memo[id(current)] = INF if current.rank < INF else 0
-                    continue
-                active.add(id(current))
-                stack.append((current, True))
-                stack.extend((child, False) for child in children if id(child) not in self.memo)
-                continue
-            active.discard(id(current))
-            self.memo[id(current)] = min(_CAP, self.local(current))
-        return self.memo[id(plan)]
-
-    def local(self, plan: Plan) -> float:
-        if plan.rank == INF:
-            return 0
-        count = self.memo.get
-        kind = plan.kind
-        if kind == "enum":
-            return len({_identity(v) for v in plan.values})
-        if kind == "boolean":
-            return 2
-        if kind == "null":
-            return 1
-        if kind in ("integer", "number"):
-            assert plan.numbers is not None
-            return plan.numbers.count()
-        if kind == "string":
-            assert plan.strings is not None
-            return plan.strings.count()
-        if kind == "anyof":
-            return sum(count(id(p), INF) for p, _ in plan.branches) + plan.nullable
-        if kind == "object":
-            total = 1.0
-            for _, child, _, required in plan.props:
-                total *= count(id(child), INF) + (0 if required else 1)
-            return total
-        if kind == "array":
-            assert plan.items is not None
-            each = count(id(plan.items), INF)
-            if plan.high == 0 or each == 0:
-                return 1
-            if each >= _CAP:
-                return INF
-            distinct = int(each)
-            if plan.unique:  # sizes up to the number of distinct items
-                top = distinct if plan.high is None else min(plan.high, distinct)
-            elif plan.high is None:
-                return INF
-            else:
-                top = plan.high
-            total = 0
-            for size in range(plan.low, top + 1):
-                total += math.comb(distinct, size) if plan.unique else distinct**size
-                if total >= _CAP:
-                    return INF
-            return total
-        if kind == "map":
-            assert plan.items is not None
-            return 1 if plan.high == 0 or count(id(plan.items), INF) == 0 else INF
-        return INF
-
-
-def _identity(value: Any) -> str:
-    """What must differ between items of a unique array (jsonschema: 1 and 1.0 are equal)."""
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    return json_key(value)
-
-
-def json_key(value: Any) -> str:
-    """Canonical JSON of a value (sorted keys), the identity of a unique array's item."""
-    try:
-        return json.dumps(value, sort_keys=True)
-    except (TypeError, ValueError, RecursionError):
-        return repr(value)
-
-
-def every_value(plan: Plan, limit: int = 256) -> list[Any] | None:
-    """Every valid value of a plan with few of them (``supply`` and ``rank`` small), in a fixed
-    order, or None. ``uniqueItems`` samples from it when random draws would keep colliding."""
-    if plan.supply > limit or plan.rank > 16:
-        return None
-    kind = plan.kind
-    if kind == "enum":
-        distinct: dict[str, Any] = {}
-        for value in plan.values:
-            distinct.setdefault(_identity(value), value)
-        return list(distinct.values())
-    if kind == "boolean":
-        return [False, True]
-    if kind == "null":
-        return [None]
-    if kind == "integer" and plan.numbers is not None:
-        return list(plan.numbers.integers(limit))
-    if kind == "number" and plan.numbers is not None:
-        first = plan.numbers.first()
-        return None if first is None else [first]
-    if kind == "string":
-        return [""]
-    if kind == "anyof":
-        found = [None] if plan.nullable else []
-        for branch, _ in plan.branches:
-            more = every_value(branch, limit) if branch.rank < INF else []
-            if more is None:
-                return None
-            found += more
-        return found
-    if kind == "object":
-        choices: list[list[tuple[str, Any]]] = []
-        for name, child, _, required in plan.props:
-            options = every_value(child, limit) if child.rank < INF else []
-            if options is None:
-                return None
-            pairs = [(name, option) for option in options]
-            choices.append(pairs if required else [*pairs, ("", _ABSENT)])
-        return [
-            {name: value for name, value in combo if value is not _ABSENT}
-            for combo in itertools.product(*choices)
-        ]
-    if kind == "array" and plan.items is not None:
-        items = every_value(plan.items, limit) if plan.items.rank < INF else []
-        if items is None:
-            return None
-        top = (
-            len(items)
-            if plan.high is None
-            else min(plan.high, len(items) if plan.unique else plan.high)
-        )
-        arrays: list[Any] = []
-        for size in range(plan.low, top + 1):
-            combos = (
-                itertools.combinations(items, size)
-                if plan.unique
-                else itertools.product(items, repeat=size)
-            )
-            arrays += [list(combo) for combo in combos]
-        return arrays
-    if kind == "map":
-        return [{}]
-    return None
-
-
-_ABSENT = object()

@@ -28,8 +28,9 @@ from typing import Any
 
 from .constraints import constraints_of, parse_constraints
 from .drawing import MAX_DEPTH, MAX_MINIMAL_STEPS, MAX_STEPS, Exhausted, draw
-from .plans import Plan, compile_plan, explain
+from .plans import Plan, explain
 from .protocol import to_json
+from .ranks import compile_plan
 
 __all__ = [
     "MAX_DEPTH",
