@@ -125,6 +125,10 @@ LEVELS: tuple[Level, ...] = ("strict", "ultra")
 SERVER_LEVEL: Level = "strict"
 #: walle.md "Object": property names that are schema keywords.
 RESERVED_PROPERTY_NAMES = frozenset({"$defs", "$ref", "anyOf", "required", "additionalProperties"})
+#: walle (``utils.go`` ResolveSubschema): a schema path part holding both ``{`` and ``}`` reads as
+#: ``anyOf{index}``, so under a property or ``$defs`` name such as ``a{b}`` the lookup walle makes
+#: before checking an enum, ``required``, ``$ref`` or ``anyOf`` fails ("invalid path").
+BRACED_NAME = re.compile(r"\{.*\}|\}.*\{", re.DOTALL)
 
 
 @dataclass(frozen=True)

@@ -413,3 +413,45 @@ def test_a_pathological_request_never_holds_up_another() -> None:
         slow = results["slow"].json()["choices"][0]
         assert results["slow"].status_code == 200 and slow["finish_reason"] == "length"
         assert sim.stats()["in_flight"] == 0
+
+
+_MARK = 424242424242  # replaced, in the body's text, by an integer of 400 digits
+_PLACES = {
+    "maximum": {"type": "integer", "maximum": _MARK},
+    "default": {"type": "string", "default": _MARK},
+    "enum": {"type": "integer", "enum": [1, _MARK]},
+    "minItems": {"type": "array", "items": {"type": "string"}, "minItems": _MARK},
+}
+
+
+@pytest.mark.parametrize("tool", [False, True], ids=["response_format", "tool"])
+@pytest.mark.parametrize("place", list(_PLACES))
+def test_integers_beyond_float64_are_refused_everywhere_as_walle_does(place: str, tool: bool):
+    # walle's Go decoder cannot hold them ("expected float64 but got number"): every schema
+    # that carries one is a 400, whatever keyword it sits in (one was a 400, another a 200)
+    schema = {"type": "object", "properties": {"a": _PLACES[place]}, "required": ["a"]}
+    body: dict[str, Any] = {
+        "model": "kimi-k3.1-pro",
+        "messages": [{"role": "user", "content": "Hi"}],
+    }
+    if tool:
+        body["tools"] = [{"type": "function", "function": {"name": "put", "parameters": schema}}]
+        where = "tools.function.parameters"
+    else:
+        body["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {"name": "s", "schema": schema},
+        }
+        where = "response_format.json_schema.schema"
+    huge = "9" * 400
+    raw = json.dumps(body).replace(str(_MARK), huge).encode()
+    with Simulator(api_key=KEY) as sim, httpx.Client(timeout=30) as client:
+        response = client.post(
+            sim.base_url + "/v1/chat/completions",
+            content=raw,
+            headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+        )
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert f"{where} is not a valid moonshot flavored json schema" in message
+    assert f"expected float64 but got number {huge}" in message

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..exceptions import SchemaError
-from ..kimi import DEFAULT_LIMITS, RESERVED_PROPERTY_NAMES
+from ..kimi import BRACED_NAME, DEFAULT_LIMITS, RESERVED_PROPERTY_NAMES
 from . import dialect as mfjs
 from .codec import (
     _IDENTITY,
@@ -583,7 +583,7 @@ def _sent_name(name: str, taken: Iterable[str]) -> str:
     """
     if name in RESERVED_PROPERTY_NAMES or not name:
         sent = f"{name}_"
-    elif "{" in name and "}" in name:
+    elif BRACED_NAME.search(name):
         sent = name.replace("{", "(").replace("}", ")")
     else:
         return name

@@ -48,7 +48,14 @@ from typing import Any, TypeVar
 from ..exceptions import ConfigurationError
 
 # walle's levels, reserved names and size limits are Kimi rules: they live in the Kimi profile.
-from ..kimi import DEFAULT_LIMITS, LEVELS, RESERVED_PROPERTY_NAMES, Level, SchemaLimits
+from ..kimi import (
+    BRACED_NAME,
+    DEFAULT_LIMITS,
+    LEVELS,
+    RESERVED_PROPERTY_NAMES,
+    Level,
+    SchemaLimits,
+)
 from .gojson import MAX_NESTING, decode_problem, go_value, schema_size
 
 __all__ = [
@@ -166,8 +173,8 @@ def _is_number(value: Any) -> bool:
 
 
 def _braced(name: str) -> bool:
-    """walle reads a path part with both braces as ``anyOf{index}``."""
-    return "{" in name and "}" in name
+    """walle reads a path part with both braces as ``anyOf{index}`` (``kimi.BRACED_NAME``)."""
+    return "{" in name and BRACED_NAME.search(name) is not None
 
 
 def _non_finite(schema: Any) -> bool:

@@ -57,9 +57,9 @@ class _Context:
         self.words = words
         self.left = steps
         self.minimal = minimal
-        #: set after a unique array drew a repeat: the next item's own entries are not cut to
-        #: their minimum (only that item's; deeper levels still wind down)
-        self.vary = False
+        #: how many repeats a unique array has drawn: its next item's own entries are not cut to
+        #: their minimum and may number more (only that item's; deeper levels still wind down)
+        self.vary = 0
         #: [container, pending key] of every object/array being filled, from the root down
         self.open: list[list[Any]] = []
 
@@ -117,7 +117,7 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
     context.spend(1)
     rng = context.rng
     finishing = context.minimal or depth >= MAX_DEPTH
-    vary, context.vary = context.vary, False
+    vary, context.vary = context.vary, 0
     kind = plan.kind
     if plan.rank == INF:  # no valid value (a prompt's schema, unchecked): say nothing
         return None
@@ -169,10 +169,10 @@ def _object(plan: Plan, context: _Context, depth: int, finishing: bool) -> _Fram
 
 
 def _counts(
-    plan: Plan, context: _Context, finishing: bool, items_first: bool, vary: bool = False
+    plan: Plan, context: _Context, finishing: bool, items_first: bool, vary: int = 0
 ) -> int:
     """How many entries: 1-3 within the bounds; the minimum when the answer winds down (at
-    least one when ``vary`` asks for a value unlike the last)."""
+    least one, and up to ``vary`` more, when ``vary`` asks for a value unlike the last ones)."""
     low, high = plan.low, plan.high
     assert plan.items is not None
     if plan.items.rank == INF:  # no item has a value: only the empty one (low is then 0)
@@ -180,7 +180,8 @@ def _counts(
     top = high if high is not None else max(low, 3)
     smallest, largest = max(low, min(1, top)), max(low, min(3, top))
     if vary:
-        return context.rng.randint(smallest, largest)
+        wider = largest + vary if high is None else max(largest, min(high, largest + vary))
+        return context.rng.randint(smallest, wider)
     if context.minimal:
         return low
     if not items_first:  # a dict: no draw when it ends empty
@@ -189,7 +190,7 @@ def _counts(
     return 0 if finishing and low == 0 else count
 
 
-def _map(plan: Plan, context: _Context, depth: int, finishing: bool, vary: bool) -> _Frame:
+def _map(plan: Plan, context: _Context, depth: int, finishing: bool, vary: int) -> _Frame:
     assert plan.keys is not None and plan.items is not None
     rng, keys = context.rng, plan.keys
     count = _counts(plan, context, finishing, items_first=False, vary=vary)
@@ -214,7 +215,7 @@ def _map(plan: Plan, context: _Context, depth: int, finishing: bool, vary: bool)
     return out
 
 
-def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: bool) -> _Frame:
+def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: int) -> _Frame:
     assert plan.items is not None
     item = plan.items
     count = _counts(plan, context, finishing, items_first=True, vary=vary)
@@ -225,7 +226,7 @@ def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: boo
     out: list[Any] = []
     context.open.append([out, None])
     seen: set[str] = set()
-    attempts = 0
+    attempts = repeats = 0
     while len(out) < count and attempts < count * 8:
         attempts += 1
         value = yield _draw(item, context, depth + plan.hop)
@@ -234,11 +235,12 @@ def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: boo
             if identity in seen:
                 value = _distinct(value, len(out), item, plan.keyed)
                 if value is None or (identity := _identity(value, plan.keyed)) in seen:
-                    context.vary = True
+                    repeats += 1
+                    context.vary = repeats
                     continue
             seen.add(identity)
         out.append(value)
-    context.vary = False
+    context.vary = 0
     context.open.pop()
     return out
 
