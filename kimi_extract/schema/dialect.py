@@ -41,9 +41,7 @@ an explicit stack), so a schema thousands of levels deep is judged, not crashed 
 from __future__ import annotations
 
 import math
-import re
-from collections.abc import Generator
-from typing import Any, TypeVar
+from typing import Any
 
 from ..exceptions import ConfigurationError
 
@@ -56,6 +54,17 @@ from ..kimi import (
     Level,
     SchemaLimits,
 )
+from .dialect_base import (
+    _COMMON,
+    _ROOT_ONLY,
+    JSON_TYPES,
+    Path,
+    _is_number,
+    _Problem,
+    _Unparsable,
+)
+from .dialect_keywords import _Keywords
+from .dialect_refs import _DefDepths, _References
 from .gojson import MAX_NESTING, decode_problem, go_value, schema_size
 
 __all__ = [
@@ -71,10 +80,6 @@ __all__ = [
     "schema_size",
 ]
 
-JSON_TYPES = frozenset({"object", "array", "string", "number", "integer", "boolean", "null"})
-
-_COMMON = frozenset({"description", "title"})  # allowed beside $ref / anyOf
-_ROOT_ONLY = frozenset({"$defs", "$id"})
 _SUPPORTED = frozenset(
     {
         "type",
@@ -111,30 +116,8 @@ _TYPE_KEYWORDS: dict[str, frozenset[str]] = {
     "boolean": _COMMON | {"type", "enum", "default"},
     "null": _COMMON | {"type", "enum", "default"},
 }
-_ENUM_PARTNERS = frozenset({"string", "integer", "number", "boolean"})
-
-Path = tuple[str, ...]
 #: One step of the main walk: (what to do, node, path, properties depth, braced name above).
 _Step = tuple[str, Any, Path, int, bool]
-#: walle's messages print an anyOf branch's path part ``anyOf{i}`` as ``anyOf``.
-_BRANCH_INDEX = re.compile(r"anyOf\{[^}]+\}")
-
-
-class _Unparsable(Exception):
-    """walle cannot decode the schema's JSON text (a message not tied to a path)."""
-
-
-class _Problem(Exception):
-    def __init__(self, path: Path, message: str) -> None:
-        super().__init__(message)
-        self.path = path
-        self.message = message
-
-    def text(self) -> str:
-        if not self.path:
-            return f"At path 'root': {self.message}"
-        where = _BRANCH_INDEX.sub("anyOf", ".".join(self.path))
-        return f"At path '{where}': {self.message}"
 
 
 def check_schema(
@@ -168,10 +151,6 @@ def _depth_message(limits: SchemaLimits) -> str:
     return f"schema depth exceeds maximum limit of {limits.max_depth}"
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _braced(name: str) -> bool:
     """walle reads a path part with both braces as ``anyOf{index}`` (``kimi.BRACED_NAME``)."""
     return "{" in name and BRACED_NAME.search(name) is not None
@@ -191,8 +170,9 @@ def _non_finite(schema: Any) -> bool:
     return False
 
 
-class _Walle:
-    """One validation run: walle's passes over the schema, in walle's order."""
+class _Walle(_Keywords, _References):
+    """One validation run: walle's passes over the schema, in walle's order (the keyword checks
+    in ``dialect_keywords``, the reference pass in ``dialect_refs``)."""
 
     def __init__(self, root: Any, level: Level, limits: SchemaLimits) -> None:
         self.root = root
@@ -203,9 +183,6 @@ class _Walle:
         self.max_depth = 0
         self.def_depths: _DefDepths | None = None
         self.braced = False  # the node being checked lies under a braced name
-
-    def fail(self, path: Path, message: str) -> _Problem:
-        return _Problem(path, message)
 
     # -- driver ------------------------------------------------------------------------------
 
@@ -249,13 +226,6 @@ class _Walle:
             else:
                 self.braced = braced
                 self.body(node, path, depth, braced, stack)
-
-    def unreachable(self, path: Path, keyword: str) -> None:
-        """walle re-reads the node at ``path`` before checking ``keyword`` (enum, required,
-        $ref, anyOf), splitting a path part with braces as ``anyOf{index}``: under a braced
-        name the lookup fails, "invalid path"."""
-        if path and self.braced:
-            raise self.fail((*path, keyword), f"invalid path: {'.'.join(path)}")
 
     def enter(
         self, node: dict[str, Any], path: Path, depth: int, braced: bool, stack: list[_Step]
@@ -434,546 +404,6 @@ class _Walle:
                     f"({', '.join(conflicts)}) are defined on the parent schema and inside anyOf; "
                     "remove them from the parent or from anyOf branches",
                 )
-
-    def conflicts(self, outer: set[str], inner: dict[str, Any]) -> list[str]:
-        """Keywords on both levels; description/title count only at ultra."""
-        return sorted(k for k in inner if k in outer and (self.ultra or k not in _COMMON))
-
-    # -- keyword checks (walle's keyword validators, run in sorted keyword order) -------------
-
-    def check_type(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if isinstance(value, str):
-            return
-        if isinstance(value, list):
-            if self.ultra and len(set(map(str, value))) != len(value):
-                raise self.fail((*path, "type"), "duplicate types in type array")
-            return
-        raise self.fail(path, "type must be string or array of strings")
-
-    def check_properties(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "properties")
-        if not isinstance(value, dict):
-            raise self.fail(where, "properties must be an object")
-        for name, sub in value.items():
-            if self.ultra and name == "":
-                raise self.fail(where, "property name cannot be empty")
-            if name in RESERVED_PROPERTY_NAMES:
-                raise self.fail(
-                    where, f"property name '{name}' is reserved for JSON Schema keywords"
-                )
-            if not isinstance(sub, dict):
-                raise self.fail(where, f"property schema for '{name}' must be an object")
-
-    def check_required(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "required")
-        if not isinstance(value, list):
-            raise self.fail(where, "required must be an array")
-        if not value:
-            return
-        for name in value:
-            if not isinstance(name, str):
-                raise self.fail(where, "items in required array must be strings")
-            if self.ultra and name == "":
-                raise self.fail(where, "property names in required array cannot be empty")
-        if self.ultra:
-            seen: set[str] = set()
-            for name in value:
-                if name in seen:
-                    raise self.fail(where, f"duplicate items in required array: {name}")
-                seen.add(name)
-        self.unreachable(path, "required")
-        props = node.get("properties")
-        if self.ultra:
-            kind = node.get("type")
-            if kind != "object" and kind != ["object"]:
-                raise self.fail(where, "required keyword must be used with object")
-            if not isinstance(props, dict):
-                raise self.fail(where, "required specified but 'properties' keyword is missing")
-        declared = props if isinstance(props, dict) else {}
-        for name in value:
-            if name not in declared:
-                raise self.fail(where, f"required property '{name}' is not defined in properties")
-
-    def check_enum(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "enum")
-        if not isinstance(value, list):
-            raise self.fail(where, "enum must be an array")
-        if not value:
-            raise self.fail(where, "enum array cannot be empty")
-        if len(value) > self.limits.max_enum_items:
-            raise self.fail(
-                where, f"enum array cannot have more than {self.limits.max_enum_items} items"
-            )
-        self.unreachable(path, "enum")
-        if "type" not in node:
-            raise self.fail(path, "type is not defined")
-        kind = node["type"]
-        if isinstance(kind, str):
-            types = [kind]
-        elif isinstance(kind, list):
-            if not all(isinstance(item, str) for item in kind):
-                raise self.fail(path, "type array must be an array of strings")
-            types = list(kind)
-        else:
-            raise self.fail(path, "invalid type value")
-        if len(types) > 2 or (len(types) == 2 and "null" not in types):
-            raise self.fail(
-                path,
-                "when type is array and enum is specified, currently only 2 types are "
-                "supported, one must be null, and the other can be string/integer/number/boolean",
-            )
-        if len(types) == 2:
-            other = next(t for t in types if t != "null") if types != ["null", "null"] else "null"
-            if other not in _ENUM_PARTNERS:
-                raise self.fail(path, f"invalid type combination with enum: {other} + null")
-        for item in value:
-            if not any(self.type_match(item, kind, where) for kind in types):
-                raise self.fail(
-                    where,
-                    f"enum value ({go_value(item)}) does not match any type in [{' '.join(types)}]",
-                )
-        counted = {"string", "number", "integer"}
-        if counted & set(types) and len(value) > self.limits.enum_string_check_threshold:
-            total = sum(
-                len(item.encode()) if isinstance(item, str) else len(go_value(item))
-                for item in value
-                if isinstance(item, str) or _is_number(item)
-            )
-            if total > self.limits.max_enum_string_length:
-                raise self.fail(
-                    where,
-                    f"total string length of enum values ({total}) exceeds maximum limit of "
-                    f"{self.limits.max_enum_string_length} characters when enum has more than "
-                    f"{self.limits.enum_string_check_threshold} values",
-                )
-
-    def type_match(self, value: Any, kind: str, where: Path) -> bool:
-        if kind == "string":
-            return isinstance(value, str)
-        if kind == "number":
-            if not _is_number(value):
-                raise self.fail(where, "not a valid number")
-            return True
-        if kind == "integer":
-            if not _is_number(value) or not float(value).is_integer():
-                raise self.fail(where, "not a valid integer")
-            return True
-        if kind == "boolean":
-            return isinstance(value, bool)
-        if kind == "null":
-            return value is None
-        if kind == "array":
-            return isinstance(value, list)
-        if kind == "object":
-            return isinstance(value, dict)
-        raise self.fail(where, "invalid type")
-
-    def check_items(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if not isinstance(value, dict):
-            raise self.fail((*path, "items"), "items must be an object")
-
-    def check_ref(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "$ref")
-        if not isinstance(value, str):
-            raise self.fail(where, "$ref must be a string")
-        if value == "#":
-            self.refs[value] = None
-            return
-        if not value.startswith("#/$defs/"):
-            raise self.fail(where, "references must start with #/$defs/")
-        if value == "#/$defs/":
-            raise self.fail(where, "definition name cannot be empty")
-        if "$defs" not in self.root:
-            raise self.fail(where, f"$defs not found for reference: {value}")
-        self.unreachable(path, "$ref")
-        if self.ultra:
-            for key in sorted(node):
-                if key != "$ref" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
-                    raise self.fail(
-                        path, f"keyword '{key}' is not allowed at the same level as $ref"
-                    )
-        self.refs[value] = None
-
-    def check_description(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if not isinstance(value, str):
-            raise self.fail((*path, "description"), "description must be a string")
-
-    def check_any_of(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "anyOf")
-        if not isinstance(value, list):
-            raise self.fail(where, "anyOf must be an array")
-        if not value or len(value) > self.limits.max_any_of_items:
-            raise self.fail(where, f"anyOf must have 1-{self.limits.max_any_of_items} items")
-        if not all(isinstance(branch, dict) for branch in value):
-            raise self.fail(where, "schema in anyOf must be an object")
-        self.unreachable(path, "anyOf")
-        if self.ultra:
-            for key in sorted(node):
-                if key != "anyOf" and not (not path and key in _ROOT_ONLY) and key not in _COMMON:
-                    raise self.fail(
-                        path, f"keyword '{key}' is not allowed at the same level as anyOf"
-                    )
-
-    def check_additional(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if not isinstance(value, bool | dict):
-            raise self.fail(
-                (*path, "additionalProperties"),
-                "additionalProperties must be a boolean or an object",
-            )
-
-    def check_defs(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        where = (*path, "$defs")
-        if not isinstance(value, dict):
-            raise self.fail(where, "$defs must be an object")
-        for name in sorted(value):
-            if name == "":
-                raise self.fail(where, "$defs property name cannot be empty")
-            if "/" in name:
-                raise self.fail(where, f"$defs property name '{name}' cannot contain '/' character")
-            if not isinstance(value[name], dict):
-                raise self.fail(where, f"$defs schema must be object: {name}")
-            stack: list[tuple[dict[str, Any], Path]] = [(value[name], (*where, name))]
-            while stack:
-                current, at = stack.pop()
-                for key, sub in current.items():
-                    if "/" in key:
-                        raise self.fail(
-                            at[:-1], f"$defs property name '{key}' cannot contain '/' character"
-                        )
-                    if isinstance(sub, dict):
-                        stack.append((sub, (*at, key)))
-                    elif isinstance(sub, list):
-                        stack.extend(
-                            (item, (*at, f"{key}[{i}]"))
-                            for i, item in enumerate(sub)
-                            if isinstance(item, dict)
-                        )
-
-    def check_id(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if value is not None and not isinstance(value, str):
-            raise self.fail((*path, "$id"), "$id must be a string")
-
-    def check_pattern(self, node: dict[str, Any], value: Any, path: Path) -> None:
-        if value is not None and not isinstance(value, str):
-            raise self.fail((*path, "pattern"), "pattern must be a string")
-
-    # -- pass 2: references (walle's PostValidateRefs) ----------------------------------------
-
-    def resolve(self, ref: str, path: Path = ()) -> dict[str, Any]:
-        if ref == "#":
-            return self.root
-        if not ref.startswith("#/$defs/"):
-            raise self.fail((*path, "$ref"), "only local references are supported")
-        current: Any = self.root
-        for part in ref[2:].split("/"):
-            current = current.get(part) if isinstance(current, dict) else None
-            if not isinstance(current, dict):
-                raise self.fail(path, f"invalid $ref path: {ref}")
-        return current
-
-    def check_refs(self) -> None:
-        for ref in self.refs:
-            self.resolve(ref)
-        try:
-            needs_end = not self.terminates(self.root, set(), ())
-        except _Problem:
-            needs_end = True
-        self.check_ref_sites(needs_end)
-
-    def check_ref_sites(self, needs_end: bool) -> None:
-        """Every ``$ref`` site, in document order (pre-order, on an explicit stack): its target
-        in context, and, while no ancestor ends the recursion, that the target can end."""
-        stack: list[tuple[dict[str, Any], bool, Path]] = [(self.root, needs_end, ())]
-        while stack:
-            node, needs_end, path = stack.pop()
-            if "$ref" in node:
-                expanded = self.expand(node, path)
-                self.ref_context(node, expanded, path)
-                if needs_end and not self.terminates(expanded, set(), path):
-                    raise self.fail(
-                        path, "detected infinite recursion without termination condition"
-                    )
-            children: list[tuple[dict[str, Any], bool, Path]] = []
-            for key, value in node.items():
-                if key == "$defs":
-                    continue
-                if isinstance(value, dict):
-                    if key == "properties" and node.get("required") == []:
-                        needs_end = False
-                    elif key == "additionalProperties":
-                        needs_end = False
-                    children.append((value, needs_end, (*path, key)))
-                elif isinstance(value, list) and key == "anyOf":
-                    for index, branch in enumerate(value):
-                        if isinstance(branch, dict):
-                            children.append((branch, needs_end, (*path, f"anyOf{{{index}}}")))
-            stack.extend(reversed(children))
-
-    def expand(self, node: dict[str, Any], path: Path) -> dict[str, Any]:
-        """The ``$ref``'s target; a chain of bare ``$ref`` defs is followed to its end."""
-        ref = node["$ref"]
-        if not isinstance(ref, str):
-            raise self.fail((*path, "$ref"), "$ref must be a string")
-        seen = {ref}
-        current = dict(self.resolve(ref))
-        kept: dict[str, Any] = {}
-        layer, previous = ref, ""
-        while isinstance(current.get("$ref"), str) or "$ref" in current:
-            if any(key != "$ref" and key not in _COMMON for key in current):
-                break
-            following = current["$ref"]
-            if not isinstance(following, str):
-                raise self.fail((*path, "$ref"), "$ref must be a string")
-            if following in seen:
-                break
-            seen.add(following)
-            target = self.resolve(following)
-            for key in current:
-                if key not in _COMMON:
-                    continue
-                if key in kept:
-                    if self.ultra:
-                        outer = previous or layer
-                        where = tuple(outer[2:].split("/")) if outer.startswith("#/") else path
-                        raise self.fail(
-                            where,
-                            f'conflicting keywords found after $ref expansion: keyword "{key}" '
-                            'appears at multiple levels in a chained "$ref"; keep it in only one '
-                            "place",
-                        )
-                    continue
-                kept[key] = current[key]
-            previous, layer = layer, following
-            current = dict(target)
-        return {**current, **kept}
-
-    def ref_context(self, parent: dict[str, Any], target: dict[str, Any], path: Path) -> None:
-        outer = set(parent) - {"$ref"}
-        clash = self.conflicts(outer, target)
-        if clash:
-            raise self.fail(
-                path,
-                f"conflicting keywords found after $ref expansion: keywords ({', '.join(clash)}) "
-                'are defined both alongside "$ref" and in the referenced schema; remove the '
-                "duplicates",
-            )
-        if ("type" in parent and "anyOf" in target) or ("type" in target and "anyOf" in parent):
-            raise self.fail(
-                path,
-                "invalid schema after $ref expansion: (when using anyOf, type should be defined "
-                "in anyOf items instead of the parent schema)",
-            )
-        branches = target.get("anyOf")
-        if isinstance(branches, list):
-            for branch in branches:
-                if isinstance(branch, dict):
-                    clash = self.conflicts(outer - {"anyOf"}, branch)
-                    if clash:
-                        raise self.fail(
-                            path,
-                            f"conflicting keywords found in anyOf after ref expansion: keywords "
-                            f'({", ".join(clash)}) are defined alongside "$ref" and inside anyOf '
-                            "in the referenced schema; define them in only one place",
-                        )
-        last = path[-1] if path else ""
-        if (
-            last in ("additionalProperties", "items")
-            or last.startswith("anyOf")
-            or (len(path) >= 2 and path[-2] == "properties")
-            or len(path) <= 1
-        ):
-            return
-        raise self.fail(path, "$ref is not allowed in this schema.")
-
-    def terminates(self, node: dict[str, Any], seen: set[str], path: Path) -> bool:
-        """Whether a value of ``node`` can be finite (walle's termination rule for refs)."""
-        return _run(self._terminates(node, seen, path))
-
-    def _terminates(self, node: dict[str, Any], seen: set[str], path: Path) -> _Recursion[bool]:
-        """``terminates`` as a generator: each ``yield`` is a nested call (see ``_run``).
-
-        ``path`` stays the ``$ref`` site's (nested calls do not extend it, so a chain thousands
-        of levels deep holds no path per level); the messages below cannot be reached once the
-        first pass has checked every property, branch and reference.
-        """
-        kind = node.get("type")
-        checked = ""
-        if isinstance(kind, str):
-            if kind not in ("object", "array"):
-                return True
-            checked = kind
-        elif isinstance(kind, list):
-            for item in kind:
-                if isinstance(item, str) and item not in ("object", "array"):
-                    return True
-                checked = str(item)
-        if checked == "array":
-            items = node.get("items")
-            if not items:
-                return True
-            if isinstance(items, dict) and (yield self._terminates(items, seen, path)):
-                return True
-        if checked == "object":
-            required = node.get("required")
-            props = node.get("properties")
-            if not required or not isinstance(props, dict) or not props:
-                return True
-            wanted = (
-                set(r for r in required if isinstance(r, str))
-                if isinstance(required, list)
-                else set()
-            )
-            for name, sub in props.items():
-                if not isinstance(sub, dict):
-                    raise self.fail((*path, name), "property schema must be an object")
-                if name in wanted and (yield self._terminates(sub, seen, path)):
-                    return True
-        branches = node.get("anyOf")
-        if isinstance(branches, list):
-            if not branches:
-                return True
-            reached: set[str] = set()
-            for branch in branches:
-                if not isinstance(branch, dict):
-                    raise self.fail((*path, "anyOf"), "schema in anyOf must be an object")
-                mine = set(seen)
-                if (yield self._terminates(branch, mine, path)):
-                    seen |= mine
-                    return True
-                reached |= mine
-            seen |= reached
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            if ref in seen:
-                return False
-            seen.add(ref)
-            try:
-                target = self.resolve(ref, path)
-            except _Problem:
-                raise self.fail(path, f"invalid $ref path: {ref}") from None
-            return (yield self._terminates(target, seen, path))
-        return not node
-
-
-class _DefDepths:
-    """walle's precomputed depth (nested ``properties`` levels) of each ``$defs`` entry.
-
-    walle keys them by JSON-pointer-like text (``#/$defs/A``, ``#/$defs/A/properties/b``) that a
-    ``$ref`` site looks up. Here a pointer is interned part by part as a number, so a chain
-    thousands of levels deep costs no text per level. Results that did not depend on the refs
-    already on the path are memoized, so a schema of many shared definitions stays linear.
-    """
-
-    def __init__(self, walle: _Walle) -> None:
-        self.walle = walle
-        self.ids: dict[tuple[int, str], int] = {}
-        self.table: dict[int, int] = {}
-        self.memo: dict[int, int] = {}
-
-    def compute(self) -> _DefDepths:
-        defs = self.walle.root.get("$defs")
-        if isinstance(defs, dict):
-            for name, sub in defs.items():
-                if isinstance(sub, dict):
-                    _run(self.measure(sub, self.pointer(f"#/$defs/{name}"), set()))
-        return self
-
-    def depth_of(self, ref: str) -> int:
-        """The depth walle looks up for a ``$ref`` site (0 when it computed none)."""
-        key = 0
-        for part in ref.split("/"):
-            found = self.ids.get((key, part))
-            if found is None:
-                return 0
-            key = found
-        return self.table.get(key, 0)
-
-    def pointer(self, text: str, parent: int = 0) -> int:
-        """The number of ``text`` (parts separated by ``/``) appended to ``parent``."""
-        key = parent
-        for part in text.split("/"):
-            found = self.ids.get((key, part))
-            if found is None:
-                found = self.ids[(key, part)] = len(self.ids) + 1
-            key = found
-        return key
-
-    def measure(
-        self, node: dict[str, Any], where: int, seen: set[str]
-    ) -> _Recursion[tuple[int, bool]]:
-        """(depth, whether a ref was cut short because it was already on the path), as a
-        generator for ``_run``."""
-        if not node:
-            return 0, False
-        if where in self.memo:
-            self.table[where] = self.memo[where]
-            return self.memo[where], False
-        self.table[where] = 0
-        best, cut = 0, False
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            if ref in seen:
-                cut = True
-            else:
-                seen.add(ref)
-                try:
-                    target = self.walle.resolve(ref)
-                except _Problem:
-                    target = None
-                if target is not None:
-                    best, sub_cut = yield self.measure(target, self.pointer(ref), seen)
-                    cut |= sub_cut
-        props = node.get("properties")
-        if isinstance(props, dict):
-            level = 1
-            for name, sub in props.items():
-                if isinstance(sub, dict):
-                    at = self.pointer(f"properties/{name}", where)
-                    inner, sub_cut = yield self.measure(sub, at, set(seen))
-                    level, cut = max(level, 1 + inner), cut | sub_cut
-            best = max(best, level)
-        branches = node.get("anyOf")
-        if isinstance(branches, list):
-            for index, branch in enumerate(branches):
-                if isinstance(branch, dict):
-                    at = self.pointer(f"anyOf/{index}", where)
-                    inner, sub_cut = yield self.measure(branch, at, set(seen))
-                    best, cut = max(best, inner), cut | sub_cut
-        extra = node.get("additionalProperties")
-        if isinstance(extra, dict):
-            at = self.pointer("additionalProperties", where)
-            inner, sub_cut = yield self.measure(extra, at, set(seen))
-            best, cut = max(best, inner), cut | sub_cut
-        self.table[where] = best
-        if not cut:
-            self.memo[where] = best
-        return best, cut
-
-
-_T = TypeVar("_T")
-#: A recursive function written as a generator: it yields the generator of each nested call
-#: and receives that call's result (``_run`` drives it).
-_Recursion = Generator["_Recursion[Any]", Any, _T]
-
-
-def _run(call: _Recursion[_T]) -> _T:
-    """Run a generator-coded recursion on an explicit stack (no Python recursion).
-
-    An exception raised by any level propagates out, as it would through real recursion.
-    """
-    stack: list[_Recursion[Any]] = [call]
-    result: Any = None
-    while True:
-        try:
-            nested = stack[-1].send(result)
-        except StopIteration as stop:
-            stack.pop()
-            if not stack:
-                return stop.value
-            result = stop.value
-            continue
-        stack.append(nested)
-        result = None
 
 
 _KEYWORD_CHECKS = {

@@ -138,6 +138,7 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
         return text
     if kind == "anyof":
         others = [branch for branch in plan.branches if branch[0].rank < INF]
+        finishing = finishing and not vary  # a unique array wants another value here
         if plan.nullable and (not others or finishing or rng.random() < 0.125):
             return None
         if not others:
@@ -149,7 +150,7 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
         context.vary = vary  # a branch stands for its anyOf
         return (yield _draw(branch, context, depth + hop))
     if kind == "object":
-        return (yield _object(plan, context, depth, finishing))
+        return (yield _object(plan, context, depth, finishing and not vary))
     if kind == "map":
         return (yield _map(plan, context, depth, finishing, vary))
     return (yield _array(plan, context, depth, finishing, vary))
