@@ -388,6 +388,28 @@ def test_deep_item_chains_get_valid_answers_without_recursion() -> None:
     assert isinstance(value, int) and value >= 3
 
 
+def test_deep_item_chains_through_the_api_up_to_the_body_parser() -> None:
+    # walle takes them; the simulator answers them as deep as Python's JSON parser reads a body
+    # (README: 900 levels answered, 2,000 a 400 "nested too deeply", never a 500)
+    with Simulator(api_key=KEY) as sim, httpx.Client(timeout=60) as client:
+        for levels, status in ((900, 200), (2000, 400)):
+            schema = '{"type": "array", "items": ' * levels + '{"type": "string"}' + "}" * levels
+            body = json.dumps(_body({"type": "object"})).replace('{"type": "object"}', schema)
+            response = client.post(
+                sim.base_url + "/v1/chat/completions",
+                content=body.encode(),
+                headers={"Authorization": f"Bearer {KEY}", "Content-Type": "application/json"},
+            )
+            assert response.status_code == status, response.text[:300]
+            if status == 200:
+                answer = json.loads(response.json()["choices"][0]["message"]["content"])
+                while answer:  # nested lists, ending in strings or empty lists
+                    assert isinstance(answer, list)
+                    answer = answer[0] if not isinstance(answer[0], str) else None
+            else:
+                assert "nested too deeply" in response.json()["error"]["message"]
+
+
 def test_a_pathological_request_never_holds_up_another() -> None:
     # the pathological one is sent first; the normal one, sent once the first is in flight,
     # is answered; the first ends too, cut ("length"). A hang fails on the client timeout.
