@@ -48,7 +48,7 @@ class Review(BaseModel):
         ge=1,
         le=5,
         description=(
-            "Star rating from 1 to 5 when the text states one (\"4/5\", \"five stars\") or "
+            'Star rating from 1 to 5 when the text states one ("4/5", "five stars") or '
             "implies it unambiguously; null when it does not"
         ),
     )
