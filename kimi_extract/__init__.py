@@ -12,7 +12,15 @@ from . import (
     accessor,  # noqa: F401  (registers the DataFrame .kimi accessor)
     shared_simulator,  # noqa: F401  (lets base_url="simulator" start the simulator)
 )
-from .config import ExtractorConfig
+from .config import (
+    Budget,
+    Connection,
+    ExtractorConfig,
+    GroundingOptions,
+    Limits,
+    MediaOptions,
+    PromptCache,
+)
 from .exceptions import (
     APIConnectionError,
     APIError,
@@ -67,10 +75,12 @@ __all__ = [
     "APITimeoutError",
     "AuthenticationError",
     "BadRequestError",
+    "Budget",
     "BudgetExceeded",
     "Comparison",
     "CompiledSchema",
     "ConfigurationError",
+    "Connection",
     "ContextOverflowError",
     "EmptyInputError",
     "Estimate",
@@ -78,15 +88,19 @@ __all__ = [
     "EvaluationError",
     "Extractor",
     "ExtractorConfig",
+    "GroundingOptions",
     "InputError",
     "KimiExtractError",
+    "Limits",
     "MODELS",
     "MediaError",
+    "MediaOptions",
     "MissingAPIKeyError",
     "ModelInfo",
     "NotFoundError",
     "PermissionDeniedError",
     "Pricing",
+    "PromptCache",
     "QuotaExceededError",
     "RateLimitError",
     "ResponseTooLargeError",

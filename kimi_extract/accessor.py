@@ -30,9 +30,9 @@ from .run.estimate import Estimate
 def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split keyword arguments into ``(Extractor options, run options)``; TypeError if unknown.
 
-    Extractor options are the settings of ``kx.ExtractorConfig`` (its field names, plus
-    ``config=`` and the deprecated ``cache=``); run options are ``Extractor.run``'s column
-    options (``COLUMN_OPTIONS``).
+    Extractor options are the settings of ``kx.ExtractorConfig`` (its fields, its groups and
+    their fields' flat names, plus ``config=`` and the deprecated old names); run options are
+    ``Extractor.run``'s column options (``COLUMN_OPTIONS``).
     """
     extractor_names = option_names() | {"config"} | set(DEPRECATED_OPTIONS)
     run_names = frozenset(COLUMN_OPTIONS)

@@ -24,7 +24,6 @@ import logging
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
-from dataclasses import fields
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -38,7 +37,7 @@ from .cli_io import (
     save_table,
 )
 from .cli_quality import add_commands, add_simulate_options
-from .config import ExtractorConfig
+from .config import setting_default
 from .store_cli import add_store_parser
 
 EXIT_OK, EXIT_ROWS_FAILED, EXIT_STOPPED = 0, 1, 2
@@ -78,7 +77,7 @@ _SWITCHES = ("stream", "web_search", "fetch_urls", "allow_private_urls", "ground
 
 def _default(setting: str) -> Any:
     """The default of an ``ExtractorConfig`` setting (for help texts; never re-listed here)."""
-    return next(f.default for f in fields(ExtractorConfig) if f.name == setting)
+    return setting_default(setting)
 
 
 def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
@@ -88,8 +87,9 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
     for flag in ("instructions", "model", "effort", "concurrency", "rpm", "tpm", "max_cost"):
         if getattr(args, flag) is not None:
             options[_FLAG_SETTINGS.get(flag, flag)] = getattr(args, flag)
-    if args.prefix is not None:  # "" is a prefix too
-        options["prefix"] = args.prefix
+    prefix = _column_prefix(args)
+    if prefix is not None:  # "" is a prefix too
+        options["column_prefix"] = prefix
     for switch in _SWITCHES:
         if getattr(args, switch):
             options[switch] = True
@@ -115,6 +115,17 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
     if sim is not None:
         options.update(base_url=sim.base_url, api_key=sim.api_key)
     return options
+
+
+def _column_prefix(args: argparse.Namespace) -> str | None:
+    """``--column-prefix``, or its deprecated old name ``--prefix`` (with a warning)."""
+    if args.old_prefix is None:
+        return args.column_prefix
+    warnings.warn("--prefix is deprecated: use --column-prefix", DeprecationWarning, stacklevel=2)
+    print("warning: --prefix is deprecated: use --column-prefix", file=sys.stderr)
+    if args.column_prefix is not None:
+        raise UsageError("pass --column-prefix only (--prefix is its deprecated old name)")
+    return args.old_prefix
 
 
 def summary_table(report: Any) -> str:
@@ -237,7 +248,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             id=args.id,
             title=args.title,
             model=model,
-            prefix=args.prefix or "",
+            prefix=_column_prefix(args) or "",
         )
     except (KimiExtractError, OSError) as exc:
         raise UsageError(str(exc)) from None
@@ -331,13 +342,19 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         help="let --fetch-urls reach loopback, private and link-local addresses (refused "
         "by default)",
     )
-    parser.add_argument("--prefix", help="prefix for output column names")
+    _add_prefix_args(parser, "prefix for output column names")
     parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
     parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
         "--simulate", action="store_true", help="run against an in-process simulator (offline)"
     )
+
+
+def _add_prefix_args(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--column-prefix", metavar="PREFIX", help=help)
+    # The old name, for one release (read by _column_prefix, with a warning).
+    parser.add_argument("--prefix", dest="old_prefix", help=argparse.SUPPRESS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -427,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.py:Class",
         help="the output model: corrections typed in the page are checked against its types",
     )
-    rev.add_argument("--prefix", help="the prefix= of the run (with --schema)")
+    _add_prefix_args(rev, "the --column-prefix of the run (with --schema)")
     rev.set_defaults(func=cmd_review)
 
     sim = sub.add_parser(

@@ -29,7 +29,7 @@ A worker that dies holds nothing: its permits count until their ``hold_s`` ends,
 counts its requests. The state lives on the scheduler: the cluster's limits are as exact as the
 scheduler's clock, at the price of one scheduler round trip per batch of permits.
 
-The same service keeps the run's ``max_cost`` / ``max_tokens`` budget for the whole cluster
+The same service keeps the run's ``max_cost`` / ``max_total_tokens`` budget for the whole cluster
 (``kimi_extract.cluster_budget``): reservations of worst cases, settled to the billed usage, on
 leases that a dead worker's reservations outlive only as spent money.
 
@@ -139,7 +139,7 @@ class ClusterLimits:
 
     @property
     def budgeted(self) -> bool:
-        """Whether the run has a budget (``max_cost`` / ``max_tokens``)."""
+        """Whether the run has a budget (``max_cost`` / ``max_total_tokens``)."""
         return self.max_tokens is not None or self.max_cost is not None
 
     def budget_spec(self) -> dict[str, Any]:
@@ -163,14 +163,14 @@ def cluster_limits(extractor: Any, *, window_s: float | None = None) -> ClusterL
     """A run's shared limits: the extractor's concurrency, rpm and tpm, for the whole cluster."""
     return ClusterLimits(
         token=uuid.uuid4().hex,
-        concurrency=extractor.concurrency,
-        rpm=extractor.rpm,
-        tpm=extractor.tpm,
+        concurrency=extractor.config.limits.concurrency,
+        rpm=extractor.config.limits.rpm,
+        tpm=extractor.config.limits.tpm,
         window_s=RATE_WINDOW_S if window_s is None else window_s,
         grant_ttl_s=GRANT_TTL_S,
         arrival_slack_s=ARRIVAL_SLACK_S,
-        max_tokens=extractor.max_tokens,
-        max_cost=extractor.max_cost,
+        max_tokens=extractor.config.budget.max_total_tokens,
+        max_cost=extractor.config.budget.max_cost,
         budget_lease_s=cluster_budget.LEASE_S,
     )
 

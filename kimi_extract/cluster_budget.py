@@ -1,7 +1,7 @@
-"""One ``max_cost`` / ``max_tokens`` budget for a whole Dask run, kept on the scheduler.
+"""One ``max_cost`` / ``max_total_tokens`` budget for a whole Dask run, kept on the scheduler.
 
 The scheduler's rate service (``kimi_extract.cluster``) also keeps each run's budget
-(``BudgetService``); every partition's ``Budget`` uses it as its shared ledger
+(``BudgetService``); every partition's ``RunBudget`` uses it as its shared ledger
 (``run.budget.Ledger``, through ``BudgetClient``), so the partitions draw from one budget instead
 of an even share each: a partition of long documents may spend what short ones leave.
 

@@ -35,8 +35,8 @@ Limits are global: the cluster as a whole never exceeds the extractor's configur
   Cost: one scheduler round trip per batch of permits (a worker asks for all its waiting
   requests at once). The adaptive backoff on 429s stays per partition. The scheduler needs
   ``kimi_extract`` installed.
-- **Budgets**: ``max_cost`` / ``max_tokens`` are one budget for the whole run, kept by the same
-  service on the scheduler (``kimi_extract.cluster_budget``): every attempt on every worker
+- **Budgets**: ``max_cost`` / ``max_total_tokens`` are one budget for the whole run, kept by the
+  same service on the scheduler (``kimi_extract.cluster_budget``): every attempt on every worker
   reserves its worst case there and settles to the billed usage, so a partition of long documents
   may spend what short ones leave unused. When the next attempt cannot fit and no worker holds a
   reservation, the run stops with ``BudgetExceeded`` (rerun with a higher budget: finished rows
@@ -170,16 +170,17 @@ def output_meta(
     """
     columns = {k: v for k, v in run_options.items() if k in COLUMN_OPTIONS and v is not None}
     prepared = prepare(ddf._meta, **columns)
-    grounding = bool(extractor.grounding)
-    check_clashes(prepared.columns, extractor.output, extractor.prefix, grounding=grounding)
+    config = extractor.config
+    grounding = bool(config.grounding_options.grounding)
+    check_clashes(prepared.columns, extractor.output, config.column_prefix, grounding=grounding)
     assert prepared.index is not None
     return build_frame(
         model=extractor.output,
         results=[],
         index=prepared.index,
         input_frame=prepared.frame,
-        prefix=extractor.prefix,
-        web_search=extractor.web_search,
+        prefix=config.column_prefix,
+        web_search=config.web_search,
         grounding=grounding,
     )
 

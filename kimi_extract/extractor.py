@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from .config import (
     API_KEY_ENV_VARS,
+    DEPRECATED_NAMES,
     ExtractorConfig,
     check_option_names,
     option_names,
@@ -35,7 +36,7 @@ from .exceptions import (
 from .ground import Work
 from .http.limiter import Limiter
 from .http.routing import Router
-from .http.transport import Secret, Transport
+from .http.transport import RetryPolicy, Secret, Transport
 from .http.wire import BodyEncoder
 from .kimi import (
     CACHE_MIN_TOKENS,
@@ -47,7 +48,7 @@ from .kimi import (
 from .media.documents import PageSpec, PdfMode
 from .media.parts import MediaOptions, current_options
 from .records import Content, Pricing, RowInput, RowResult, Usage
-from .run.budget import Budget
+from .run.budget import RunBudget
 from .run.conversation import RowSettings, charge_retry
 from .run.documents import plan_documents
 from .run.estimate import Estimate, auto_cache_ttl, predict, row_prompt_tokens
@@ -79,7 +80,7 @@ WRITE_BATCH_ROWS = 1000
 #: columns (the accessor and Dask pass these to the run; every other keyword is a setting).
 COLUMN_OPTIONS = ("text", "template", "images", "videos")
 #: Old setting names still accepted for one release, with a ``DeprecationWarning``: old -> new.
-DEPRECATED_OPTIONS = {"cache": "store"}
+DEPRECATED_OPTIONS = DEPRECATED_NAMES
 
 
 class Extractor(Generic[T]):
@@ -104,19 +105,10 @@ class Extractor(Generic[T]):
         if not (isinstance(output, type) and issubclass(output, BaseModel)):
             # SchemaError is a ConfigurationError and a TypeError (what this raised before).
             raise SchemaError(f"output must be a pydantic BaseModel subclass, got {output!r}")
-        check_option_names(options, option_names() | set(DEPRECATED_OPTIONS), "Extractor")
+        check_option_names(options, option_names(), "Extractor")
         for old, new in DEPRECATED_OPTIONS.items():
-            if old not in options:
-                continue
-            if new in options:
+            if old in options and new in options:
                 raise ConfigurationError(f"pass {new}= only ({old}= is its deprecated old name)")
-            warnings.warn(
-                f"Extractor({old}=...) is deprecated: use {new}=... (the result store); 'cache' "
-                "now means Kimi's prompt cache only (cache_ttl, cache_warm)",
-                DeprecationWarning,
-                stacklevel=2,
-            )
-            options[new] = options.pop(old)
         if config is None:
             config = ExtractorConfig(**options)
         elif not isinstance(config, ExtractorConfig):
@@ -130,15 +122,17 @@ class Extractor(Generic[T]):
         self.output = output
         try:
             self.compiled = compile_schema(output)
-            if config.grounding == "quotes":  # the schema also asks for a quote per field
+            if (
+                config.grounding_options.grounding == "quotes"
+            ):  # the schema also asks for a quote per field
                 self.compiled = self.compiled.with_quotes()
         except RecursionError:
             raise SchemaError(
                 f"output model {output.__name__} nests too deeply to compile (recursion limit); "
                 "flatten it"
             ) from None
-        check_output_names(output, config.prefix)
-        check_grounding_fields(output, config.grounding_fields)
+        check_output_names(output, config.column_prefix)
+        check_grounding_fields(output, config.grounding_options.grounding_fields)
         base_url, self._secret = config.base_url, config.secret
         if config.simulated:  # base_url="simulator": the bundled simulator, with its own key
             base_url, key = simulator_endpoint()
@@ -192,27 +186,27 @@ class Extractor(Generic[T]):
     @property
     def concurrency(self) -> int:
         """Rows in flight at once."""
-        return self.config.concurrency
+        return self.config.limits.concurrency
 
     @property
     def rpm(self) -> int | None:
         """Client-side requests per minute, or None."""
-        return self.config.rpm
+        return self.config.limits.rpm
 
     @property
     def tpm(self) -> int | None:
         """Client-side tokens per minute, or None."""
-        return self.config.tpm
+        return self.config.limits.tpm
 
     @property
     def max_cost(self) -> float | None:
         """The budget in USD, or None."""
-        return self.config.max_cost
+        return self.config.budget.max_cost
 
     @property
-    def max_tokens(self) -> int | None:
+    def max_total_tokens(self) -> int | None:
         """The budget in tokens, or None."""
-        return self.config.max_tokens
+        return self.config.budget.max_total_tokens
 
     @property
     def max_completion_tokens(self) -> int:
@@ -230,9 +224,9 @@ class Extractor(Generic[T]):
         return self.config.progress
 
     @property
-    def prefix(self) -> str:
+    def column_prefix(self) -> str:
         """Prepended to output column names."""
-        return self.config.prefix
+        return self.config.column_prefix
 
     @property
     def web_search(self) -> bool:
@@ -242,7 +236,7 @@ class Extractor(Generic[T]):
     @property
     def grounding(self) -> bool | str:
         """Whether each answer's leaves are aligned to the text sent (``kx_spans``)."""
-        return self.config.grounding
+        return self.config.grounding_options.grounding
 
     @property
     def media(self) -> MediaOptions:
@@ -343,7 +337,9 @@ class Extractor(Generic[T]):
         prepared = prepare(
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
-        check_clashes(prepared.columns, self.output, self.prefix, grounding=bool(self.grounding))
+        check_clashes(
+            prepared.columns, self.output, self.column_prefix, grounding=bool(self.grounding)
+        )
         lazy = prepared.frame is None
         kept: list[RowResult] = []
 
@@ -356,7 +352,7 @@ class Extractor(Generic[T]):
                 results=fill_missing(kept, prepared.index, stop_cause),
                 index=prepared.index,
                 input_frame=prepared.frame,
-                prefix=self.prefix,
+                prefix=self.column_prefix,
                 web_search=self.web_search,
                 grounding=bool(self.grounding),
             )
@@ -458,7 +454,9 @@ class Extractor(Generic[T]):
         prepared = prepare(
             data, text=text, template=template, images=images, videos=videos, media=self._media()
         )
-        check_clashes(prepared.columns, self.output, self.prefix, grounding=bool(self.grounding))
+        check_clashes(
+            prepared.columns, self.output, self.column_prefix, grounding=bool(self.grounding)
+        )
         writer = TableWriter(path)  # creates its temporary file: a place it cannot write stops here
         if _writer is not None:
             _writer.append(writer)
@@ -561,8 +559,8 @@ class Extractor(Generic[T]):
 
     def _budget_caps(self) -> str:
         caps = []
-        if self.max_tokens is not None:
-            caps.append(f"max_tokens={self.max_tokens:,}")
+        if self.max_total_tokens is not None:
+            caps.append(f"max_total_tokens={self.max_total_tokens:,}")
         if self.max_cost is not None:
             caps.append(f"max_cost=${self.max_cost:g}")
         return ", ".join(caps)
@@ -581,7 +579,7 @@ class Extractor(Generic[T]):
             results=results,
             index=index,
             input_frame=inputs,
-            prefix=self.prefix,
+            prefix=self.column_prefix,
             web_search=self.web_search,
             grounding=bool(self.grounding),
         )
@@ -673,7 +671,7 @@ class Extractor(Generic[T]):
         check_document_columns(
             plan,
             self.output,
-            prefix=self.prefix,
+            prefix=self.column_prefix,
             text_column=text_column,
             explode=explode,
             item_prefix=item_prefix,
@@ -698,11 +696,11 @@ class Extractor(Generic[T]):
                     self.output,
                     not_run_reason(stop_cause),
                     grounding=self.grounding,
-                    grounding_fields=self.config.grounding_fields,
+                    grounding_fields=self.config.grounding_options.grounding_fields,
                     work=work,
                 ),
                 model=self.output,
-                prefix=self.prefix,
+                prefix=self.column_prefix,
                 web_search=self.web_search,
                 grounding=grounding,
                 source_dtypes=source_dtypes,
@@ -780,7 +778,7 @@ class Extractor(Generic[T]):
         if self.mode == "json_schema":
             prefix_text = json.dumps(self.compiled.schema, separators=(",", ":"))
         prefix_tokens = estimate_prompt_tokens(self._static_messages, prefix_text)
-        ttl = self.config.cache_ttl
+        ttl = self.config.prompt_cache.cache_ttl
         if ttl == "auto":
             ttl = auto_cache_ttl(
                 total_rows=total_rows,
@@ -811,7 +809,7 @@ class Extractor(Generic[T]):
             mode=self.mode,
             endpoint=self.endpoint,
             grounding=self.grounding,
-            grounding_fields=self.config.grounding_fields,
+            grounding_fields=self.config.grounding_options.grounding_fields,
         )
 
     def _transport(self, limiter: Limiter) -> Transport:
@@ -825,10 +823,13 @@ class Extractor(Generic[T]):
             api_key=self._secret,
             on_retry=charge_retry,  # budgets count retried attempts of unknown cost
             concurrency=self.concurrency,
-            timeout=self.config.timeout,
-            max_response_bytes=self.config.max_response_bytes,
-            retry=self.config.retry,
-            http_backend=self.config.http_backend,
+            timeout=self.config.connection.timeout,
+            max_response_bytes=self.config.connection.max_response_bytes,
+            retry=RetryPolicy(
+                max_retries=self.config.connection.max_retries,
+                max_wait=self.config.connection.max_retry_wait,
+            ),
+            http_backend=self.config.connection.http_backend,
             gate=limiter,
             router=self.router,
         )
@@ -854,7 +855,10 @@ class Extractor(Generic[T]):
         returned as a list. ``ground_rows=False``: no spans per row (documents ground merged rows).
         """
         limiter = Limiter(
-            concurrency=self.concurrency, rpm=self.rpm, tpm=self.tpm, adaptive=self.config.adaptive
+            concurrency=self.concurrency,
+            rpm=self.rpm,
+            tpm=self.tpm,
+            adaptive=self.config.limits.adaptive,
         )
         transport = self._transport(limiter)
         settings = self._settings(total)
@@ -862,10 +866,10 @@ class Extractor(Generic[T]):
             settings = dataclasses.replace(settings, grounding=False)
         transport.encoder = BodyEncoder(settings.static_messages, settings.response_format)
         budget = None
-        if self.max_cost is not None or self.max_tokens is not None:
-            budget = Budget(
+        if self.config.budget.limited:
+            budget = RunBudget(
                 max_cost=self.max_cost,
-                max_tokens=self.max_tokens,
+                max_total_tokens=self.max_total_tokens,
                 pricing=self.pricing,
                 separate_cache_writes=self.info.separate_cache_writes,
                 cache_ttl=settings.cache_ttl,
@@ -877,7 +881,8 @@ class Extractor(Generic[T]):
             budget=budget,
             store=open_store(self.store_path, progress, endpoint=self.endpoint),
             concurrency=self.concurrency,
-            warm_first=self.config.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
+            warm_first=self.config.prompt_cache.cache_warm
+            and settings.prefix_tokens > CACHE_MIN_TOKENS,
         )
         self._run_store = setup.store
         kept, stop_cause, report = await run_engine(

@@ -9,8 +9,9 @@ run keeps no default result store (a local endpoint), and the first start says o
 requests go. The answers are made up (schema-valid, deterministic); leave ``base_url`` out to call
 the Kimi API.
 
-The package imports this module, which installs ``start`` as ``config.simulator_starter``: the
-library below the package's shells never imports the simulator itself (tests/test_layers.py).
+The package imports this module, which installs ``start`` as
+``config.endpoint.simulator_starter``: the library below the package's shells never imports the
+simulator itself (tests/test_layers.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING
 
-from . import config
+from .config import endpoint
 
 if TYPE_CHECKING:
     from .simulator import Simulator
@@ -62,4 +63,4 @@ def start() -> tuple[str, str]:
     return simulator.base_url, simulator.api_key
 
 
-config.simulator_starter = start
+endpoint.simulator_starter = start

@@ -54,7 +54,7 @@ def test_extract_is_extractor_run(sim, reviews):
 
 def test_extractor_and_run_options_are_split(sim, reviews):
     out = reviews.kimi.extract(
-        Review, template="{review} ({stars} stars)", prefix="out_", **options(sim)
+        Review, template="{review} ({stars} stars)", column_prefix="out_", **options(sim)
     )
     assert {"out_sentiment", "out_aspects"} <= set(out.columns)
     users = [h.body["messages"][-1]["content"] for h in chat_requests(sim)]

@@ -181,8 +181,19 @@ def test_limit_flags_reach_the_extractor(monkeypatch):
 def test_only_the_flags_given_reach_the_extractor(monkeypatch):
     """The CLI never re-lists a default: unset flags leave the ExtractorConfig defaults."""
     assert extractor_options(monkeypatch, demo_args()) == {}
-    seen = extractor_options(monkeypatch, demo_args("--effort", "high", "--prefix", ""))
-    assert seen == {"reasoning_effort": "high", "prefix": ""}
+    seen = extractor_options(monkeypatch, demo_args("--effort", "high", "--column-prefix", ""))
+    assert seen == {"reasoning_effort": "high", "column_prefix": ""}
+
+
+def test_the_old_prefix_flag_works_with_a_warning(monkeypatch, capsys):
+    with pytest.warns(DeprecationWarning, match="use --column-prefix"):
+        seen = extractor_options(monkeypatch, demo_args("--prefix", "out_"))
+    assert seen == {"column_prefix": "out_"}
+    assert "--prefix is deprecated: use --column-prefix" in capsys.readouterr().err
+    with pytest.warns(DeprecationWarning):
+        args = demo_args("--prefix", "a_", "--column-prefix", "b_")
+        assert main(args) == 2
+    assert "pass --column-prefix only" in capsys.readouterr().err
 
 
 def test_store_path_flag_reaches_the_extractor(monkeypatch, tmp_path: Path):

@@ -1,6 +1,6 @@
 """The cluster's one budget, at the scheduler (``kimi_extract.cluster_budget``), on a virtual clock:
 reservations against every worker's, settles to the billed usage, leases of dead workers counted
-as spent, and a ``Budget`` that draws from a shared ledger."""
+as spent, and a ``RunBudget`` that draws from a shared ledger."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 
 import kimi_extract.cluster_budget as cb
 from kimi_extract.records import Usage
-from kimi_extract.run.budget import Budget, Reservation
+from kimi_extract.run.budget import Reservation, RunBudget
 from kimi_extract.testing import VirtualClock
 
 pytest.importorskip("distributed")
@@ -97,12 +97,12 @@ class _Ledger:
 
 async def test_a_budget_with_a_shared_ledger_reserves_and_settles_there() -> None:
     ledger = _Ledger()
-    budget = Budget(max_cost=None, max_tokens=10_000, ledger=ledger)
+    budget = RunBudget(max_cost=None, max_total_tokens=10_000, ledger=ledger)
     reservation = await budget.reserve(Reservation(tokens=500, cost=0.0))
     assert reservation is not None and reservation.handle == "h1"
     budget.charge(reservation)
     budget.settle(reservation, Usage(prompt_tokens=120, completion_tokens=30))
     assert ledger.calls == [("reserve", 500, 0.0), ("charge", "h1"), ("settle", "h1", 150, 0.0)]
-    spent = Budget(max_cost=None, max_tokens=10_000, ledger=_Ledger(grant=False))
+    spent = RunBudget(max_cost=None, max_total_tokens=10_000, ledger=_Ledger(grant=False))
     assert await spent.reserve(Reservation(tokens=5, cost=0.0)) is None
     assert not spent.still_fits()

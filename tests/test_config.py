@@ -65,13 +65,18 @@ def test_frozen() -> None:
         ("max_completion_tokens", 10**9),
         ("rpm", 0),
         ("tpm", True),
-        ("max_tokens", 0),
+        ("max_total_tokens", 0),
         ("max_cost", -1.0),
         ("mode", "xml"),
         ("cache_ttl", "1d"),
         ("http_backend", "curl"),
         ("store", 3.5),
-        ("prefix", 1),
+        ("column_prefix", 1),
+        ("limits", {"concurrency": 4}),
+        ("budget", None),
+        ("max_video_bytes", 0),
+        ("grounding", "yes"),
+        ("adaptive", 1),
         ("model", ""),
         ("api_key", 123),
         ("reasoning_effort", "enormous"),
@@ -103,9 +108,9 @@ def test_every_bad_setting_is_a_configuration_error_naming_it(setting: str, valu
 
 
 def test_a_budget_that_cannot_pay_for_one_request_is_refused_on_replace() -> None:
-    config = kx.ExtractorConfig(max_tokens=100_000)
-    with pytest.raises(kx.ConfigurationError, match="max_tokens=1,000 cannot pay"):
-        dataclasses.replace(config, max_tokens=1_000)
+    config = kx.ExtractorConfig(max_total_tokens=100_000)
+    with pytest.raises(kx.ConfigurationError, match="max_total_tokens=1,000 cannot pay"):
+        dataclasses.replace(config, max_total_tokens=1_000)
 
 
 def test_the_key_is_a_secret_never_in_a_repr(monkeypatch: pytest.MonkeyPatch) -> None:

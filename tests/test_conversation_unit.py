@@ -24,7 +24,7 @@ from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.transport import UNREACHABLE_AFTER, RetryPolicy, Secret, Transport
 from kimi_extract.http.wire import MAX_RESPONSE_VALUES, json_values
 from kimi_extract.records import Pricing, RowInput, Usage
-from kimi_extract.run.budget import Budget
+from kimi_extract.run.budget import RunBudget
 from kimi_extract.run.conversation import (
     MAX_TOOL_CALLS,
     MIN_ANSWER_VALUES,
@@ -96,7 +96,7 @@ def run_rows(
     *,
     rows: int = 1,
     store: Any = None,
-    budget: Budget | None = None,
+    budget: RunBudget | None = None,
     retry: RetryPolicy | None = None,
     limiter: bool = False,
     **overrides: Any,
@@ -244,14 +244,14 @@ def searched(tokens: int) -> list[dict[str, Any]]:
 def test_the_follow_up_reserves_the_search_results_the_search_reported():
     # First request: ~10 prompt tokens + 1,000 completion fits 3,000; the follow-up would bill
     # the 2,500 search tokens on top: it is not sent, and the row says why.
-    budget = Budget(max_cost=None, max_tokens=3_000)
+    budget = RunBudget(max_cost=None, max_total_tokens=3_000)
     first = answer(None, finish="tool_calls", tool_calls=searched(2_500), prompt=10, completion=5)
     out = run_row([first], budget=budget, tools=({"type": "web_search"},))
     error = out.result.error
     assert error.startswith("budget: ") and "2,500 of them web search" in error, error
     assert len(out.bodies) == 1 and budget.spent_tokens == 15
     # With room for them the follow-up goes, its reservation holding the search tokens.
-    budget = Budget(max_cost=None, max_tokens=5_000)
+    budget = RunBudget(max_cost=None, max_total_tokens=5_000)
     out = run_row([first, answer()], budget=budget, tools=({"type": "web_search"},))
     assert out.result.ok and len(out.bodies) == 2
 
@@ -354,14 +354,14 @@ def test_a_stored_answer_the_model_no_longer_accepts_is_asked_again():
 
 
 def test_a_request_that_cannot_fit_the_budget_is_never_sent():
-    out = run_row([], budget=Budget(max_cost=None, max_tokens=500))
+    out = run_row([], budget=RunBudget(max_cost=None, max_total_tokens=500))
     assert out.result.error.startswith("budget: this row's next request may bill up to")
     assert out.bodies == [] and not out.runner.budget_hit
 
 
 def test_the_budget_refuses_the_next_row_once_spent():
     # Worst case per request: ~10 prompt tokens * 1.1 + 1000 completion; the cap pays for one.
-    budget = Budget(max_cost=None, max_tokens=1_100)
+    budget = RunBudget(max_cost=None, max_total_tokens=1_100)
     first, second = run_rows([answer(prompt=10, completion=1000)], rows=2, budget=budget)
     assert first.result.ok and budget.spent_tokens == 1010
     assert second.result.error == "budget" and second.runner.budget_hit
@@ -370,7 +370,7 @@ def test_the_budget_refuses_the_next_row_once_spent():
 
 def test_a_retry_after_an_unknown_outcome_is_charged_its_worst_case_and_refused_when_over():
     # A timeout may have been billed: its worst case counts, and the retry no longer fits.
-    budget = Budget(max_cost=None, max_tokens=1_100)
+    budget = RunBudget(max_cost=None, max_total_tokens=1_100)
     out = run_row([kx.APITimeoutError("slow")], budget=budget, max_completion_tokens=1000)
     assert out.result.error == "budget" and len(out.bodies) == 1
     assert budget.spent_tokens >= 1000 and budget.reserved_tokens == 0
@@ -378,7 +378,7 @@ def test_a_retry_after_an_unknown_outcome_is_charged_its_worst_case_and_refused_
 
 def test_the_budget_prices_billed_usage():
     pricing = Pricing(input=1.0, output=2.0, cached_input=0.5, cache_write=1.0)
-    budget = Budget(max_cost=0.01, max_tokens=None, pricing=pricing)
+    budget = RunBudget(max_cost=0.01, max_total_tokens=None, pricing=pricing)
     out = run_row([answer(prompt=1000, completion=500)], budget=budget, pricing=pricing)
     assert out.result.ok
     assert budget.spent_cost == pytest.approx((1000 * 1.0 + 500 * 2.0) / 1e6)

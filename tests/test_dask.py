@@ -152,7 +152,9 @@ def test_options_are_checked_before_anything_runs(client: Any, tmp_path: Any) ->
     with pytest.raises(kx.InputError, match="nope"):
         kxd.extract(ddf, extractor, text="nope", store=tmp_path / "s.sqlite3")
     # ddf.kimi takes a model and Extractor options, like df.kimi.
-    lazy = ddf.kimi.extract(Review, text="review", store=tmp_path / "s.sqlite3", prefix="out_")
+    lazy = ddf.kimi.extract(
+        Review, text="review", store=tmp_path / "s.sqlite3", column_prefix="out_"
+    )
     assert "out_sentiment" in lazy.columns and "kx_cost" in lazy.columns
 
 
@@ -169,9 +171,9 @@ def test_extractor_ships_without_showing_the_key() -> None:
 def test_a_partition_gets_a_replaced_config_not_a_mutated_copy(tmp_path: Any) -> None:
     """Each partition's settings are derived (and validated) with ``dataclasses.replace``; the
     budget stays whole (the scheduler keeps it for all partitions)."""
-    extractor = kx.Extractor(Review, max_tokens=400_000, max_cost=40.0, rpm=60, progress=True)
+    extractor = kx.Extractor(Review, max_total_tokens=400_000, max_cost=40.0, rpm=60, progress=True)
     config = kxd.partition_config(extractor.config, tmp_path / "s.sqlite3", partitions=4)
-    assert (config.max_tokens, config.max_cost, config.progress) == (400_000, 40.0, False)
+    assert (config.max_total_tokens, config.max_cost, config.progress) == (400_000, 40.0, False)
     assert config.store_path == (tmp_path / "s.sqlite3").absolute() and config.rpm == 60
     # The caller's extractor is untouched.
     assert extractor.progress is True

@@ -205,7 +205,7 @@ def test_column_clash_and_prefix(sim, make_extractor):
     with pytest.raises(kx.InputError, match="prefix"):
         make_extractor().run(df, text="text")
     assert sim.history == []
-    out = make_extractor(prefix="out_").run(df, text="text")
+    out = make_extractor(column_prefix="out_").run(df, text="text")
     assert list(out.columns[:4]) == ["sentiment", "text", "out_sentiment", "out_aspects"]
 
 
@@ -251,7 +251,7 @@ def test_usage_accumulates_and_summary_is_logged(make_extractor, caplog):
 
 def test_unknown_price_gives_nan_cost_and_says_so(sim, make_extractor, caplog, monkeypatch):
     unpriced = dataclasses.replace(kx.MODELS["kimi-k3.1-pro"], pricing=None)
-    monkeypatch.setattr("kimi_extract.config.model_info", lambda name: unpriced)
+    monkeypatch.setattr("kimi_extract.config.core.model_info", lambda name: unpriced)
     ex = make_extractor(pricing={"other-model": kx.Pricing(1, 1, 1, 1)}, model="kimi-k3.1-pro")
     assert ex.pricing is None
     with caplog.at_level(logging.INFO, logger="kimi_extract"):

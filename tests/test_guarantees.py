@@ -452,7 +452,7 @@ def test_budgets_hold_against_long_answers(sim, make_extractor):
     sim.responder = _long_answers(16_000)
     rows = [f"row {i}" for i in range(40)]
     with pytest.raises(kx.BudgetExceeded) as info:
-        make_extractor(max_tokens=20_000, concurrency=16).run(rows)
+        make_extractor(max_total_tokens=20_000, concurrency=16).run(rows)
     partial = info.value.partial
     assert len(partial) == 40 and (partial["kx_error"] == "budget").sum() >= 38
     ex = make_extractor()
@@ -470,12 +470,12 @@ def test_budgets_hold_against_long_answers(sim, make_extractor):
 def test_a_row_that_cannot_fit_alone_is_that_rows_budget_error(sim, make_extractor):
     long_row = " ".join(["word"] * 6_000)  # its prompt alone passes the cap
     with pytest.raises(kx.BudgetExceeded) as info:
-        make_extractor(max_tokens=5_000, max_completion_tokens=1_000, concurrency=1).run(
+        make_extractor(max_total_tokens=5_000, max_completion_tokens=1_000, concurrency=1).run(
             ["short", long_row, "short too"]
         )
     errors = info.value.partial["kx_error"].tolist()
     assert errors[0] is None and errors[2] is None  # the others were sent
-    assert errors[1].startswith("budget: ") and "max_tokens=5,000" in errors[1], errors
+    assert errors[1].startswith("budget: ") and "max_total_tokens=5,000" in errors[1], errors
     assert len(chat_requests(sim)) == 2
 
 
@@ -500,7 +500,7 @@ def test_attempts_of_unknown_cost_count_as_their_worst_case(sim, make_extractor)
     sim.responder = lambda r: Reply(usage={"prompt_tokens": -5, "completion_tokens": 3})
     with pytest.raises(kx.BudgetExceeded) as info:
         make_extractor(
-            max_tokens=5_000, max_completion_tokens=1_000, max_retries=8, concurrency=2
+            max_total_tokens=5_000, max_completion_tokens=1_000, max_retries=8, concurrency=2
         ).run(["a", "b", "c"])
     # Every attempt may bill up to 1,000 completion tokens (+ its prompt): at most 5 fit.
     assert 1 <= len(chat_requests(sim)) <= 5
@@ -527,7 +527,7 @@ def test_billed_totals_never_cross_a_budget(
     sim.responder = _long_answers(answer)
     try:
         ex = make_extractor(
-            max_tokens=max_tokens,
+            max_total_tokens=max_tokens,
             max_cost=max_cost,
             max_completion_tokens=cap,
             concurrency=concurrency,
@@ -570,7 +570,7 @@ def test_web_search_results_never_carry_a_run_past_its_budget(
     sim.reset()
     try:
         ex = make_extractor(
-            max_tokens=max_tokens,
+            max_total_tokens=max_tokens,
             max_cost=max_cost,
             max_completion_tokens=cap,
             concurrency=concurrency,
@@ -592,7 +592,7 @@ def test_web_search_results_never_carry_a_run_past_its_budget(
 
 def test_a_follow_up_that_cannot_pay_for_its_search_results_is_not_sent(sim, make_extractor):
     # One row: its first request fits, the follow-up's 800-4,000 search tokens do not.
-    ex = make_extractor(max_tokens=2_600, max_completion_tokens=1_000, web_search=True)
+    ex = make_extractor(max_total_tokens=2_600, max_completion_tokens=1_000, web_search=True)
     with pytest.raises(kx.BudgetExceeded) as info:
         ex.run(["the kettle is loud"])
     error = info.value.partial.loc[0, "kx_error"]
@@ -824,7 +824,7 @@ def test_a_raising_validator_is_that_rows_error(sim, make_extractor):
         ({"max_retry_wait": -1}, "max_retry_wait"),
         ({"validation_retries": "2"}, "validation_retries"),
         ({"max_tool_rounds": -1}, "max_tool_rounds"),
-        ({"prefix": 3}, "prefix"),
+        ({"column_prefix": 3}, "column_prefix"),
         ({"store": 123}, "store"),
         ({"max_cost": math.inf}, "max_cost"),
         ({"model": "my-own-model", "max_cost": 1.0}, "max_cost"),
@@ -856,8 +856,8 @@ def test_output_fields_may_not_take_accounting_column_names(make_extractor):
         make_extractor(Clash)
     Plain = create_model("Plain", cost=(float, ...))
     with pytest.raises(kx.ConfigurationError, match="kx_cost"):
-        make_extractor(Plain, prefix="kx_")
-    make_extractor(Clash, prefix="out_")  # the suggested fix works
+        make_extractor(Plain, column_prefix="kx_")
+    make_extractor(Clash, column_prefix="out_")  # the suggested fix works
 
 
 def test_a_model_nested_too_deep_is_a_schema_error(make_extractor):
@@ -927,9 +927,11 @@ def test_a_dask_run_shares_one_budget_instead_of_splitting_it(make_extractor, tm
     from kimi_extract.dask import extract, partition_config
 
     ddf = dd.from_pandas(pd.DataFrame({"review": [f"r{i}" for i in range(8)]}), npartitions=4)
-    ex = make_extractor(max_tokens=40_000, max_completion_tokens=16_384, store=tmp_path / "s.db")
+    ex = make_extractor(
+        max_total_tokens=40_000, max_completion_tokens=16_384, store=tmp_path / "s.db"
+    )
     installed: list[object] = []
     client = type("Client", (), {"run_on_scheduler": lambda self, f: installed.append(f)})()
     lazy = extract(ddf, ex, text="review", client=client)  # type: ignore[arg-type]
     assert lazy.npartitions == 4 and installed  # the budget service is installed
-    assert partition_config(ex.config, tmp_path / "s.db", 4).max_tokens == 40_000
+    assert partition_config(ex.config, tmp_path / "s.db", 4).max_total_tokens == 40_000

@@ -352,7 +352,7 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, bac
     budget = per_row * 10
     with pytest.raises(kx.BudgetExceeded) as info:
         make_extractor(
-            store=store, max_tokens=budget, concurrency=4, max_completion_tokens=cap
+            store=store, max_total_tokens=budget, concurrency=4, max_completion_tokens=cap
         ).run(ROWS)
     partial = info.value.partial
     assert len(partial) == 30
@@ -362,7 +362,7 @@ def test_budget_stops_before_crossing_and_rerun_resumes(sim, make_extractor, bac
     assert unsent.sum() > 0 and (partial.loc[~unsent, "kx_error"].isna()).all()
     assert len(chat_requests(sim)) == (~unsent).sum()
     resumed = make_extractor(
-        store=store, max_tokens=budget * 10, concurrency=4, max_completion_tokens=cap
+        store=store, max_total_tokens=budget * 10, concurrency=4, max_completion_tokens=cap
     ).run(ROWS)
     assert resumed["kx_error"].isna().all()
     assert resumed["kx_from_store"].sum() == (~unsent).sum()

@@ -88,24 +88,37 @@ _FORMAT_MIMES = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 
 @dataclass(frozen=True)
 class MediaOptions:
-    """How media cells are turned into content parts (defaults in the module docstring).
+    """How image and video cells become content parts (the media group of the settings).
 
-    ``max_image_pixels``: downscale images above this many pixels (None: never). ``fetch_urls``:
-    download http(s) media and inline it. ``fetch_timeout``: seconds for a whole download
-    (connect to last byte, redirects included). ``max_fetch_bytes``: largest image download.
-    ``max_video_bytes``: largest video, local or downloaded. ``allow_private_urls``: let
-    ``fetch_urls`` reach loopback, private, link-local and other non-public addresses (refused by
-    default). ``max_decode_pixels``: refuse to decode images larger than this (None: no cap but
-    Pillow's own).
+    ``kx.MediaOptions(max_image_pixels=2_000_000, fetch_urls=True)``;
+    ``kimi_extract.media.parts.media_options(...)`` changes them for a block of code.
     """
 
     max_image_pixels: int | None = DEFAULT_MAX_IMAGE_PIXELS
+    """Downscale a larger image (and rendered PDF pages) to this many pixels before sending:
+    1024 x 1024 caps one image at about 1,370 prompt tokens. None: never."""
+
     fetch_urls: bool = False
+    """Download http(s) image and video URLs and send them inline (else the server fetches
+    them)."""
+
     fetch_timeout: float = DEFAULT_FETCH_TIMEOUT
+    """Seconds for each whole download with ``fetch_urls``, from connect to last byte, redirects
+    included."""
+
     max_fetch_bytes: int = DEFAULT_MAX_FETCH_BYTES
+    """Largest image download with ``fetch_urls``, in bytes after decompression."""
+
     max_video_bytes: int = DEFAULT_MAX_VIDEO_BYTES
+    """Largest video, local or downloaded, in bytes."""
+
     allow_private_urls: bool = False
+    """Let ``fetch_urls`` reach loopback, private, link-local, multicast and reserved addresses
+    (checked after DNS and on every redirect; refused by default)."""
+
     max_decode_pixels: int | None = DEFAULT_MAX_DECODE_PIXELS
+    """Refuse to decode a larger image (a jpeg counts at its decoder's reduced size); None: only
+    Pillow's own limit."""
 
     def __post_init__(self) -> None:
         for name in ("max_image_pixels", "max_decode_pixels"):

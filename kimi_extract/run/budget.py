@@ -1,6 +1,6 @@
-"""A run's spending cap: each attempt reserves its worst case before it is sent (``Budget``).
+"""A run's spending cap: each attempt reserves its worst case before it is sent (``RunBudget``).
 
-A ``Budget`` may keep its counts in a shared ``Ledger`` instead of this process: a Dask run's
+A ``RunBudget`` may keep its counts in a shared ``Ledger`` instead of this process: a Dask run's
 partitions all draw from one budget kept on the scheduler (``kimi_extract.cluster_budget``),
 set for a partition's run through ``SHARED_LEDGER``.
 """
@@ -49,12 +49,12 @@ class Ledger(Protocol):
     def fits(self) -> bool: ...
 
 
-#: The shared ledger a run's ``Budget`` uses instead of counting alone (set by kimi_extract.dask
+#: The shared ledger a run's ``RunBudget`` uses instead of counting alone (set by kimi_extract.dask
 #: around a partition's run; None: this process's own counts).
 SHARED_LEDGER: ContextVar[Ledger | None] = ContextVar("kimi_extract_ledger", default=None)
 
 
-class Budget:
+class RunBudget:
     """A run's hard spending cap in USD and/or tokens, checked before every attempt is sent.
 
     Each attempt reserves its worst case before it is sent: its prompt (estimated, plus
@@ -65,15 +65,15 @@ class Budget:
     fit, the budget is exhausted (``reserve`` returns None). When the answer arrives the reservation
     is replaced by the billed usage, which can only be lower; an attempt whose billing is unknown
     (timeout, cut stream, unusable answer) is counted as its worst case (``charge``). So the billed
-    total never exceeds ``max_tokens`` / ``max_cost`` (as long as the server bills no more than
-    the request allows).
+    total never exceeds ``max_total_tokens`` / ``max_cost`` (as long as the server bills no more
+    than the request allows).
     """
 
     def __init__(
         self,
         *,
         max_cost: float | None,
-        max_tokens: int | None,
+        max_total_tokens: int | None,
         pricing: Any = None,
         separate_cache_writes: bool = True,
         cache_ttl: str = DEFAULT_CACHE_TTL,
@@ -82,7 +82,7 @@ class Budget:
         #: Where the counts are kept when shared (default: ``SHARED_LEDGER``'s, else none).
         self.ledger = ledger if ledger is not None else SHARED_LEDGER.get()
         self.max_cost = max_cost
-        self.max_tokens = max_tokens
+        self.max_total_tokens = max_total_tokens
         self.pricing = pricing
         self.separate_cache_writes = separate_cache_writes
         self.cache_ttl = cache_ttl
@@ -113,16 +113,16 @@ class Budget:
         return self._fits(worst, 0, 0.0)
 
     def describe(self) -> str:
-        """The caps, for messages: ``max_tokens=20,000, max_cost=$0.05``."""
+        """The caps, for messages: ``max_total_tokens=20,000, max_cost=$0.05``."""
         parts = []
-        if self.max_tokens is not None:
-            parts.append(f"max_tokens={self.max_tokens:,}")
+        if self.max_total_tokens is not None:
+            parts.append(f"max_total_tokens={self.max_total_tokens:,}")
         if self.max_cost is not None:
             parts.append(f"max_cost=${self.max_cost:g}")
         return ", ".join(parts)
 
     def _fits(self, worst: Reservation, tokens: int, cost: float) -> bool:
-        if self.max_tokens is not None and tokens + worst.tokens > self.max_tokens:
+        if self.max_total_tokens is not None and tokens + worst.tokens > self.max_total_tokens:
             return False
         return not (self.max_cost is not None and cost + worst.cost > self.max_cost + 1e-12)
 
@@ -171,7 +171,7 @@ class Budget:
         if self.ledger is not None and not self.ledger.fits():
             return False
         tokens = self.spent_tokens + self.reserved_tokens
-        if self.max_tokens is not None and tokens > self.max_tokens:
+        if self.max_total_tokens is not None and tokens > self.max_total_tokens:
             return False
         return not (
             self.max_cost is not None

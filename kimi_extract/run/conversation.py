@@ -16,7 +16,7 @@ a halt (the result store failed), a budget hit.
 With ``grounding=`` the valid answer's leaves are then aligned to the row's text
 (``run.grounding``; an answer served from the store too), filling ``RowResult.spans``.
 
-Budgets (``Budget``) are checked per attempt: each one reserves its worst case (prompt + its
+Budgets (``RunBudget``) are checked per attempt: each one reserves its worst case (prompt + its
 ``max_completion_tokens``) before it is sent, so billed totals never cross a cap. After a web
 search the prompt includes the search result tokens the search reported
 (``arguments.usage.total_tokens``), which every later request of the row bills as input.
@@ -59,7 +59,7 @@ from ..http.wire import json_values
 from ..kimi import DEFAULT_CACHE_TTL, MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
 from ..records import Pricing, RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid, CompiledSchema
-from .budget import Budget, Reservation
+from .budget import Reservation, RunBudget
 from .grounding import aground_row
 from .request import (
     Answer,
@@ -261,7 +261,7 @@ class RowRunner:
         transport: Transport,
         *,
         store: RowStore | None = None,
-        budget: Budget | None = None,
+        budget: RunBudget | None = None,
     ) -> None:
         self.settings = settings
         self.transport = transport

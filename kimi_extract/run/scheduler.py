@@ -22,7 +22,7 @@ from ..exceptions import APIConnectionError, BudgetExceeded, RunStopped
 from ..http.limiter import Limiter
 from ..http.transport import Transport
 from ..records import RowInput, RowResult, Usage
-from .budget import Budget
+from .budget import RunBudget
 from .conversation import RowRunner, RowSettings
 from .gc_scope import spaced_young_collections
 from .inputs import next_blocking
@@ -325,7 +325,7 @@ class RunSetup:
     settings: RowSettings
     transport: Transport
     limiter: Limiter
-    budget: Budget | None = None
+    budget: RunBudget | None = None
     store: Store | None = None
     concurrency: int = 16
     warm_first: bool = False

@@ -26,7 +26,7 @@ from ..kimi import CONTEXT_WINDOW, DEFAULT_CACHE_TTL, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
 from .config import Config, Responder, SimAnswer
-from .limits import Latency, Limits, cost_usd, draw_faults
+from .limits import Latency, SimLimits, cost_usd, draw_faults
 from .prompt import Prompt, build_prompt, schema_text
 from .protocol import (
     Reply,
@@ -66,7 +66,7 @@ class Service:
             config.cache_min_tokens,
             config.cache_refresh_on_read,
         )
-        self.limits = Limits(
+        self.limits = SimLimits(
             config.clock,
             random.Random(f"overload-{config.seed}"),
             max_concurrency=config.max_concurrency,

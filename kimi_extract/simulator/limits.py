@@ -152,7 +152,7 @@ class Meter:
             self._sum -= amount
 
 
-class Limits:
+class SimLimits:
     """Admission control; see the module docstring. Not thread-safe: the caller holds a lock."""
 
     def __init__(

@@ -41,7 +41,7 @@ def check_document_columns(
     clashes = sorted(taken & set(fixed + source_columns))
     if clashes:
         raise InputError(
-            f"output column(s) {clashes} already name document columns; pass prefix='out_'"
+            f"output column(s) {clashes} already name document columns; pass column_prefix='out_'"
         )
     if explode is not None:
         check_explode(

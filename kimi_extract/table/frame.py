@@ -43,8 +43,8 @@ def check_output_names(model: type[BaseModel], prefix: str) -> None:
     if taken:
         raise ConfigurationError(
             f"output field column(s) {taken} would clash with kimi_extract's accounting columns "
-            f"(every {RESERVED_PREFIX}* name is reserved); pass prefix='out_' (or another prefix "
-            "not starting with kx_) or rename the field(s)"
+            f"(every {RESERVED_PREFIX}* name is reserved); pass column_prefix='out_' (or another "
+            "prefix not starting with kx_) or rename the field(s)"
         )
 
 
@@ -61,7 +61,7 @@ def check_clashes(
         hint = (
             "drop the kx_ columns from the input (it looks like an earlier output)"
             if all(c.startswith(RESERVED_PREFIX) for c in clashes)
-            else "pass prefix='out_' (or another prefix) to name the output columns apart"
+            else "pass column_prefix='out_' (or another prefix) to name the output columns apart"
         )
         raise InputError(f"output column(s) {clashes} already exist in the input; {hint}")
 

@@ -158,6 +158,6 @@ def _column(df: pd.DataFrame, name: str) -> pd.Series:
         missing = [c for c in kx.TOKEN_COLUMNS if c not in df.columns]
         raise InputError(
             f"plot_usage needs the accounting columns {missing} (the output of Extractor.run or "
-            "run_documents; a prefix= does not rename them)"
+            "run_documents; a column_prefix= does not rename them)"
         )
     return pd.to_numeric(df[name], errors="coerce").fillna(0).astype("int64")

@@ -97,7 +97,7 @@ def review(
     list items, and downloads the corrections as JSON (``read_corrections`` makes them a gold
     frame). ``model``: the output model, whose field types the page checks typed values
     against (without it the fields are the other columns and their types are inferred from the
-    values); ``prefix``: the ``prefix=`` of the run.
+    values); ``prefix``: the ``column_prefix=`` of the run.
 
     Raises ``ConfigurationError`` (``InputError`` for columns) naming the argument: a text
     column, template field or ``id`` column the frame does not have, an argument of the wrong

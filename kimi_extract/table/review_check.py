@@ -121,7 +121,9 @@ def checks_for(
         missing = [prefix + n for n in names if prefix + n not in columns]
         if missing:
             hint = (
-                " (was it made with prefix=...? pass the same prefix= here)" if not prefix else ""
+                " (was it made with column_prefix=...? pass the same as prefix= here)"
+                if not prefix
+                else ""
             )
             raise InputError(
                 f"model={model.__name__}: the frame has no column(s) {missing} for its "
