@@ -126,6 +126,10 @@ LAYERS: dict[str, int] = {
     "quality.score": 4,
     # 5..8
     "config": 5,
+    "config.core": 5,
+    "config.endpoint": 2,
+    "config.fields": 2,
+    "config.groups": 2,
     "extractor": 6,
     "accessor": 7,
     "cluster": 7,
