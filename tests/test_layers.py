@@ -127,6 +127,7 @@ LAYERS: dict[str, int] = {
     # 5..8
     "config": 5,
     "config.core": 5,
+    "config.docs": 5,
     "config.endpoint": 2,
     "config.fields": 2,
     "config.groups": 2,
