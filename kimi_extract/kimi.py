@@ -46,6 +46,10 @@ SIMULATOR_BASE_URL = "simulator"
 #: multimodal host, seed BaseURL note).
 MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
 
+#: seed ``response_format.type``: the structured-output modes a run may ask for (``text`` is
+#: never asked: every answer is parsed as JSON).
+Mode = Literal["json_schema", "json_object"]
+
 # -- Prompt cache --------------------------------------------------------------------------------
 #: seed, ``prompt_cache_options.ttl``: "Cache TTL: 5m or 1h; default: 5m" (K3.1 series only).
 CACHE_TTLS = ("5m", "1h")

@@ -482,8 +482,8 @@ def test_a_row_that_cannot_fit_alone_is_that_rows_budget_error(sim, make_extract
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"max_tokens": 16_384}, "max_tokens=16,384 cannot pay for one request"),
-        ({"max_tokens": 900, "max_completion_tokens": 1_000}, "max_tokens=900"),
+        ({"max_total_tokens": 16_384}, "max_total_tokens=16,384 cannot pay for one request"),
+        ({"max_total_tokens": 900, "max_completion_tokens": 1_000}, "max_total_tokens=900"),
         ({"max_cost": 0.001, "max_completion_tokens": 200}, "max_cost=\\$0.001"),
     ],
 )
@@ -838,9 +838,9 @@ def test_bad_settings_raise_one_configuration_error(sim, make_extractor, options
 
 
 def test_concurrency_has_a_documented_maximum(make_extractor):
-    assert make_extractor(concurrency=kx.config.MAX_CONCURRENCY).concurrency == 1000
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert "1,000" in readme[readme.index("`concurrency=`") :][:300]
+    assert make_extractor(concurrency=kx.config.MAX_CONCURRENCY).config.concurrency == 1000
+    page = (ROOT / "docs" / "configuration.md").read_text(encoding="utf-8")
+    assert "1,000" in page[page.index("`concurrency=`") :][:300]
 
 
 @pytest.mark.parametrize("text", [0, [1], [], b"review"])

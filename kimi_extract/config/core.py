@@ -39,6 +39,7 @@ from ..kimi import (
     EFFORT_ALIASES,
     MAX_COMPLETION_TOKENS,
     SIMULATOR_BASE_URL,
+    Mode,
     ModelInfo,
     model_info,
     normalize_effort,
@@ -46,13 +47,11 @@ from ..kimi import (
 )
 from ..media.parts import MediaOptions
 from ..records import Pricing
-from ..run.request import Mode
-from ..run.store import Location, StoreURL, is_local_endpoint
-from ..run.store import resolve as resolve_store
-from ..run.store_base import is_store_url
-from .endpoint import check_base_url, resolve_endpoint
+from .endpoint import check_base_url, is_local_endpoint, resolve_endpoint
 from .fields import check_bool, check_count, check_positive, warn_deprecated
 from .groups import Budget, Connection, GroundingOptions, Limits, PromptCache
+from .location import Location, StoreURL, is_store_url
+from .location import resolve as resolve_store
 
 __all__ = [
     "DEPRECATED_NAMES",

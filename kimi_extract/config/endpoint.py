@@ -10,8 +10,11 @@ key from ``KIMI_API_KEY`` or ``EVOLINK_API_KEY``, held as a ``Secret`` (never sh
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
 import re
+import socket
 from collections.abc import Callable
 from urllib.parse import urlsplit
 
@@ -23,6 +26,7 @@ __all__ = [
     "API_KEY_ENV_VARS",
     "BASE_URL_ENV_VAR",
     "check_base_url",
+    "is_local_endpoint",
     "resolve_endpoint",
     "simulator_endpoint",
 ]
@@ -123,3 +127,49 @@ def _without_secrets(url: str) -> str:
         scheme = re.match(r"(?i)https?://", url)
         url = (scheme.group(0) if scheme else "") + "***@" + url.rpartition("@")[2]
     return re.sub(r"[?#].*", "?...", url, flags=re.S)
+
+
+def is_local_endpoint(url: str | None) -> bool:
+    """True for a server on this machine: the one rule for "no default store" and for the
+    ``loopback`` store endpoint.
+
+    Local: the bundled simulator (``base_url="simulator"``), ``localhost`` and ``*.localhost``,
+    loopback addresses (127.0.0.0/8, ``::1``, ``::ffff:127.0.0.1``), the unspecified addresses
+    (``0.0.0.0``, ``::``: a connection to them reaches this machine), this machine's host name
+    (``socket.gethostname()``, also its first label) and any address assigned to this machine.
+    No DNS lookup is made.
+    """
+    if not url:
+        return False
+    if url.strip() == SIMULATOR_BASE_URL:
+        return True
+    try:
+        host = (urlsplit(url.strip()).hostname or "").lower()
+    except ValueError:
+        return False
+    return bool(host) and _is_local_host(host.rstrip("."))
+
+
+@functools.lru_cache(maxsize=64)
+def _is_local_host(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    own = socket.gethostname().lower()
+    if host in (own, own.split(".")[0]):
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    if address.is_loopback or address.is_unspecified:
+        return True
+    # An address this machine holds can be bound to; any other cannot (EADDRNOTAVAIL).
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((str(address), 0))
+    except OSError:
+        return False
+    return True

@@ -10,17 +10,16 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from .. import tokens
 from ..exceptions import ConfigurationError
 from ..http.wire import Answer
+from ..kimi import Mode
 from ..records import Content
 from ..schema.compiled import CompiledSchema
-
-Mode = Literal["json_schema", "json_object"]
 
 DEFAULT_INSTRUCTIONS = "Extract the requested information from the user's input."
 #: Added to the system message with ``grounding="quotes"``.

@@ -51,27 +51,24 @@ never ran.
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import ipaddress
 import logging
-import os
-import socket
 import sys
-import warnings
-from pathlib import Path
 from urllib.parse import urlsplit
 
-from ..kimi import SIMULATOR_BASE_URL
-from .store_base import GROUP_ROWS, Store, Stored, StoreStats, StoreURL, is_store_url
+from ..config.endpoint import is_local_endpoint
+from ..config.location import (
+    Location,
+    StoreURL,
+    resolve,
+)
+from .store_base import GROUP_ROWS, Store, Stored, StoreStats
 from .store_sqlite import FIX, SQLiteStore, check_location
 
 logger = logging.getLogger("kimi_extract")
 
 #: The SQLite store under its first name.
 ResultStore = SQLiteStore
-#: A store's location: an SQLite file or a PostgreSQL database.
-Location = Path | StoreURL
 
 __all__ = [
     "FIX",
@@ -91,62 +88,6 @@ __all__ = [
     "resolve",
     "store_key",
 ]
-
-DISABLE_ENV = "KIMI_EXTRACT_STORE"
-DIR_ENV = "KIMI_EXTRACT_STORE_DIR"
-#: Deprecated environment variables -> their new names (read for one release, with a warning).
-OLD_ENV = {"KIMI_EXTRACT_CACHE": DISABLE_ENV, "KIMI_EXTRACT_CACHE_DIR": DIR_ENV}
-FILENAME = "results.sqlite3"
-
-
-def _env(name: str) -> str | None:
-    """Environment variable ``name``, else its deprecated old name (with a DeprecationWarning)."""
-    value = os.environ.get(name)
-    if value is not None:
-        return value
-    for old, new in OLD_ENV.items():
-        if new == name and old in os.environ:
-            warnings.warn(
-                f"the environment variable {old} is deprecated: use {new}",
-                DeprecationWarning,
-                stacklevel=3,
-            )
-            return os.environ[old]
-    return None
-
-
-def default_path() -> Path:
-    """The default store file (see the module docstring)."""
-    override = _env(DIR_ENV)
-    if override:
-        return Path(override).expanduser() / FILENAME
-    if sys.platform == "darwin":
-        base = Path.home() / "Library" / "Caches"
-    elif os.name == "nt":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    else:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return base / "kimi_extract" / FILENAME
-
-
-def resolve(store: str | os.PathLike[str] | StoreURL | bool | None) -> Location | None:
-    """The store for an ``Extractor(store=...)`` value: a file path, a PostgreSQL URL
-    (``StoreURL``), or None when disabled. ``ConfigurationError`` for a malformed URL, naming
-    ``store`` or ``KIMI_EXTRACT_STORE``."""
-    if store is False:
-        return None
-    if store is None or store is True:
-        chosen = (_env(DISABLE_ENV) or "").strip()
-        if chosen.lower() in ("0", "off", "false", "no"):
-            return None
-        if is_store_url(chosen):
-            return StoreURL(chosen, DISABLE_ENV)
-        return default_path()
-    if is_store_url(store):
-        return store if isinstance(store, StoreURL) else StoreURL(str(store))
-    assert not isinstance(store, StoreURL)
-    return Path(store).expanduser()
-
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -182,52 +123,6 @@ def _normalize_url(url: str) -> str:
         host = f"[{host}]"
     netloc = host if port is None or port == _DEFAULT_PORTS.get(scheme) else f"{host}:{port}"
     return f"{scheme}://{netloc}{path}"
-
-
-def is_local_endpoint(url: str | None) -> bool:
-    """True for a server on this machine: the one rule for "no default store" and for the
-    ``loopback`` store endpoint.
-
-    Local: the bundled simulator (``base_url="simulator"``), ``localhost`` and ``*.localhost``,
-    loopback addresses (127.0.0.0/8, ``::1``, ``::ffff:127.0.0.1``), the unspecified addresses
-    (``0.0.0.0``, ``::``: a connection to them reaches this machine), this machine's host name
-    (``socket.gethostname()``, also its first label) and any address assigned to this machine.
-    No DNS lookup is made.
-    """
-    if not url:
-        return False
-    if url.strip() == SIMULATOR_BASE_URL:
-        return True
-    try:
-        host = (urlsplit(url.strip()).hostname or "").lower()
-    except ValueError:
-        return False
-    return bool(host) and _is_local_host(host.rstrip("."))
-
-
-@functools.lru_cache(maxsize=64)
-def _is_local_host(host: str) -> bool:
-    if host == "localhost" or host.endswith(".localhost"):
-        return True
-    own = socket.gethostname().lower()
-    if host in (own, own.split(".")[0]):
-        return True
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return False
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
-    if address.is_loopback or address.is_unspecified:
-        return True
-    # An address this machine holds can be bound to; any other cannot (EADDRNOTAVAIL).
-    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
-    try:
-        with socket.socket(family, socket.SOCK_STREAM) as probe:
-            probe.bind((str(address), 0))
-    except OSError:
-        return False
-    return True
 
 
 def store_key(endpoint: str, request_key: str) -> str:

@@ -34,10 +34,11 @@ import time
 from collections.abc import Collection, Iterator
 from typing import Any
 
+from ..config.location import StoreURL, scrub_urls
 from ..exceptions import ConfigurationError, StoreError, install_hint
 from ..records import Usage
 from . import store_base
-from .store_base import Stored, StoreStats, StoreURL, decode_stored, encode_usage, scrub_urls
+from .store_base import Stored, StoreStats, decode_stored, encode_usage
 
 try:
     import psycopg
