@@ -28,7 +28,7 @@ KEY = "sk-config-secret-0123456789"
 def test_extractor_options_are_the_config_fields() -> None:
     ex = kx.Extractor(Review, concurrency=7, rpm=120, api_key=KEY)
     assert isinstance(ex.config, kx.ExtractorConfig)
-    assert (ex.config.concurrency, ex.concurrency, ex.config.rpm) == (7, 7, 120)
+    assert (ex.config.concurrency, ex.config.limits.concurrency, ex.config.rpm) == (7, 7, 120)
     assert {"store", "cache_ttl", "concurrency", "api_key"} <= option_names()
     assert "cache" not in option_names() and "effort" not in option_names()  # derived, not taken
     with pytest.raises(TypeError, match="temperature"):
@@ -38,10 +38,10 @@ def test_extractor_options_are_the_config_fields() -> None:
 def test_a_ready_config_and_overrides() -> None:
     config = kx.ExtractorConfig(concurrency=4, instructions="Be brief.", api_key=KEY)
     ex = kx.Extractor(Review, config=config)
-    assert ex.config is config and ex.instructions == "Be brief."
+    assert ex.config is config and ex.config.instructions == "Be brief."
     derived = kx.Extractor(Review, config=config, rpm=600)
     assert derived.config == dataclasses.replace(config, rpm=600)
-    assert (derived.rpm, derived.concurrency, config.rpm) == (600, 4, None)
+    assert (derived.config.rpm, derived.config.concurrency, config.rpm) == (600, 4, None)
     with pytest.raises(kx.ConfigurationError, match="config must be a kx.ExtractorConfig"):
         kx.Extractor(Review, config={"concurrency": 4})  # type: ignore[arg-type]
 

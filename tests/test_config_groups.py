@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 import pickle
 import warnings
 from typing import Any
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 import kimi_extract as kx
 from kimi_extract.config import GROUP_OF, GROUPS, option_names
 from kimi_extract.config.fields import field_docs
+from kimi_extract.extractor import MOVED_ATTRIBUTES
 from kimi_extract.http.backends import BACKENDS
 
 from .conftest import Review
@@ -178,3 +180,23 @@ def test_reading_an_old_name_warns() -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert (config.max_total_tokens, config.column_prefix) == (50_000, "out_")
+
+
+def test_the_extractor_attributes_that_mirrored_settings_warn_and_read_the_config() -> None:
+    ex = kx.Extractor(Review, rpm=60, max_total_tokens=50_000, column_prefix="out_", store=False)
+    for name, where in MOVED_ATTRIBUTES.items():
+        with pytest.warns(
+            DeprecationWarning, match=f"Extractor.{name} is deprecated: use ex.{where}"
+        ):
+            value = getattr(ex, name)
+        assert value == operator.attrgetter(where)(ex)
+    with pytest.warns(DeprecationWarning):
+        assert (ex.rpm, ex.max_tokens, ex.prefix) == (60, 50_000, "out_")
+    with pytest.raises(AttributeError, match="is a setting"):
+        ex.concurrency = 3
+    with pytest.raises(AttributeError, match="no attribute 'concurency'"):
+        ex.concurency  # type: ignore[attr-defined]  # noqa: B018
+    # What stays: the model name, the store location, the run's results.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert (ex.model, ex.store_path, ex.last_run) == (ex.config.model, None, None)

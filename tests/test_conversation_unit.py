@@ -8,6 +8,7 @@ a script of replies and every wait is recorded on a virtual clock instead of sle
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import random
 import tracemalloc
@@ -19,9 +20,10 @@ from multidict import CIMultiDict
 
 import kimi_extract as kx
 import kimi_extract.testing as testing
+from kimi_extract.config import Connection
 from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
-from kimi_extract.http.transport import UNREACHABLE_AFTER, RetryPolicy, Secret, Transport
+from kimi_extract.http.transport import UNREACHABLE_AFTER, Secret, Transport
 from kimi_extract.http.wire import MAX_RESPONSE_VALUES, json_values
 from kimi_extract.records import Pricing, RowInput, Usage
 from kimi_extract.run.budget import RunBudget
@@ -97,7 +99,7 @@ def run_rows(
     rows: int = 1,
     store: Any = None,
     budget: RunBudget | None = None,
-    retry: RetryPolicy | None = None,
+    connection: Connection | None = None,
     limiter: bool = False,
     **overrides: Any,
 ) -> list[Outcome]:
@@ -109,8 +111,7 @@ def run_rows(
             base_url="http://kimi.invalid",
             api_key=Secret(KEY),
             concurrency=1,
-            timeout=30,
-            retry=retry,
+            connection=dataclasses.replace(connection or Connection(), timeout=30),
             on_retry=charge_retry,
             gate=Limiter(concurrency=4, clock=clock) if limiter else None,
             clock=clock,
@@ -273,7 +274,7 @@ def test_a_response_with_more_json_values_than_the_cap_is_refused_before_parsing
     flood = HttpReply(200, CIMultiDict(), json.dumps(body).encode())
     tracemalloc.start()
     try:
-        out = run_row([flood], retry=RetryPolicy(max_retries=3))
+        out = run_row([flood], connection=Connection(max_retries=3))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -430,7 +431,7 @@ def test_a_429_waits_exactly_what_the_server_said(headers, message, wait):
 def test_a_429_asking_longer_than_max_wait_fails_the_row_without_a_retry():
     out = run_row(
         [error(429, "rate_limit_reached_error", "busy", {"Retry-After": "120"})],
-        retry=RetryPolicy(max_wait=60.0),
+        connection=Connection(max_retry_wait=60.0),
     )
     assert out.result.error.startswith("RateLimitError") and out.sleeps == []
     assert out.runner.fatal is None
@@ -438,7 +439,7 @@ def test_a_429_asking_longer_than_max_wait_fails_the_row_without_a_retry():
 
 def test_server_errors_back_off_with_full_jitter_up_to_max_retries():
     replies = [error(503, "server_error", "down")] * 4
-    out = run_row(replies, retry=RetryPolicy(max_retries=3, base=0.5, max_wait=60.0))
+    out = run_row(replies, connection=Connection(max_retries=3, max_retry_wait=60.0))
     assert out.result.error.startswith("ServerError") and len(out.bodies) == 4
     assert len(out.sleeps) == 3
     for n, slept in enumerate(out.sleeps):
@@ -458,7 +459,7 @@ def test_a_limit_named_in_a_429_paces_the_retry_on_the_same_clock():
 
 def test_connection_errors_are_retried_and_the_key_never_reaches_the_rows_error():
     replies: list[HttpReply | BaseException] = [kx.APIConnectionError(f"reset by {KEY}")] * 9
-    out = run_row(replies, retry=RetryPolicy(max_retries=8))
+    out = run_row(replies, connection=Connection(max_retries=8))
     assert out.result.error.startswith("APIConnectionError") and len(out.bodies) == 9
     assert KEY not in out.result.error and KEY[:8] not in out.result.error
 
@@ -496,8 +497,7 @@ def run_unreachable(backend: Unreachable, rows: int, timeout: float = 30.0) -> t
             base_url="http://127.0.0.1:9",
             api_key=Secret(KEY),
             concurrency=1,
-            timeout=timeout,
-            retry=RetryPolicy(max_retries=8),
+            connection=Connection(timeout=timeout, max_retries=8),
             clock=clock,
             backend=backend,
         )

@@ -176,7 +176,7 @@ def test_a_partition_gets_a_replaced_config_not_a_mutated_copy(tmp_path: Any) ->
     assert (config.max_total_tokens, config.max_cost, config.progress) == (400_000, 40.0, False)
     assert config.store_path == (tmp_path / "s.sqlite3").absolute() and config.rpm == 60
     # The caller's extractor is untouched.
-    assert extractor.progress is True
+    assert extractor.config.progress is True
     url = "postgresql://kx:pw-Secret@db.example/kx"
     shipped = kxd.partition_config(extractor.config, url, partitions=4)
     assert str(shipped.store_path) == "postgresql://kx:***@db.example/kx"

@@ -253,7 +253,7 @@ def test_unknown_price_gives_nan_cost_and_says_so(sim, make_extractor, caplog, m
     unpriced = dataclasses.replace(kx.MODELS["kimi-k3.1-pro"], pricing=None)
     monkeypatch.setattr("kimi_extract.config.core.model_info", lambda name: unpriced)
     ex = make_extractor(pricing={"other-model": kx.Pricing(1, 1, 1, 1)}, model="kimi-k3.1-pro")
-    assert ex.pricing is None
+    assert ex.config.resolved_pricing is None
     with caplog.at_level(logging.INFO, logger="kimi_extract"):
         out = ex.run(["a"])
     assert out["kx_cost"].isna().all()

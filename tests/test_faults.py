@@ -204,7 +204,7 @@ def test_connect_timeout():
             base_url=f"http://127.0.0.1:{port}",
             api_key=Secret("k"),
             concurrency=1,
-            timeout=30,
+            connection=kx.Connection(timeout=30),
             connect_timeout=1.0,
         )
         async with transport:

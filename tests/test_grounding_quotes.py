@@ -269,7 +269,7 @@ def test_the_store_key_follows_the_mode_and_a_rerun_recomputes_the_quoted_spans(
     keys = {}
     for mode in (False, True, "quotes"):
         ex = kx.Extractor(Deal, base_url="http://127.0.0.1:9", api_key="k", grounding=mode)
-        keys[mode] = ex._settings(1).store_key(user)
+        keys[mode] = ex.engine.settings(1).store_key(user)
     assert keys[False] == keys[True] != keys["quotes"]  # a different schema, another request
     with Simulator(answers="extractive", perturb=0.5) as sim:
         run(sim, TEXTS, grounding=True, store=store)
@@ -292,7 +292,7 @@ def test_examples_show_quotes_in_the_answers():
     ex = kx.Extractor(
         Who, base_url="http://127.0.0.1:9", api_key="k", grounding="quotes", examples=[example]
     )
-    shown = json.loads(ex._static_messages[-1]["content"])
+    shown = json.loads(ex.engine.static_messages[-1]["content"])
     assert shown == {QUOTES: {"name": "Ada", "age": "36"}, "name": "Ada", "age": 36}
 
 

@@ -456,15 +456,15 @@ def test_budgets_hold_against_long_answers(sim, make_extractor):
     partial = info.value.partial
     assert len(partial) == 40 and (partial["kx_error"] == "budget").sum() >= 38
     ex = make_extractor()
-    assert ex.pricing is not None
-    assert 0 < _billed(sim, ex.pricing)[0] <= 20_000
+    assert ex.config.resolved_pricing is not None
+    assert 0 < _billed(sim, ex.config.resolved_pricing)[0] <= 20_000
     sim.reset()
     # One 16,384-token completion may cost $0.16 at $10/M: $0.05 cannot pay for any request.
     with pytest.raises(kx.ConfigurationError, match="max_cost=\\$0.05 .*max_completion_tokens"):
         make_extractor(max_cost=0.05, concurrency=16)
     with pytest.raises(kx.BudgetExceeded) as info:
         make_extractor(max_cost=0.5, concurrency=16).run(rows)
-    assert 0.3 < _billed(sim, ex.pricing)[1] <= 0.5  # what fits is spent, no more
+    assert 0.3 < _billed(sim, ex.config.resolved_pricing)[1] <= 0.5  # what fits is spent, no more
 
 
 def test_a_row_that_cannot_fit_alone_is_that_rows_budget_error(sim, make_extractor):
@@ -534,7 +534,7 @@ def test_billed_totals_never_cross_a_budget(
             store=False,
         )
     except kx.ConfigurationError:  # a cap below one request's completion budget
-        output_price = make_extractor(store=False).pricing.output  # USD per 1M tokens
+        output_price = make_extractor(store=False).config.resolved_pricing.output  # USD per 1M tokens
         assert max_tokens <= cap or (max_cost is not None and cap * output_price / 1e6 >= max_cost)
         return
     try:
@@ -542,8 +542,8 @@ def test_billed_totals_never_cross_a_budget(
     except kx.BudgetExceeded as stopped:
         out = stopped.partial
     assert len(out) == rows
-    assert ex.pricing is not None
-    tokens, cost = _billed(sim, ex.pricing)
+    assert ex.config.resolved_pricing is not None
+    tokens, cost = _billed(sim, ex.config.resolved_pricing)
     assert tokens <= max_tokens
     assert max_cost is None or cost <= max_cost + 1e-9
     assert tokens == out["kx_prompt_tokens"].sum() + out["kx_completion_tokens"].sum()
@@ -583,8 +583,8 @@ def test_web_search_results_never_carry_a_run_past_its_budget(
         out = ex.run([f"review {i}: the kettle is loud" for i in range(rows)])
     except kx.BudgetExceeded as stopped:
         out = stopped.partial
-    assert ex.pricing is not None
-    tokens, cost = _billed(sim, ex.pricing)
+    assert ex.config.resolved_pricing is not None
+    tokens, cost = _billed(sim, ex.config.resolved_pricing)
     assert tokens <= max_tokens
     assert max_cost is None or cost <= max_cost + 1e-9
     assert tokens == out["kx_prompt_tokens"].sum() + out["kx_completion_tokens"].sum()
@@ -658,7 +658,7 @@ def test_run_to_stops_cleanly_when_the_output_cannot_be_written(
 ):
     from kimi_extract.table.export import TableWriter
 
-    monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 5)
+    monkeypatch.setattr("kimi_extract.pipeline.output.WRITE_BATCH_ROWS", 5)
     real_write = TableWriter.write
     calls: list[int] = []
 

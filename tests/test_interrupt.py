@@ -249,13 +249,13 @@ def test_run_to_and_extract_never_carry_an_earlier_runs_partial(
     import pandas as pd
 
     import kimi_extract as kx
-    import kimi_extract.extractor as extractor_module
+    import kimi_extract.pipeline.base as pipeline_base
 
     def ctrl_c(coro):  # the sync shell's view of a Ctrl-C during the run
         coro.close()
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(extractor_module, "run_sync", ctrl_c)
+    monkeypatch.setattr(pipeline_base, "run_sync", ctrl_c)
     ex = make_extractor()
     for call in (lambda: ex.run_to(tmp_path / "out.jsonl", ["a"]), lambda: ex.extract("a")):
         ex.last_partial = pd.DataFrame({"from an earlier run": [1]})

@@ -26,6 +26,7 @@ LAYER_NAMES = {
     2: "http, and the settings below the run (config)",
     3: "run",
     4: "table",
+    5: "pipeline (the machinery behind the facade)",
     6: "extractor (facade)",
     7: "accessor / dask / cli",
     8: "package facade",
@@ -96,6 +97,8 @@ LAYERS: dict[str, int] = {
     "run.report": 3,
     "run.request": 3,
     "run.scheduler": 3,
+    "run.settings": 3,
+    "run.setup": 3,
     "run.store": 3,
     "run.store_base": 3,
     "run.store_postgres": 3,
@@ -132,6 +135,11 @@ LAYERS: dict[str, int] = {
     "quality.plot": 4,
     "quality.report": 4,
     "quality.score": 4,
+    # 5: the pipelines behind the Extractor's entry points (run -> frames and files)
+    "pipeline": 5,
+    "pipeline.base": 5,
+    "pipeline.documents": 5,
+    "pipeline.output": 5,
     # 6..8
     "extractor": 6,
     "accessor": 7,

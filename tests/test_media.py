@@ -382,7 +382,7 @@ def test_extractor_max_image_pixels_and_fetch_urls(sim, make_extractor, file_ser
     frame = pd.DataFrame({"note": ["bytes", "url"], "img": [big, f"{file_server}/big.png"]})
 
     ex = make_extractor(max_image_pixels=40_000)
-    assert ex.media == MediaOptions(max_image_pixels=40_000, fetch_urls=False)
+    assert ex.config.media == MediaOptions(max_image_pixels=40_000, fetch_urls=False)
     ex.run(frame, text="note", images="img")
     by_text = {parts[-1]["text"]: parts for parts in sent_parts(sim)}
     width, height = opened(by_text["bytes"][0]["image_url"]["url"]).size

@@ -603,7 +603,7 @@ def test_new_media_options_are_checked_when_the_extractor_is_built(make_extracto
 
 def test_download_limits_are_extractor_options(make_extractor):
     ex = make_extractor(fetch_urls=True, fetch_timeout=2.5, max_fetch_bytes=1000)
-    assert (ex.media.fetch_timeout, ex.media.max_fetch_bytes) == (2.5, 1000)
+    assert (ex.config.media.fetch_timeout, ex.config.media.max_fetch_bytes) == (2.5, 1000)
 
 
 @pytest.mark.parametrize("value", [0, -1, float("nan"), float("inf"), "30"])

@@ -248,7 +248,7 @@ def test_two_processes_run_to_one_target(sim, tmp_path: Path) -> None:
 def test_a_temp_file_deleted_mid_run_keeps_the_old_target_and_every_row(
     sim, make_extractor, tmp_path: Path, monkeypatch, suffix: str
 ) -> None:
-    monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 5)
+    monkeypatch.setattr("kimi_extract.pipeline.output.WRITE_BATCH_ROWS", 5)
     target = tmp_path / f"out{suffix}"
     old = old_table(target)
     real_write = TableWriter.write
@@ -319,13 +319,13 @@ FULL_DISK = textwrap.dedent(
     """
     import json, resource, signal, sys
     import kimi_extract as kx
-    import kimi_extract.extractor as extractor
+    import kimi_extract.pipeline.output as output
     from kimi_extract.simulator import Simulator
     from tests.conftest import Review
 
     # No file may grow past N bytes (EFBIG), as on a disk that fills up mid-run.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-    extractor.WRITE_BATCH_ROWS = 5
+    output.WRITE_BATCH_ROWS = 5
     with Simulator() as sim:
         ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, progress=False,
                           store=False, concurrency=2)

@@ -87,7 +87,7 @@ def test_run_to_writes_every_row_in_order(sim, make_extractor, tmp_path: Path, s
 def test_run_to_writes_to_a_temp_file_and_renames_at_the_end(
     sim, make_extractor, tmp_path: Path, monkeypatch
 ):
-    monkeypatch.setattr("kimi_extract.extractor.WRITE_BATCH_ROWS", 50)
+    monkeypatch.setattr("kimi_extract.pipeline.output.WRITE_BATCH_ROWS", 50)
     path = tmp_path / "out.jsonl"
     seen: list[tuple[bool, list[int]]] = []
 

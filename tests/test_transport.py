@@ -16,6 +16,7 @@ import pytest
 from pydantic import BaseModel
 
 import kimi_extract as kx
+from kimi_extract.config import Connection
 from kimi_extract.exceptions import (
     AuthenticationError,
     BadRequestError,
@@ -29,7 +30,6 @@ from kimi_extract.http.backends import BACKENDS, connect_failure
 from kimi_extract.http.clock import use_clock
 from kimi_extract.http.transport import (
     Exchange,
-    RetryPolicy,
     Secret,
     Transport,
     chat_url,
@@ -359,9 +359,8 @@ def test_stream_stall_limit_between_events(server):
             base_url=server.base_url,
             api_key=Secret(KEY),
             concurrency=1,
-            timeout=60,
+            connection=Connection(timeout=60, max_retries=0),
             stall_timeout=0.5,
-            retry=RetryPolicy(max_retries=0),
         )
         async with transport:
             await transport.complete({"model": "m", "stream": True}, Exchange())

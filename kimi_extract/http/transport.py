@@ -36,6 +36,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from ..config.groups import Connection
 from ..exceptions import (
     APIConnectionError,
     APIError,
@@ -51,7 +52,7 @@ from ..exceptions import (
     ServerError,
 )
 from ..kimi import QUOTA_ERROR_TYPE, RETRY_AFTER_MESSAGE, STATUS_OF_ERROR_TYPE
-from .backends import DEFAULT_MAX_RESPONSE_BYTES, Backend, HttpReply, make_backend
+from .backends import Backend, HttpReply, make_backend
 from .clock import Clock, default_clock
 from .routing import Router
 from .secret import MAX_SERVER_TEXT, Secret, server_text
@@ -79,7 +80,7 @@ UNREACHABLE_AFTER = 10.0
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How transient failures are retried.
+    """How transient failures are retried (made from the ``Connection`` settings).
 
     ``max_retries`` extra attempts after the first (default 8); backoff is full-jitter exponential:
     a uniform wait in ``[0, min(max_wait, base * 2**n)]`` (base 0.5 s, cap 60 s) unless the server
@@ -293,34 +294,39 @@ class Transport:
         base_url: str,
         api_key: Secret,
         concurrency: int,
-        timeout: float,
-        connect_timeout: float = 10.0,
-        retry: RetryPolicy | None = None,
-        http_backend: str = "aiohttp",
+        connection: Connection | None = None,
         on_retry: Callable[[BaseException, float], None] | None = None,
         gate: Gate | None = None,
         encoder: Callable[[dict[str, Any]], bytes] = encode_body,
         router: Router | None = None,
-        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        connect_timeout: float = 10.0,
         stall_timeout: float | None = None,
         clock: Clock | None = None,
         backend: Backend | None = None,
     ) -> None:
+        """``connection``: the settings group of each attempt and its retries, taken as it is
+        (timeout, retries, response cap, HTTP backend); ``concurrency``: the pool size.
+        ``connect_timeout`` / ``stall_timeout`` (default ``min(timeout, 120)``), ``clock`` and
+        ``backend`` are for tests."""
+        connection = connection or Connection()
+        self.connection = connection
         # The router picks each attempt's host; without one, every attempt goes to base_url.
         self.router = router if router is not None else Router(base_url)
         self.clock = clock or default_clock()
         self.encoder = encoder
         self._api_key = api_key
         self.concurrency = concurrency
-        self.timeout = timeout
+        self.timeout = connection.timeout
         self.connect_timeout = connect_timeout
         # Streams: the longest silence between two lines, within the attempt's deadline.
         self.stall_timeout = (
-            stall_timeout if stall_timeout is not None else min(timeout, DEFAULT_STALL_TIMEOUT)
+            stall_timeout if stall_timeout is not None else min(self.timeout, DEFAULT_STALL_TIMEOUT)
         )
-        self.max_response_bytes = max_response_bytes
-        self.retry = retry or RetryPolicy()
-        self.http_backend = http_backend
+        self.max_response_bytes = connection.max_response_bytes
+        self.retry = RetryPolicy(
+            max_retries=connection.max_retries, max_wait=connection.max_retry_wait
+        )
+        self.http_backend = connection.http_backend
         self.on_retry = on_retry
         self.gate = gate
         self.retries = 0

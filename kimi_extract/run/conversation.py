@@ -30,12 +30,10 @@ answer holding more JSON values than ``VALUES_PER_TOKEN`` per token of its
 from __future__ import annotations
 
 import contextvars
-import functools
 import json
 import logging
 import math
-from collections.abc import Awaitable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from pydantic import BaseModel
@@ -56,21 +54,20 @@ from ..exceptions import (
 )
 from ..http.transport import Exchange, Transport
 from ..http.wire import json_values
-from ..kimi import DEFAULT_CACHE_TTL, MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
-from ..records import Pricing, RowInput, RowResult, Usage
-from ..schema.compiled import AnswerInvalid, CompiledSchema
+from ..kimi import MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
+from ..records import RowInput, RowResult, Usage
+from ..schema.compiled import AnswerInvalid
 from .budget import Reservation, RunBudget
 from .grounding import aground_row
 from .request import (
     Answer,
-    RequestKeys,
     assistant_message,
     build_body,
     estimate_prompt_tokens,
     reask_message,
     tool_result_messages,
 )
-from .store import store_key
+from .settings import RowSettings
 
 logger = logging.getLogger("kimi_extract")
 
@@ -87,18 +84,6 @@ MAX_TOOL_CALLS = 16
 #: token per value, so only a server sending more than it was asked for is refused.
 VALUES_PER_TOKEN = 4
 MIN_ANSWER_VALUES = 10_000
-
-
-def offered_tools(tools: tuple[dict[str, Any], ...]) -> frozenset[str]:
-    """The function names a request offers: ``$web_search`` for ``{"type": "web_search"}``, the
-    name of each function tool."""
-    names = set()
-    for tool in tools:
-        if tool.get("type") == "web_search":
-            names.add(WEB_SEARCH_FUNCTION)
-        elif isinstance(tool.get("function"), dict) and tool["function"].get("name"):
-            names.add(str(tool["function"]["name"]))
-    return frozenset(names)
 
 
 def search_tokens(tool_calls: list[dict[str, Any]]) -> int:
@@ -134,58 +119,6 @@ def check_tool_calls(tool_calls: list[dict[str, Any]], offered: frozenset[str]) 
             raise ToolLoopError(
                 f"the model called a tool that was not offered ({shown}); no follow-up was sent"
             )
-
-
-@dataclass(frozen=True)
-class RowSettings:
-    """Everything about a request that is the same for every row of a run."""
-
-    model: str
-    compiled: CompiledSchema
-    static_messages: tuple[dict[str, Any], ...]
-    response_format: dict[str, Any]
-    reasoning_effort: str | None
-    max_completion_tokens: int
-    validation_retries: int
-    context_window: int
-    prompt_cache_options: dict[str, Any] | None = None
-    pricing: Pricing | None = None
-    separate_cache_writes: bool = True
-    cache_ttl: str = DEFAULT_CACHE_TTL
-    #: Tokens of the static prefix and schema, counted once (used for the context check).
-    prefix_tokens: int = 0
-    stream: bool = False
-    #: ``[{"type": "web_search"}]`` when web search is on.
-    tools: tuple[dict[str, Any], ...] = ()
-    #: Tool-call rounds allowed per row before giving up.
-    max_tool_rounds: int = 3
-    mode: str = "json_schema"
-    #: The endpoint's identity (``store.endpoint_identity``): part of every store key.
-    endpoint: str = ""
-    #: ``grounding=``: align each valid answer's leaves to the row's text (``run.grounding``).
-    grounding: bool | str = False
-    #: ``grounding_fields``: field paths grounded (True) or inferred (False).
-    grounding_fields: Mapping[str, bool] | None = None
-
-    @functools.cached_property
-    def offered_tools(self) -> frozenset[str]:
-        """The function names ``tools`` offers (an answer calling another is refused)."""
-        return offered_tools(self.tools)
-
-    @functools.cached_property
-    def _keys(self) -> RequestKeys:
-        return RequestKeys(
-            model=self.model,
-            static_messages=self.static_messages,
-            response_format=self.response_format,
-            reasoning_effort=self.reasoning_effort,
-            tools=self.tools,
-            mode=self.mode,
-        )
-
-    def store_key(self, user: dict[str, Any]) -> str:
-        """The result-store key of this row's request at this endpoint (``store.store_key``)."""
-        return store_key(self.endpoint, self._keys.key(user))
 
 
 def one_line(exc: BaseException) -> str:

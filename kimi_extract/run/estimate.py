@@ -33,16 +33,13 @@ from typing import TYPE_CHECKING, Any
 from .. import tokens
 from ..kimi import (
     CACHE_MIN_TOKENS,
-    CACHE_TTL_SECONDS,
-    DEFAULT_CACHE_TTL,
     EFFORT_ALIASES,
-    LONG_CACHE_TTL,
 )
 from ..records import Pricing, Usage
 from .request import estimate_prompt_tokens
 
 if TYPE_CHECKING:
-    from .conversation import RowSettings
+    from .settings import RowSettings
     from .store_base import Store
 
 #: Mean reasoning tokens by (normalized) effort; the server's default effort is "max".
@@ -54,8 +51,6 @@ CACHE_BLOCK_TOKENS = 64
 ROLE_MARKER_TOKENS = tokens.MESSAGE_OVERHEAD - 1
 #: Mean tokens of one word of a row's text (English prose under ``kimi_extract.tokens``).
 WORD_TOKENS = 1.25
-#: A typical low-effort extraction request, for run-length estimates (cache TTL choice).
-ASSUMED_REQUEST_S = 10.0
 #: Tokens of a string whose form a format fixes ("2026-03-12", "04:05:06Z" ...), quotes apart.
 _FORMAT_TOKENS = {"date": 6, "date-time": 13, "time": 5, "email": 6, "uri": 10, "url": 10}
 _MAX_DEPTH = 4
@@ -300,29 +295,3 @@ def _usable(hit: Any, settings: RowSettings) -> bool:
     except Exception:
         return False  # the run will ask again
     return True
-
-
-def auto_cache_ttl(
-    *,
-    total_rows: int | None,
-    prefix_tokens: int,
-    concurrency: int,
-    rpm: int | None,
-    pricing: Pricing | None,
-    accepts_ttl: bool,
-) -> str | None:
-    """``cache_ttl="auto"``: ``"1h"`` when one 1-hour write is expected to cost less than the
-    5-minute rewrites a run of this length needs (assuming ``ASSUMED_REQUEST_S`` per request);
-    None (the server's 5m default) otherwise, or when the prefix is too short to be cached."""
-    if not accepts_ttl or prefix_tokens <= CACHE_MIN_TOKENS or not total_rows:
-        return None
-    per_second = concurrency / ASSUMED_REQUEST_S
-    if rpm:
-        per_second = min(per_second, rpm / 60)
-    expected_s = total_rows / per_second
-    write_5m = pricing.cache_write if pricing else 1.0
-    write_1h = (pricing.cache_write_1h or 2 * write_5m) if pricing else 2.0
-    long_s, short_s = CACHE_TTL_SECONDS[LONG_CACHE_TTL], CACHE_TTL_SECONDS[DEFAULT_CACHE_TTL]
-    if math.ceil(expected_s / long_s) * write_1h < math.ceil(expected_s / short_s) * write_5m:
-        return LONG_CACHE_TTL
-    return None
