@@ -29,7 +29,9 @@ from typing import Any, NoReturn
 
 from .cli_io import (
     UsageError,
+    add_prefix_args,
     check_output,
+    column_prefix,
     load_model,
     one_line,
     printable,
@@ -87,7 +89,7 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
     for flag in ("instructions", "model", "effort", "concurrency", "rpm", "tpm", "max_cost"):
         if getattr(args, flag) is not None:
             options[_FLAG_SETTINGS.get(flag, flag)] = getattr(args, flag)
-    prefix = _column_prefix(args)
+    prefix = column_prefix(args)
     if prefix is not None:  # "" is a prefix too
         options["column_prefix"] = prefix
     for switch in _SWITCHES:
@@ -115,17 +117,6 @@ def _extractor_options(args: argparse.Namespace, sim: Any) -> dict[str, Any]:
     if sim is not None:
         options.update(base_url=sim.base_url, api_key=sim.api_key)
     return options
-
-
-def _column_prefix(args: argparse.Namespace) -> str | None:
-    """``--column-prefix``, or its deprecated old name ``--prefix`` (with a warning)."""
-    if args.old_prefix is None:
-        return args.column_prefix
-    warnings.warn("--prefix is deprecated: use --column-prefix", DeprecationWarning, stacklevel=2)
-    print("warning: --prefix is deprecated: use --column-prefix", file=sys.stderr)
-    if args.column_prefix is not None:
-        raise UsageError("pass --column-prefix only (--prefix is its deprecated old name)")
-    return args.old_prefix
 
 
 def summary_table(report: Any) -> str:
@@ -248,7 +239,7 @@ def cmd_review(args: argparse.Namespace) -> int:
             id=args.id,
             title=args.title,
             model=model,
-            prefix=_column_prefix(args) or "",
+            prefix=column_prefix(args) or "",
         )
     except (KimiExtractError, OSError) as exc:
         raise UsageError(str(exc)) from None
@@ -342,19 +333,13 @@ def _add_run_args(parser: argparse.ArgumentParser) -> None:
         help="let --fetch-urls reach loopback, private and link-local addresses (refused "
         "by default)",
     )
-    _add_prefix_args(parser, "prefix for output column names")
+    add_prefix_args(parser, "prefix for output column names")
     parser.add_argument("--out", help="output table: .csv, .jsonl or .parquet")
     parser.add_argument("--show", type=int, default=10, help="rows to print (default 10)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.add_argument(
         "--simulate", action="store_true", help="run against an in-process simulator (offline)"
     )
-
-
-def _add_prefix_args(parser: argparse.ArgumentParser, help: str) -> None:
-    parser.add_argument("--column-prefix", metavar="PREFIX", help=help)
-    # The old name, for one release (read by _column_prefix, with a warning).
-    parser.add_argument("--prefix", dest="old_prefix", help=argparse.SUPPRESS)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -444,7 +429,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.py:Class",
         help="the output model: corrections typed in the page are checked against its types",
     )
-    _add_prefix_args(rev, "the --column-prefix of the run (with --schema)")
+    add_prefix_args(rev, "the --column-prefix of the run (with --schema)")
     rev.set_defaults(func=cmd_review)
 
     sim = sub.add_parser(

@@ -7,11 +7,13 @@ binary or malformed, an output place that cannot take a file.
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import importlib.util
 import json
 import sys
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -156,3 +158,20 @@ def save_table(frame: Any, out: Path, *, finished: bool) -> tuple[Path | None, s
 def printable(text: str) -> str:
     """``text`` (lines kept) with lone surrogates escaped, so stdout can always print it."""
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def add_prefix_args(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--column-prefix``, and its deprecated old name ``--prefix`` (read by ``column_prefix``)."""
+    parser.add_argument("--column-prefix", metavar="PREFIX", help=help)
+    parser.add_argument("--prefix", dest="old_prefix", help=argparse.SUPPRESS)
+
+
+def column_prefix(args: argparse.Namespace) -> str | None:
+    """``--column-prefix``, or its deprecated old name ``--prefix`` (with a warning)."""
+    if args.old_prefix is None:
+        return args.column_prefix
+    warnings.warn("--prefix is deprecated: use --column-prefix", DeprecationWarning, stacklevel=2)
+    print("warning: --prefix is deprecated: use --column-prefix", file=sys.stderr)
+    if args.column_prefix is not None:
+        raise UsageError("pass --column-prefix only (--prefix is its deprecated old name)")
+    return args.old_prefix

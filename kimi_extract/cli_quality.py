@@ -35,7 +35,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from .cli_io import UsageError, load_model, printable, read_table, save_table
+from .cli_io import (
+    UsageError,
+    add_prefix_args,
+    column_prefix,
+    load_model,
+    printable,
+    read_table,
+    save_table,
+)
 
 EXIT_OK, EXIT_STOPPED = 0, 2
 
@@ -58,7 +66,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
             gold,
             model,
             on=args.on,
-            prefix=args.prefix or "",
+            prefix=column_prefix(args) or "",
             n_boot=args.n_boot,
             seed=args.seed,
         )
@@ -201,7 +209,7 @@ def add_commands(sub: Any) -> None:
     ev.add_argument(
         "--on", action="append", metavar="COL", help="match rows by this key column (repeat)"
     )
-    ev.add_argument("--prefix", help="the prefix= the run used for its output columns")
+    add_prefix_args(ev, "the --column-prefix the run used for its output columns")
     ev.add_argument("--html", metavar="FILE", help="also write a static HTML report")
     ev.add_argument("--worst", type=int, default=10, help="rows to list (default 10)")
     ev.add_argument("--n-boot", dest="n_boot", type=int, default=1000)

@@ -534,7 +534,9 @@ def test_billed_totals_never_cross_a_budget(
             store=False,
         )
     except kx.ConfigurationError:  # a cap below one request's completion budget
-        output_price = make_extractor(store=False).config.resolved_pricing.output  # USD per 1M tokens
+        output_price = make_extractor(
+            store=False
+        ).config.resolved_pricing.output  # USD per 1M tokens
         assert max_tokens <= cap or (max_cost is not None and cap * output_price / 1e6 >= max_cost)
         return
     try:

@@ -150,7 +150,7 @@ def compare(
             output,
             on=on,
             matchers=matchers,
-            prefix=extractor.prefix,
+            prefix=extractor.config.column_prefix,
             n_boot=n_boot,
             seed=seed,
             confidence=confidence,
@@ -307,10 +307,14 @@ def _table_row(
     total: Usage = report.usage + report.saved
     # cache reads a run of its own would not have had (module docstring)
     extra = max(0, total.cached_tokens - own_read * max(0, total.requests - 1))
-    pricing = extractor.pricing
+    pricing = extractor.config.resolved_pricing
     cost = float("nan")
     if pricing is not None:
-        write = pricing.cache_write if extractor.info.separate_cache_writes else pricing.input
+        write = (
+            pricing.cache_write
+            if extractor.config.model_info.separate_cache_writes
+            else pricing.input
+        )
         cost = total.cost + extra * (write - pricing.cached_input) / 1e6
     sent = frame[~frame[kx.FROM_STORE].astype(bool)] if kx.FROM_STORE in frame else frame
     latency = (
@@ -321,7 +325,7 @@ def _table_row(
     right_rows = float(evaluation.row_exact.sum())
     row: dict[str, Any] = {
         "model": extractor.model,
-        "effort": extractor.reasoning_effort,
+        "effort": extractor.config.effort,
         "rows": len(frame),
     }
     row["errors"] = int(frame[kx.ERROR].notna().sum()) if kx.ERROR in frame else 0
@@ -349,7 +353,7 @@ def _estimate_table(
         {
             name: {
                 "model": extractor.model,
-                "effort": extractor.reasoning_effort,
+                "effort": extractor.config.effort,
                 "rows": estimates[name].rows,
                 "stored_rows": estimates[name].stored_rows,
                 "requests": estimates[name].requests,
