@@ -33,6 +33,7 @@ VALID = {
     "timeout": st.floats(0.01, 1e5),
     "max_response_bytes": st.integers(1, 2**40),
     "http_backend": st.sampled_from(BACKENDS),
+    "user_agent": st.none() | st.from_regex(r"[a-z][a-z0-9.-]{0,30}/[0-9.]{1,8}", fullmatch=True),
     "max_cost": st.none() | st.floats(1.0, 1e6),
     "max_total_tokens": st.none() | st.integers(20_000, 10**12),
     "cache_ttl": st.sampled_from([None, "auto", "5m", "1h"]),

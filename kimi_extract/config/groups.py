@@ -31,6 +31,11 @@ from .fields import (
 
 __all__ = ["Budget", "Connection", "GroundingOptions", "Limits", "PromptCache"]
 
+#: The library's part of every request's ``User-Agent`` header.
+LIBRARY_USER_AGENT = "kimi-extract/0.1"
+#: The longest ``user_agent`` accepted.
+MAX_USER_AGENT = 200
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -95,6 +100,12 @@ class Connection:
     http_backend: str = "aiohttp"
     """The HTTP client: ``"aiohttp"``, ``"httpx-aiohttp"`` or ``"httpx"``."""
 
+    user_agent: str | None = None
+    """Your application's name and version (``"invoice-bot/2.1"``), sent before the library's
+    in the ``User-Agent`` header of every API request (``invoice-bot/2.1 kimi-extract/0.1``), so
+    the provider's and your proxy's logs tell your traffic apart. Printable ASCII, at most 200
+    characters; None: ``kimi-extract/0.1`` alone."""
+
     def __post_init__(self) -> None:
         check_count("max_retries", self.max_retries)
         check_seconds("max_retry_wait", self.max_retry_wait, allow_zero=True)
@@ -104,6 +115,24 @@ class Connection:
             raise ConfigurationError(
                 f"http_backend must be one of {BACKENDS}, got {self.http_backend!r}"
             )
+        agent = self.user_agent
+        if agent is not None and not (
+            isinstance(agent, str)
+            and 0 < len(agent.strip()) <= MAX_USER_AGENT
+            and all(" " <= c <= "~" for c in agent)
+        ):
+            # A header value: a line break or control character would end or split the header.
+            raise ConfigurationError(
+                f"user_agent must be printable ASCII of 1 to {MAX_USER_AGENT} characters (such "
+                f"as 'invoice-bot/2.1'), got {agent!r}"[:300]
+            )
+
+    @property
+    def user_agent_header(self) -> str:
+        """The ``User-Agent`` sent: ``user_agent`` (if any), then ``LIBRARY_USER_AGENT``."""
+        if self.user_agent is None:
+            return LIBRARY_USER_AGENT
+        return f"{self.user_agent.strip()} {LIBRARY_USER_AGENT}"
 
 
 @dataclass(frozen=True)

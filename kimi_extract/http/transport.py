@@ -355,7 +355,7 @@ class Transport:
         headers = {
             "Authorization": f"Bearer {self._api_key.get()}",
             "Content-Type": "application/json",
-            "User-Agent": "kimi-extract/0.1",
+            "User-Agent": self.connection.user_agent_header,
         }
         backend = make_backend(
             self.http_backend,
