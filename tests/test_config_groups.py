@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import operator
 import pickle
 import warnings
@@ -130,6 +131,13 @@ def test_every_setting_has_a_docstring() -> None:
         for spec in dataclasses.fields(cls):
             if spec.init:
                 assert documented.get(spec.name, "").strip(), f"{cls.__name__}.{spec.name}"
+
+
+def test_the_signature_lists_every_keyword_with_its_default() -> None:
+    parameters = inspect.signature(kx.ExtractorConfig).parameters
+    assert set(parameters) == option_names()
+    assert parameters["concurrency"].default == 16 and parameters["limits"].default == kx.Limits()
+    assert parameters["max_total_tokens"].default is None
 
 
 def test_misspelt_settings_and_groups_get_a_suggestion() -> None:

@@ -25,6 +25,7 @@ fills ``base_url`` and ``api_key`` when they were not given (``config.endpoint``
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
@@ -348,6 +349,25 @@ def _flat(name: str, group: str) -> property:
 
 for _name, _group in GROUP_OF.items():
     setattr(ExtractorConfig, _name, _flat(_name, _group))
+
+
+def _signature() -> inspect.Signature:
+    """``ExtractorConfig(...)``'s keywords as ``help()`` and editors show them: its own settings,
+    each group, and the group's fields by their flat names (all keyword-only, with defaults)."""
+    parameters = []
+    for spec in fields(ExtractorConfig):
+        specs = [spec] + (list(fields(GROUPS[spec.name])) if spec.name in GROUPS else [])
+        for one in specs if spec.init else []:
+            default = one.default_factory() if one.default_factory is not MISSING else one.default
+            parameters.append(
+                inspect.Parameter(
+                    one.name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=one.type
+                )
+            )
+    return inspect.Signature(parameters)
+
+
+setattr(ExtractorConfig, "__signature__", _signature())  # noqa: B010  (mypy: no such attribute)
 
 
 def _renamed(settings: Mapping[str, Any]) -> dict[str, Any]:
