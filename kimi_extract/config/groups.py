@@ -198,7 +198,7 @@ class PromptCache:
 
 @dataclass(frozen=True)
 class GroundingOptions:
-    """Finding each extracted value in the text that was sent (``kimi_extract.ground``).
+    """Finding each extracted value in the text that was sent (kimi_extract/ground/).
 
     ``kx.GroundingOptions(grounding="quotes")``, or ``grounding=True`` as a flat keyword. Adds
     the ``kx_spans`` and ``kx_grounded`` columns; check them with ``kx.review``.
