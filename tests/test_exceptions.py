@@ -24,7 +24,7 @@ PLAIN_RAISES = {
     ("records.py", "from_api"): "malformed usage from the server",
     ("http/wire.py", "*"): "malformed completion from the server: a retried response error",
     ("accessor.py", "split_options"): "an unknown keyword argument is Python's TypeError",
-    ("config.py", "check_option_names"): "an unknown keyword argument is Python's TypeError",
+    ("config/core.py", "check_option_names"): "an unknown keyword argument is Python's TypeError",
     ("accessor.py", "build_extractor"): "a keyword the call does not take: Python's TypeError",
     ("simulator/app.py", "_reject_constant"): "json's hook refusing NaN / Infinity in a body",
     ("simulator/validation.py", "_check_keywords"): "the bundled openapi.json needs a new keyword",
