@@ -46,12 +46,13 @@ ALLOWED = {
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
+    """Strings that are documentation, not values: module, class and function docstrings, and
+    the attribute docstrings under dataclass fields (any string standing alone as a statement)."""
     found = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            body = node.body
-            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                found.add(id(body[0].value))
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            if isinstance(node.value.value, str):
+                found.add(id(node.value))
     return found
 
 
