@@ -30,8 +30,9 @@ def _docstring_ids(tree: ast.AST) -> set[int]:
 
 
 #: ``kx_`` names that are not columns: the schema property ``grounding="quotes"`` adds
-#: (``schema.quotes.QUOTES``; the simulator, which imports no client code, mirrors it).
-NOT_COLUMNS = {"kx_quotes"}
+#: (``schema.quotes.QUOTES``; the simulator, which imports no client code, mirrors it), and the
+#: field marker ``Field(json_schema_extra={"kx_ground": False})`` (``run/grounding.py``).
+NOT_COLUMNS = {"kx_quotes", "kx_ground"}
 
 
 def test_no_module_but_the_registry_spells_a_kx_column():
