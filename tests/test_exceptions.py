@@ -29,6 +29,7 @@ PLAIN_RAISES = {
     ("simulator/app.py", "_reject_constant"): "json's hook refusing NaN / Infinity in a body",
     ("simulator/validation.py", "_check_keywords"): "the bundled openapi.json needs a new keyword",
     ("simulator/extractive.py", "perturb"): "a bug, not a setting: Simulator() checks kinds",
+    ("simulator/config.py", "check_option_names"): "an unknown keyword is Python's TypeError",
 }
 
 

@@ -194,7 +194,7 @@ def test_the_illustrative_rates_fall_with_effort_and_differ_by_model() -> None:
         assert 0 < top < high < low < 1
         assert getattr(model.rates_for("kimi-k3", "max"), kind) > top
         assert getattr(model.rates_for("kimi-k3.1-pro-highspeed", "high"), kind) == high
-    assert Simulator()._service.config.quality == model  # the default
+    assert Simulator()._service.quality == model  # the default
 
 
 def test_bad_quality_settings_are_configuration_errors() -> None:

@@ -32,7 +32,10 @@ Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline
 draws through ``constraints``, ``domains``, ``patterns``, ``plans``, ``ranks``, ``drawing``;
 ``quality``: answers from a row's answer key, with mistakes at per-model, per-effort rates),
 ``streaming`` (JSON and SSE sending), ``protocol`` (Reply, SimRequest, SimExchange, error
-bodies), ``config`` (Config, SimAnswer: the records ``app`` and ``streaming`` share).
+bodies), ``config`` (SimulatorConfig: every setting; SimAnswer: the record ``app`` hands
+``streaming``), ``options`` (the settings groups: FaultOptions, LimitOptions, LatencyOptions,
+AnswerOptions, CacheOptions), ``docs`` (docs/simulator.md, generated from the settings'
+docstrings).
 
 Quick start::
 
@@ -46,10 +49,25 @@ Quick start::
 
 from __future__ import annotations
 
+from .config import SimulatorConfig
+from .options import AnswerOptions, CacheOptions, FaultOptions, LatencyOptions, LimitOptions
 from .protocol import DEFAULT_API_KEY, Reply, SimExchange, SimRequest
 from .server import Simulator, serve
 
-__all__ = ["DEFAULT_API_KEY", "Reply", "SimExchange", "SimRequest", "Simulator", "serve"]
+__all__ = [
+    "AnswerOptions",
+    "CacheOptions",
+    "DEFAULT_API_KEY",
+    "FaultOptions",
+    "LatencyOptions",
+    "LimitOptions",
+    "Reply",
+    "SimExchange",
+    "SimRequest",
+    "Simulator",
+    "SimulatorConfig",
+    "serve",
+]
 
 
 def __getattr__(name: str) -> object:

@@ -25,7 +25,7 @@ from aiohttp import web
 from ..kimi import CONTEXT_WINDOW, DEFAULT_CACHE_TTL, MODELS
 from . import answers, completion, rules, validation
 from .cache import Lookup, PrefixCache
-from .config import Config, Responder, SimAnswer
+from .config import Responder, SimAnswer, SimulatorConfig
 from .limits import Latency, SimLimits, cost_usd, draw_faults
 from .prompt import Prompt, build_prompt, schema_text
 from .protocol import (
@@ -38,6 +38,7 @@ from .protocol import (
     invalid_request,
     user_text,
 )
+from .quality import quality_model
 from .streaming import send_json, send_stream
 
 #: Larger request bodies get a 413 in the API's error shape.
@@ -56,7 +57,7 @@ def _bucket_add(tokens: Counter[str], usage: dict[str, Any]) -> None:
 class Service:
     """State and handlers of one simulator."""
 
-    def __init__(self, config: Config, responder: Responder | None = None) -> None:
+    def __init__(self, config: SimulatorConfig, responder: Responder | None = None) -> None:
         self.config = config
         self.responder = responder
         self.lock = threading.Lock()
@@ -89,6 +90,9 @@ class Service:
             seed=config.seed,
         )
         self.fault_rng = random.Random(f"faults-{config.seed}")
+        self.fault_rates = config.faults.rates()
+        #: How answers to rows with an answer key go wrong (``quality``); None: keys ignored.
+        self.quality = quality_model(config.quality)
         self._bearer = f"Bearer {config.api_key}"
         self._id_prefix = f"{random.Random(config.seed).getrandbits(40):010x}"
         #: USD per 1M tokens by model: the ``pricing`` option, else the model table's prices.
@@ -387,7 +391,7 @@ class Service:
             perturb=self.config.perturb,
             perturb_kinds=self.config.perturb_kinds,
             quote_faults=self.config.quote_faults,
-            quality=self.config.quality,
+            quality=self.quality,
         )
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))
@@ -400,10 +404,10 @@ class Service:
                 self.limits.uncount()
                 raise
             faults = []
-            if config.faults.any():
+            if self.fault_rates.any():
                 faults = draw_faults(
                     self.fault_rng,
-                    config.faults,
+                    self.fault_rates,
                     stream=body.get("stream") is True,
                     json_content=outcome.json_content,
                 )

@@ -3,206 +3,70 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import gc
+import inspect
 import socket
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
 from types import TracebackType
 from typing import Any
 
 from aiohttp import web
 
 from ..exceptions import ConfigurationError
-from ..kimi import CACHE_MIN_TOKENS
 from .app import Service
-from .config import Config, Responder
-from .extractive import PERTURBATIONS
-from .limits import FaultRates
-from .protocol import DEFAULT_API_KEY, SimExchange
-from .quality import QualityModel, quality_model
-
-_STREAM_USAGE = ("choices", "separate")
+from .config import Responder, SimulatorConfig, check_option_names, signature_parameters
+from .protocol import SimExchange
 
 
 class Simulator:
-    """A local Kimi chat-completions API that behaves like the seed reference and KIMI-NOTES.
+    """A local Kimi chat-completions API that behaves like the API reference and KIMI-NOTES.
 
     ``with Simulator() as sim:`` (or ``start()`` / ``stop()``) serves on ``host``:``port`` (0 = a
     free port) from a background thread with its own event loop. Clients POST to
     ``{sim.base_url}/v1/chat/completions`` with ``Authorization: Bearer {sim.api_key}``; the
     openai SDK takes ``base_url=sim.openai_base_url``.
 
-    Options (all limits and faults off by default):
+    The settings (all limits and faults off by default) are a ``SimulatorConfig`` (``config``):
+    ``Simulator(config=SimulatorConfig(...))``, or its keywords directly
+    (``Simulator(rpm=120, answers="extractive")``); keywords given beside ``config`` change
+    those settings of it (``Simulator(config=config, rpm=60)``). docs/simulator.md lists them
+    all. A wrong value is a ``ConfigurationError`` naming the setting, before anything starts.
+
+    Besides the settings:
 
     - ``responder``: ``callable(SimRequest) -> None | str | dict | Reply`` scripting answers
       (None: the generated answer; str/dict: that content; ``Reply``: any part, an error, headers,
       a delay or a fault). Settable later as ``sim.responder``. An exception -> 500.
-    - ``clock``: seconds, for cache TTLs and rate windows (default ``time.monotonic``).
-    - ``seed``: seeds overload and fault draws.
-    - ``max_concurrency``, ``rpm``, ``tpm``, ``retry_after_header``, ``overload_rate``,
-      ``quota_usd`` with ``pricing`` (USD per 1M: input, cached_input, cache_write, output;
-      default: the model table's prices): see ``limits``.
-    - ``fault_500``, ``fault_reset``, ``fault_stream_cut``, ``fault_slow_first_byte`` (waits
-      ``slow_first_byte_s``), ``fault_invalid_json``, ``fault_truncate``: per-request rates 0..1.
-    - ``ttft_s`` before the first byte, ``tokens_per_s`` output pacing.
-    - ``stream_usage``: "choices" or "separate" (see ``streaming``).
-    - ``cache_block_tokens``, ``cache_min_tokens``, ``cache_refresh_on_read``: see ``cache``.
-    - ``history_limit``: keep only the last N exchanges in ``history`` (default: all; ``serve``
-      keeps none). Counters and ``SimExchange.index`` still count every request.
-    - ``rate_shape``: how ``rpm`` and ``tpm`` are enforced: "sliding" (default: any 60 s),
-      "fixed" (60 s windows from the first request) or "bucket" (a token bucket: ``limit / 60`` per
-      second, at most ``burst_s`` seconds' worth at once, default 0.1). ``window_s`` shortens
-      the sliding and fixed windows (limits stay per minute; a window holds
-      ``limit * window_s / 60``). ``spurious_429_rate``: that share of requests refused with
-      Kimi's rate-limit message whatever the load. See ``limits``.
-    - ``latency``: "fixed" (``ttft_s``) or "lognormal" (``ttft_s`` plus a seeded lognormal delay
-      with median ``latency_median_s``, default 1, and 99th percentile ``latency_p99_s``,
-      default 10).
-    - ``schema_level``: how ``response_format`` schemas and tool ``parameters`` are checked
-      (``kimi_extract.schema.dialect``, MoonshotAI/walle's levels): "strict" (default; what
-      Moonshot's server enforces) or "ultra" (walle's most thorough check).
-    - ``answers``: "generated" (default: strings are words of the user text) or "extractive"
-      (every plain string of a JSON answer is a span of the last user message, deterministic
-      per request, so grounding can be tested offline); ``perturb`` (0..1): the share of those
-      strings changed by one of ``perturb_kinds`` ("case", "spacing", "typo", "width"; default
-      all); ``quote_faults`` (0..1): the share of the supporting quotes a quoted schema asks
-      for (``grounding="quotes"``) that are fabricated or garbled. See ``extractive``.
-    - ``quality``: how a ``json_schema`` answer to a row whose text carries an answer key
-      (``quality.with_answer_key``) goes wrong: "illustrative" (default: made-up error rates per
-      model and effort, ``QualityModel.illustrative()``), "exact" (no mistakes), a
-      ``QualityModel``, or None (answer keys ignored). Rows without a key are unaffected.
+    - ``port``, ``host``: where to listen (``port`` 0: a free one, set on ``start``).
     """
 
     def __init__(
         self,
-        api_key: str = DEFAULT_API_KEY,
+        config: SimulatorConfig | None = None,
+        *,
         responder: Responder | None = None,
         port: int = 0,
         host: str = "127.0.0.1",
-        clock: Callable[[], float] | None = None,
-        seed: int = 0,
-        *,
-        max_concurrency: int | None = None,
-        rpm: int | None = None,
-        tpm: int | None = None,
-        retry_after_header: bool = False,
-        overload_rate: float = 0.0,
-        quota_usd: float | None = None,
-        pricing: dict[str, float] | None = None,
-        fault_500: float = 0.0,
-        fault_reset: float = 0.0,
-        fault_stream_cut: float = 0.0,
-        fault_slow_first_byte: float = 0.0,
-        slow_first_byte_s: float = 2.0,
-        fault_invalid_json: float = 0.0,
-        fault_truncate: float = 0.0,
-        ttft_s: float = 0.0,
-        tokens_per_s: float | None = None,
-        stream_usage: str = "choices",
-        cache_block_tokens: int = 64,
-        cache_min_tokens: int = CACHE_MIN_TOKENS,
-        cache_refresh_on_read: bool = False,
-        history_limit: int | None = None,
-        schema_level: str = "strict",
-        rate_shape: str = "sliding",
-        window_s: float = 60.0,
-        burst_s: float = 0.1,
-        spurious_429_rate: float = 0.0,
-        latency: str = "fixed",
-        latency_median_s: float = 1.0,
-        latency_p99_s: float = 10.0,
-        answers: str = "generated",
-        perturb: float = 0.0,
-        perturb_kinds: Sequence[str] = PERTURBATIONS,
-        quote_faults: float = 0.0,
-        quality: QualityModel | str | None = "illustrative",
+        **overrides: Any,
     ) -> None:
-        if answers not in ("generated", "extractive"):
-            raise ConfigurationError(
-                f"answers must be 'generated' or 'extractive', got {answers!r}"
-            )
-        unknown = sorted(set(perturb_kinds) - set(PERTURBATIONS))
-        if unknown or not perturb_kinds:
-            raise ConfigurationError(
-                f"perturb_kinds must be a non-empty subset of {PERTURBATIONS}, got "
-                f"{list(perturb_kinds)!r}"
-            )
-        if schema_level not in ("strict", "ultra"):
-            raise ConfigurationError(
-                f"schema_level must be 'strict' or 'ultra', got {schema_level!r}"
-            )
-        if stream_usage not in _STREAM_USAGE:
-            raise ConfigurationError(
-                f"stream_usage must be one of {_STREAM_USAGE}, got {stream_usage!r}"
-            )
-        rates = {
-            "fault_500": fault_500,
-            "fault_reset": fault_reset,
-            "fault_stream_cut": fault_stream_cut,
-            "fault_slow_first_byte": fault_slow_first_byte,
-            "fault_invalid_json": fault_invalid_json,
-            "fault_truncate": fault_truncate,
-            "overload_rate": overload_rate,
-            "spurious_429_rate": spurious_429_rate,
-            "perturb": perturb,
-            "quote_faults": quote_faults,
-        }
-        for name, rate in rates.items():
-            if not 0.0 <= rate <= 1.0:
-                raise ConfigurationError(f"{name} must be between 0 and 1, got {rate}")
-        quality_rates = quality_model(quality)
-        self.api_key = api_key
+        self._config = _configure(config, overrides)
+        self.api_key = self._config.api_key
         self.host = host
         self.port = port
-        config = Config(
-            api_key=api_key,
-            clock=clock or time.monotonic,
-            seed=seed,
-            max_concurrency=max_concurrency,
-            rpm=rpm,
-            tpm=tpm,
-            retry_after_header=retry_after_header,
-            overload_rate=overload_rate,
-            quota_usd=quota_usd,
-            pricing=pricing,
-            faults=FaultRates(
-                fault_500,
-                fault_reset,
-                fault_stream_cut,
-                fault_slow_first_byte,
-                fault_invalid_json,
-                fault_truncate,
-            ),
-            slow_first_byte_s=slow_first_byte_s,
-            ttft_s=ttft_s,
-            tokens_per_s=tokens_per_s,
-            stream_usage=stream_usage,
-            cache_block_tokens=cache_block_tokens,
-            cache_min_tokens=cache_min_tokens,
-            cache_refresh_on_read=cache_refresh_on_read,
-            history_limit=history_limit,
-            schema_level="ultra" if schema_level == "ultra" else "strict",
-            rate_shape=rate_shape,
-            window_s=window_s,
-            burst_s=burst_s,
-            spurious_429_rate=spurious_429_rate,
-            latency=latency,
-            latency_median_s=latency_median_s,
-            latency_p99_s=latency_p99_s,
-            answers="extractive" if answers == "extractive" else "generated",
-            perturb=perturb,
-            perturb_kinds=tuple(perturb_kinds),
-            quote_faults=quote_faults,
-            quality=quality_rates,
-        )
-        self._service = Service(config, responder)
+        self._service = Service(self._config, responder)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._runner: web.AppRunner | None = None
 
     # -- public surface ----------------------------------------------------------------------
+
+    @property
+    def config(self) -> SimulatorConfig:
+        """The settings this simulator runs with (frozen)."""
+        return self._config
 
     @property
     def responder(self) -> Responder | None:
@@ -309,16 +173,23 @@ class Simulator:
         self.stop()
 
 
-def serve(port: int = 8000, host: str = "127.0.0.1", **options: Any) -> None:
+def serve(
+    port: int = 8000,
+    host: str = "127.0.0.1",
+    config: SimulatorConfig | None = None,
+    **options: Any,
+) -> None:
     """Serve the simulator until Ctrl-C (blocking); prints the base URL and the key.
 
-    ``options`` are ``Simulator``'s keyword arguments. ``history_limit`` defaults to 0 here: no
-    one can read a served simulator's history (``GET /stats`` has the counters), and keeping
-    exchanges would make a long-running server grow and its garbage collections slow. The process
-    is the server's own, so it also freezes the startup objects out of the collector's reach.
+    ``config`` and ``options`` are ``Simulator``'s. ``history_limit`` defaults to 0 here (unless
+    given, or set in ``config``): no one can read a served simulator's history (``GET /stats``
+    has the counters), and keeping exchanges would make a long-running server grow and its
+    garbage collections slow. The process is the server's own, so it also freezes the startup
+    objects out of the collector's reach.
     """
-    options.setdefault("history_limit", 0)
-    sim = Simulator(port=port, host=host, **options)
+    if config is None or config.history_limit is None:
+        options.setdefault("history_limit", 0)
+    sim = Simulator(config, port=port, host=host, **options)
     try:
         sim.start()
         gc.collect()
@@ -347,3 +218,26 @@ async def _cancel_other_tasks() -> None:
     for task in others:
         task.cancel()
     await asyncio.gather(*others, return_exceptions=True)
+
+
+def _configure(config: SimulatorConfig | None, overrides: dict[str, Any]) -> SimulatorConfig:
+    """The simulator's settings: ``config`` (default: the defaults) with ``overrides`` applied."""
+    check_option_names(overrides, "Simulator")
+    if config is None:
+        return SimulatorConfig(**overrides)
+    if not isinstance(config, SimulatorConfig):
+        raise ConfigurationError(
+            f"config must be a SimulatorConfig, got {type(config).__name__} (the settings are "
+            "keywords: Simulator(api_key=..., rpm=...))"
+        )
+    return dataclasses.replace(config, **overrides) if overrides else config
+
+
+def _signature() -> inspect.Signature:
+    """``Simulator(...)`` as ``help()`` shows it: ``config``, the four arguments of its own, then
+    every setting by its flat name."""
+    own = list(inspect.signature(Simulator.__init__).parameters.values())[:-1]  # not **overrides
+    return inspect.Signature([*own, *signature_parameters()])
+
+
+setattr(Simulator.__init__, "__signature__", _signature())  # noqa: B010

@@ -30,7 +30,7 @@ from .completion import chunk, stream_deltas
 from .protocol import to_json
 
 if TYPE_CHECKING:
-    from .config import Config, SimAnswer
+    from .config import SimAnswer, SimulatorConfig
 
 
 def _event(data: dict[str, Any]) -> bytes:
@@ -43,7 +43,10 @@ def _drop(request: web.Request) -> None:
 
 
 async def send_json(
-    request: web.Request, config: Config, answer: SimAnswer, on_complete: Callable[[], None]
+    request: web.Request,
+    config: SimulatorConfig,
+    answer: SimAnswer,
+    on_complete: Callable[[], None],
 ) -> tuple[web.StreamResponse, bool]:
     """The non-streaming response; (response, whether it is complete).
 
@@ -66,7 +69,7 @@ async def send_json(
     return web.Response(body=data, headers=headers), True
 
 
-def stream_events(config: Config, answer: SimAnswer) -> tuple[list[bytes], list[bytes]]:
+def stream_events(config: SimulatorConfig, answer: SimAnswer) -> tuple[list[bytes], list[bytes]]:
     """The SSE events of the stream: (deltas, tail). The tail is the final chunk, any usage
     chunk, and ``[DONE]``."""
     body = answer.body
@@ -90,7 +93,10 @@ def stream_events(config: Config, answer: SimAnswer) -> tuple[list[bytes], list[
 
 
 async def send_stream(
-    request: web.Request, config: Config, answer: SimAnswer, on_complete: Callable[[], None]
+    request: web.Request,
+    config: SimulatorConfig,
+    answer: SimAnswer,
+    on_complete: Callable[[], None],
 ) -> tuple[web.StreamResponse, bool]:
     """The SSE response; (response, whether it was sent completely).
 
