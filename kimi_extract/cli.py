@@ -249,6 +249,7 @@ def cmd_review(args: argparse.Namespace) -> int:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """``kimi-extract simulate``: serve the local Kimi API until interrupted."""
+    from .exceptions import ConfigurationError
     from .simulator import serve
 
     options: dict[str, Any] = {}
@@ -264,6 +265,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         options["api_key"] = args.api_key
     try:
         serve(port=args.port, host=args.host, **options)
+    except ConfigurationError as exc:  # a flag's value the simulator refuses, before it starts
+        raise UsageError(str(exc)) from None
     except OSError as exc:
         print(
             f"error: cannot listen on {args.host}:{args.port} ({exc.strerror or exc}); "

@@ -81,16 +81,16 @@ class SimulatorConfig:
     none). The counters and ``SimExchange.index`` still count every request."""
 
     faults: FaultOptions = field(default_factory=FaultOptions)
-    """Seeded faults (``FaultOptions``)."""
+    """Faults (``FaultOptions``)."""
 
     limits: LimitOptions = field(default_factory=LimitOptions)
-    """Rate limits, concurrency and quota (``LimitOptions``)."""
+    """Limits (``LimitOptions``)."""
 
     latency_options: LatencyOptions = field(default_factory=LatencyOptions)
-    """Time to the first byte and output pacing (``LatencyOptions``)."""
+    """Latency (``LatencyOptions``)."""
 
     answer_options: AnswerOptions = field(default_factory=AnswerOptions)
-    """What the simulated model answers (``AnswerOptions``)."""
+    """Answers (``AnswerOptions``)."""
 
     cache: CacheOptions = field(default_factory=CacheOptions)
     """The prefix cache (``CacheOptions``)."""

@@ -137,7 +137,8 @@ class FaultOptions:
 
     spurious_429_rate: float = 0.0
     """Share of requests refused with Kimi's rate-limit message (429
-    ``rate_limit_reached_error``, naming the configured RPM) whatever the load, as Kimi's
+    ``rate_limit_reached_error``, naming the configured RPM, else the concurrency limit, else
+    3,000) whatever the load, as Kimi's
     gateway does at times: a 429 that is not a rate signal."""
 
     def __post_init__(self) -> None:
@@ -301,9 +302,9 @@ class AnswerOptions:
 
     quality: QualityModel | str | None = "illustrative"
     """How a ``json_schema`` answer to a row whose text carries an answer key
-    (``quality.with_answer_key``) goes wrong: ``"illustrative"`` (made-up error rates per model
-    and effort), ``"exact"`` (no mistakes), a ``QualityModel``, or None / ``"off"`` (answer keys
-    ignored). Rows without a key are unaffected."""
+    (``kimi_extract.simulator.quality.with_answer_key``) goes wrong: ``"illustrative"`` (made-up
+    error rates per model and effort), ``"exact"`` (no mistakes), a ``QualityModel``, or None /
+    ``"off"`` (answer keys ignored). Rows without a key are unaffected."""
 
     def __post_init__(self) -> None:
         check_choice("answers", self.answers, ANSWER_MODES)
