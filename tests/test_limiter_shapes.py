@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from kimi_extract.simulator import Simulator
-from kimi_extract.simulator.limits import Latency, Limits
+from kimi_extract.simulator.limits import Latency, SimLimits
 from kimi_extract.simulator.protocol import SimError
 
 KEY = "sk-sim-test"
@@ -24,11 +24,11 @@ class Clock:
         return self.now
 
 
-def limits(clock: Clock, **options: object) -> Limits:
-    return Limits(clock, random.Random(0), **options)  # type: ignore[arg-type]
+def limits(clock: Clock, **options: object) -> SimLimits:
+    return SimLimits(clock, random.Random(0), **options)  # type: ignore[arg-type]
 
 
-def admitted(lim: Limits, count: int) -> int:
+def admitted(lim: SimLimits, count: int) -> int:
     """How many of ``count`` requests sent now are admitted (each released at once)."""
     ok = 0
     for _ in range(count):
@@ -41,7 +41,7 @@ def admitted(lim: Limits, count: int) -> int:
     return ok
 
 
-def refusal(lim: Limits) -> SimError:
+def refusal(lim: SimLimits) -> SimError:
     with pytest.raises(SimError) as info:
         lim.admit()
     return info.value
