@@ -1,11 +1,13 @@
 """The Kimi profile: the model table and every Kimi-specific rule, in one place.
 
-Every rule below cites the document that states it. "seed" is the Kimi Chat Completions reference
-shipped with the project (``seeds/kimi-chat-completions-reference.md``, OpenAPI ``components``);
-"notes" is ``KIMI-NOTES.md`` (other clients' findings against the live API); "walle" is Moonshot's
-own schema validator (MoonshotAI/walle, ``docs/walle.md`` and ``conf.go``). The logic that applies
-a rule stays with its stage (schema, media, http, run) and imports the rule from here; this module
-imports only ``exceptions`` and ``records`` (layer 0, tests/test_layers.py).
+Every rule below cites the document that states it, by its path in the repository and the part
+of it (docs/reference/README.md describes them):
+``docs/reference/kimi-chat-completions-reference.md`` is the Kimi Chat Completions reference (cited
+by its OpenAPI fields, such as ``max_completion_tokens``); ``docs/reference/KIMI-NOTES.md`` holds
+other clients' findings against the live API (cited by heading); "walle" is Moonshot's own schema
+validator (https://github.com/MoonshotAI/walle, ``docs/walle.md`` and ``conf.go``). The logic that
+applies a rule stays with its stage (schema, media, http, run) and imports the rule from here; this
+module imports only ``exceptions`` and ``records`` (layer 0, tests/test_layers.py).
 
 Sections: models and limits; hosts; prompt cache; tools and web search; errors and rate limits;
 media; the schema dialect (walle).
@@ -21,59 +23,70 @@ from typing import Literal
 from .exceptions import ConfigurationError, did_you_mean
 from .records import Pricing
 
-#: seed, ``info.description``: all three models have a 1,048,576-token context window.
+#: docs/reference/kimi-chat-completions-reference.md, ``info.description``: all three models have a
+#: 1,048,576-token context window.
 CONTEXT_WINDOW = 1_048_576
-#: seed, ``max_completion_tokens.maximum``.
+#: docs/reference/kimi-chat-completions-reference.md, ``max_completion_tokens.maximum``.
 MAX_COMPLETION_TOKENS = 1_048_576
-#: Our default output budget for extraction. Reasoning tokens count toward it (seed,
-#: ``max_completion_tokens``). 16,384 leaves room for low-effort reasoning plus a large JSON answer;
-#: a truncated answer is retried once with double the budget.
+#: Our default output budget for extraction. Reasoning tokens count toward it
+#: (docs/reference/kimi-chat-completions-reference.md, ``max_completion_tokens``). 16,384 leaves
+#: room for low-effort reasoning plus a large JSON answer; a truncated answer is retried once with
+#: double the budget.
 DEFAULT_MAX_COMPLETION_TOKENS = 16_384
 
-#: seed, ``max_completion_tokens``: "Default: 131072" (what the server uses when it is omitted).
+#: docs/reference/kimi-chat-completions-reference.md, ``max_completion_tokens``: "Default: 131072"
+#: (what the server uses when it is omitted).
 SERVER_DEFAULT_MAX_COMPLETION_TOKENS = 131_072
 
 # -- Hosts -------------------------------------------------------------------------------------
-#: seed ``servers``: direct.evolink.ai is the default (text, long-lived connections);
-#: api.evolink.ai is the primary multimodal endpoint and a fallback for text.
+#: docs/reference/kimi-chat-completions-reference.md, ``servers`` and the BaseURL note:
+#: direct.evolink.ai is the default (text, long-lived connections); api.evolink.ai is the primary
+#: multimodal endpoint and a fallback for text.
 DEFAULT_BASE_URL = "https://direct.evolink.ai"
 MULTIMODAL_BASE_URL = "https://api.evolink.ai"
 #: Not a Kimi host: ``base_url="simulator"`` sends every request to the bundled Kimi simulator,
 #: started once per process (``kimi_extract.shared_simulator``); a local endpoint (no default
 #: result store, ``run.store.is_local_endpoint``).
 SIMULATOR_BASE_URL = "simulator"
-#: seed, message content parts: the media part types (a request carrying one goes to the
-#: multimodal host, seed BaseURL note).
+#: docs/reference/kimi-chat-completions-reference.md, message content parts: the media part types (a
+#: request carrying one goes to the multimodal host: the same page's BaseURL note).
 MEDIA_PART_TYPES = frozenset({"image_url", "video_url"})
 
-#: seed ``response_format.type``: the structured-output modes a run may ask for (``text`` is
-#: never asked: every answer is parsed as JSON).
+#: docs/reference/kimi-chat-completions-reference.md, ``response_format.type``: the
+#: structured-output modes a run may ask for (``text`` is never asked: every answer is parsed as
+#: JSON).
 Mode = Literal["json_schema", "json_object"]
 
 # -- Prompt cache --------------------------------------------------------------------------------
-#: seed, ``prompt_cache_options.ttl``: "Cache TTL: 5m or 1h; default: 5m" (K3.1 series only).
+#: docs/reference/kimi-chat-completions-reference.md, ``prompt_cache_options.ttl``: "Cache TTL: 5m
+#: or 1h; default: 5m" (K3.1 series only).
 CACHE_TTLS = ("5m", "1h")
 DEFAULT_CACHE_TTL = "5m"
 LONG_CACHE_TTL = "1h"
 #: The same TTLs in seconds.
 CACHE_TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
-#: notes (Caching): a request can hit the cache only if the cached prefix is longer than 256 tokens.
+#: docs/reference/KIMI-NOTES.md, "Caching": a request can hit the cache only if the cached prefix is
+#: longer than 256 tokens.
 CACHE_MIN_TOKENS = 256
 
 # -- Tools and web search ------------------------------------------------------------------------
-#: notes (Web search) and seed ``ToolCall.type``: the built-in search tool's function name; its
-#: calls have type ``builtin_function``.
+#: docs/reference/KIMI-NOTES.md, "Web search", and
+#: docs/reference/kimi-chat-completions-reference.md, ``ToolCall.type``: the built-in search tool's
+#: function name; its calls have type ``builtin_function``.
 WEB_SEARCH_FUNCTION = "$web_search"
 BUILTIN_FUNCTION = "builtin_function"
-#: seed ``tools``: how a request offers web search (``{"type":"web_search"}``).
+#: docs/reference/kimi-chat-completions-reference.md, ``tools``: how a request offers web search
+#: (``{"type":"web_search"}``).
 WEB_SEARCH_TOOL = {"type": "web_search"}
-#: notes (Structured output): tool names must match this. (At most 128 tools: seed
-#: ``tools.maxItems``, which the simulator checks with the seed's OpenAPI schema.)
+#: docs/reference/KIMI-NOTES.md, "Structured output": tool names must match this. (At most 128
+#: tools: docs/reference/kimi-chat-completions-reference.md, ``tools.maxItems``, which the simulator
+#: checks with that page's OpenAPI schema, docs/reference/kimi-openapi.yaml.)
 TOOL_NAME = re.compile(r"^[a-zA-Z_][a-zA-Z0-9-_]{2,63}$")
 
 # -- Errors and rate limits ----------------------------------------------------------------------
-#: notes (Errors and limits) and seed ``ErrorResponse``: the HTTP status each error ``type``
-#: stands for (an error object can also arrive in a 200 body or a stream event).
+#: docs/reference/KIMI-NOTES.md, "Errors and limits", and
+#: docs/reference/kimi-chat-completions-reference.md, ``ErrorResponse``: the HTTP status each error
+#: ``type`` stands for (an error object can also arrive in a 200 body or a stream event).
 STATUS_OF_ERROR_TYPE = {
     "invalid_request_error": 400,
     "content_filter": 400,
@@ -88,26 +101,27 @@ STATUS_OF_ERROR_TYPE = {
     "exceeded_current_quota_error": 429,
     "server_error": 500,
 }
-#: notes: the one 429 that is not retried (the balance is exhausted).
+#: docs/reference/KIMI-NOTES.md, "Errors and limits": the one 429 that is not retried (the balance
+#: is exhausted).
 QUOTA_ERROR_TYPE = "exceeded_current_quota_error"
-#: notes: real 429s carry no Retry-After header; the message says how long ("... please try again
-#: after 1 seconds").
+#: docs/reference/KIMI-NOTES.md, "Errors and limits": real 429s carry no Retry-After header; the
+#: message says how long ("... please try again after 1 seconds").
 RETRY_AFTER_MESSAGE = re.compile(r"try again after (\d+(?:\.\d+)?) ?(milliseconds|ms|seconds|s)\b")
-#: notes: the limit a 429 names ("request reached max organization concurrency: 1",
-#: "organization max RPM: 3"; TPM alike).
+#: docs/reference/KIMI-NOTES.md, "Errors and limits": the limit a 429 names ("request reached max
+#: organization concurrency: 1", "organization max RPM: 3"; TPM alike).
 LIMIT_MESSAGES = {
     "concurrency": re.compile(r"max(?:imum)?\s+(?:organization\s+)?concurrency:?\s*(\d+)", re.I),
     "rpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?RPM:?\s*(\d+)", re.I),
     "tpm": re.compile(r"max(?:imum)?\s+(?:organization\s+)?TPM:?\s*(\d+)", re.I),
 }
-#: notes: RPM and TPM are per minute.
+#: docs/reference/KIMI-NOTES.md, "Errors and limits": RPM and TPM are per minute.
 RATE_WINDOW_S = 60.0
-#: notes (tiers): concurrency goes up to 1,000.
+#: docs/reference/KIMI-NOTES.md, "Errors and limits" (tiers): concurrency goes up to 1,000.
 MAX_CONCURRENCY = 1000
 
 # -- Media ---------------------------------------------------------------------------------------
-#: notes (Media): video mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv, 3gpp (the API's MIME names),
-#: by file extension.
+#: docs/reference/KIMI-NOTES.md, "Media": video mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv, 3gpp
+#: (the API's MIME names), by file extension.
 VIDEO_EXTENSIONS = {
     ".mp4": "video/mp4",
     ".m4v": "video/mp4",
@@ -157,8 +171,9 @@ class SchemaLimits:
 #: walle's defaults: what the server enforces.
 DEFAULT_LIMITS = SchemaLimits()
 
-#: seed, ``reasoning_effort``: "For generic client compatibility, `medium` maps to `high`,
-#: `xhigh` to `max`, and `minimal` / `none` to `low`; `none` does not disable reasoning."
+#: docs/reference/kimi-chat-completions-reference.md, ``reasoning_effort``: "For generic client
+#: compatibility, `medium` maps to `high`, `xhigh` to `max`, and `minimal` / `none` to `low`;
+#: `none` does not disable reasoning."
 EFFORT_ALIASES = {
     "low": "low",
     "high": "high",
@@ -177,18 +192,21 @@ class ModelInfo:
     name: str
     #: Reasoning efforts the model accepts after alias normalization.
     efforts: tuple[str, ...]
-    #: Whether ``prompt_cache_options`` may be sent (K3.1 series only; seed).
+    #: Whether ``prompt_cache_options`` may be sent (K3.1 series only;
+    #: docs/reference/kimi-chat-completions-reference.md, ``prompt_cache_options``).
     cache_options: bool
-    #: Whether usage reports cache writes separately and bills them at their own rate. seed,
-    #: ``ChatUsage.prompt_tokens``: K3.1 regular input = prompt - cached - cache_write; kimi-k3
-    #: regular input = prompt - cached (writes billed as regular input).
+    #: Whether usage reports cache writes separately and bills them at their own rate.
+    #: docs/reference/kimi-chat-completions-reference.md, ``ChatUsage.prompt_tokens``: K3.1 regular
+    #: input = prompt - cached - cache_write; kimi-k3 regular input = prompt - cached (writes
+    #: billed as regular input).
     separate_cache_writes: bool
     context_window: int = CONTEXT_WINDOW
-    #: USD per million tokens; None where we cannot cite a price (the seed lists none).
+    #: USD per million tokens; None where we cannot cite a price (the reference lists none).
     pricing: Pricing | None = None
 
 
-# Prices (USD per 1M tokens). The seed lists none; these are the published rates, cited:
+# Prices (USD per 1M tokens). docs/reference/kimi-chat-completions-reference.md lists none; these
+# are the published rates, cited:
 # - K3.1 series: docs.apiyi.com/api-capabilities/kimi-k3-1/overview ("rates aligned with the
 #   official site", read 2026-10) and novita.ai/models/llm/moonshotai-kimi-k3.1-pro (same figures):
 #   pro input 2.00, output 10.00, cache read 0.20, cache write 5m 2.00 / 1h 4.00;
@@ -205,11 +223,12 @@ _K31_HIGHSPEED_PRICE = Pricing(
 _K3_PRICE = Pricing(input=3.00, cached_input=0.30, cache_write=3.00, output=15.00)
 
 MODELS: dict[str, ModelInfo] = {
-    # seed, ``model``: "`kimi-k3.1-pro` | Latest-generation model (recommended) | low/high/max".
+    # docs/reference/kimi-chat-completions-reference.md, ``model``: "`kimi-k3.1-pro` |
+    # Latest-generation model (recommended) | low/high/max".
     "kimi-k3.1-pro": ModelInfo(
         "kimi-k3.1-pro", ("low", "high", "max"), True, True, pricing=_K31_PRO_PRICE
     ),
-    # seed: "Same parameters as Pro, faster generation".
+    # The same page, ``model``: "Same parameters as Pro, faster generation".
     "kimi-k3.1-pro-highspeed": ModelInfo(
         "kimi-k3.1-pro-highspeed",
         ("low", "high", "max"),
@@ -217,7 +236,8 @@ MODELS: dict[str, ModelInfo] = {
         True,
         pricing=_K31_HIGHSPEED_PRICE,
     ),
-    # seed: "`kimi-k3` | Previous-generation model | Only `max`"; no prompt_cache_options.
+    # The same page, ``model``: "`kimi-k3` | Previous-generation model | Only `max`"; no
+    # prompt_cache_options.
     "kimi-k3": ModelInfo("kimi-k3", ("max",), False, False, pricing=_K3_PRICE),
 }
 

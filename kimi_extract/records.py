@@ -1,6 +1,7 @@
 """Token accounting and cost.
 
-``Usage`` buckets nest the way Kimi reports them (seed, ``ChatUsage``)::
+``Usage`` buckets nest the way Kimi reports them (docs/reference/kimi-chat-completions-reference.md,
+``ChatUsage``)::
 
     prompt_tokens            every input token of the request(s)
     ├── cached_tokens        served from the prefix cache (billed at the cached rate)
@@ -95,7 +96,9 @@ class Pricing:
             object.__setattr__(self, name, float(value))
 
     def cost(self, usage: Usage, *, separate_cache_writes: bool = True, ttl: str = "5m") -> float:
-        """USD cost of ``usage`` under the seed's billing rules.
+        """USD cost of ``usage`` under the API reference's billing rules.
+
+        The rules: docs/reference/kimi-chat-completions-reference.md, ``ChatUsage``.
 
         K3.1 series: regular input = prompt - cached - cache_write, writes at ``cache_write`` (or
         ``cache_write_1h`` when ``ttl == "1h"``). kimi-k3 (``separate_cache_writes=False``):
@@ -159,8 +162,10 @@ class Usage:
     def from_api(cls, usage: Any) -> Usage:
         """Read a response's ``usage`` object (one request); raises ValueError on a bad one.
 
-        Reads ``prompt_tokens_details.cached_tokens`` (seed) and falls back to a top-level
-        ``usage.cached_tokens`` (Moonshot's own API, notes); missing detail fields count as 0.
+        Reads ``prompt_tokens_details.cached_tokens``
+        (docs/reference/kimi-chat-completions-reference.md, ``ChatUsage``) and falls back to a
+        top-level ``usage.cached_tokens`` (Moonshot's own API: docs/reference/KIMI-NOTES.md,
+        "Caching"); missing detail fields count as 0.
         A usage that is missing, not an object, lacks ``prompt_tokens`` / ``completion_tokens``,
         holds a count that is not a whole number in ``[0, MAX_TOKENS_PER_RESPONSE]``, or a bucket
         larger than the one it nests in is malformed (``ValueError``): billing must never silently

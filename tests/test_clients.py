@@ -49,7 +49,8 @@ class Person(BaseModel):
     boss: Person | None = None
 
 
-#: The seed's own function-calling example.
+#: The API reference's own function-calling example
+#: (docs/reference/kimi-chat-completions-reference.md, ``function_calling``).
 WEATHER_TOOL: dict[str, Any] = {
     "type": "function",
     "function": {
@@ -128,7 +129,7 @@ def test_openai_parse_a_plain_pydantic_model(sim: Simulator, client: openai.Open
 
 
 def test_openai_function_tools_auto_round_trip(sim: Simulator, client: openai.OpenAI) -> None:
-    """The seed's example: the user names no function, tool_choice auto -> get_weather is called;
+    """The reference's example: the user names no function, tool_choice auto -> get_weather;
     the tool result goes back as the openai docs show, and the model answers in text."""
     messages: list[Any] = [{"role": "user", "content": "Check today's weather in Beijing."}]
     tools: Any = [WEATHER_TOOL]

@@ -158,7 +158,7 @@ def test_paired_test_does_not_find_a_difference_between_equal_rates() -> None:
     assert difference.low < 0 < difference.high and difference.p_value > 0.05
     scores = {name: result.evaluations[name].rows["score"] for name in ("pro", "highspeed")}
     assert (scores["pro"] != scores["highspeed"]).sum() > 10  # each made its own mistakes
-    # the same accuracy at twice the price (seed prices): highspeed is dominated
+    # the same accuracy at twice the price (kimi.py's prices): highspeed is dominated
     assert result.table.loc["highspeed", "cost"] > 1.8 * result.table.loc["pro", "cost"]
 
 

@@ -1,5 +1,6 @@
 """The rest of the protocol from the client side: streaming, json_object mode, web search, and
-every request we send validating against the seed's OpenAPI request schema."""
+every request we send validating against the API's OpenAPI request schema
+(docs/reference/kimi-openapi.yaml, ``ChatCompletionRequest``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,7 @@
-"""Usage arithmetic, API parsing and the seed's billing rules."""
+"""Usage arithmetic, API parsing and the API reference's billing rules.
+
+The rules: docs/reference/kimi-chat-completions-reference.md, ``ChatUsage``.
+"""
 
 from __future__ import annotations
 

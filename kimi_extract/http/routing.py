@@ -1,8 +1,9 @@
 """Host routing: multimodal requests to one host, text to the other, and failover between them.
 
-The seed (``kimi-chat-completions-reference.md``, BaseURL) names two hosts: ``direct.evolink.ai``
-"has better support for text models and long-lived connections"; ``api.evolink.ai`` "is the
-primary endpoint for multimodal services and serves as a fallback address for text models". So:
+The API reference (docs/reference/kimi-chat-completions-reference.md, the BaseURL note) names
+two hosts: ``direct.evolink.ai`` "has better support for text models and long-lived connections";
+``api.evolink.ai`` "is the primary endpoint for multimodal services and serves as a fallback
+address for text models". So:
 
 - an explicit ``base_url`` (the ``Extractor`` argument, else env ``KIMI_BASE_URL``) takes every
   request, and there is no failover;

@@ -261,8 +261,9 @@ class StreamAssembler:
 
     Reads ``reasoning_content`` and ``content`` deltas, tool-call fragments (merged by ``index``),
     the ``finish_reason``, and usage wherever it comes: top-level ``usage`` (also on a final chunk
-    whose ``choices`` is empty) or ``choices[0].usage`` (notes: both occur in the wild). An event
-    that is an error object raises ``ErrorObject``; any other malformed event, ValueError.
+    whose ``choices`` is empty) or ``choices[0].usage`` (both occur in the wild:
+    docs/reference/KIMI-NOTES.md, "Streaming"). An event that is an error object raises
+    ``ErrorObject``; any other malformed event, ValueError.
     """
 
     def __init__(self) -> None:

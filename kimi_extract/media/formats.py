@@ -1,7 +1,8 @@
 """Media formats at the byte level, without Pillow: MIME sniffing, image size, EXIF orientation.
 
 Also ``data_url`` and a small PNG encoder (``png_bytes``, for rendered PDF pages). MIME names for
-video follow KIMI-NOTES (Media): mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv, 3gpp.
+video follow docs/reference/KIMI-NOTES.md, "Media": mp4, mpeg, mov, avi, x-flv, mpg, webm, wmv,
+3gpp.
 """
 
 from __future__ import annotations

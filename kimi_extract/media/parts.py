@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..exceptions import ConfigurationError, MediaError, install_hint
-from ..kimi import VIDEO_EXTENSIONS  # the video formats Kimi accepts (notes)
+from ..kimi import VIDEO_EXTENSIONS  # the video formats Kimi accepts (cited in kimi.py)
 from ..records import is_missing
 from .fetch import fetch
 from .formats import (

@@ -3,7 +3,7 @@
 Accepted data: a DataFrame (``text=`` column, list of columns, or ``template=``), a Series, a list
 of strings, a list of dicts, or any iterable of those items. Each row becomes a ``RowInput`` whose
 ``content`` is a string (text only) or a list of content parts (images and videos first, then the
-text, as in the seed's multimodal example).
+text, as in the ``multimodal`` example of docs/reference/kimi-chat-completions-reference.md).
 
 Media (``images=`` column, and ``videos=`` for a column of videos only): a cell is a local path,
 bytes, a PIL image, a numpy array, a ``data:`` URL, an http(s) URL, or a list of these; see

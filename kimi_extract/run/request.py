@@ -2,7 +2,8 @@
 
 Message order puts everything shared by all rows first — the system instructions, then the
 few-shot examples — and the row's own content last, so the request prefix is byte-identical across
-rows and Kimi's prefix cache can serve it (caching needs a byte-identical prefix; notes).
+rows and Kimi's prefix cache can serve it (caching needs a byte-identical prefix:
+docs/reference/KIMI-NOTES.md, "Caching").
 """
 
 from __future__ import annotations
@@ -94,7 +95,8 @@ def build_body(
     tools: list[dict[str, Any]] | None = None,
     stream: bool = False,
 ) -> dict[str, Any]:
-    """A chat-completions body. Never sends temperature/top_p (fixed by the model; seed)."""
+    """A chat-completions body. Never sends temperature/top_p (fixed by the model:
+    docs/reference/kimi-chat-completions-reference.md, ``temperature``, ``top_p``)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": messages,
@@ -115,7 +117,8 @@ def build_body(
 
 def tool_result_messages(answer: Answer) -> list[dict[str, Any]]:
     """For a ``$web_search`` tool-call answer: the tool messages that echo each call's arguments
-    unchanged under the same ``tool_call_id`` (seed; notes "Web search")."""
+    unchanged under the same ``tool_call_id`` (docs/reference/kimi-chat-completions-reference.md,
+    its preface; docs/reference/KIMI-NOTES.md, "Web search")."""
     messages = []
     for call in answer.tool_calls or ():
         function = call.get("function") or {}
@@ -131,7 +134,9 @@ def tool_result_messages(answer: Answer) -> list[dict[str, Any]]:
 
 
 def assistant_message(answer: Answer) -> dict[str, Any]:
-    """The answer as a history message, with ``reasoning_content`` unchanged (seed requires it)."""
+    """The answer as a history message, with ``reasoning_content`` unchanged (the API requires it:
+    docs/reference/kimi-chat-completions-reference.md, its preface; docs/reference/KIMI-NOTES.md,
+    "Reasoning")."""
     message: dict[str, Any] = {"role": "assistant", "content": answer.content}
     message["reasoning_content"] = answer.reasoning_content or ""
     if answer.tool_calls:
