@@ -321,11 +321,11 @@ def test_simulate_takes_a_quality_setting(monkeypatch: pytest.MonkeyPatch) -> No
     assert "quality" not in seen  # the simulator's default
 
 
-def test_the_readme_candidates_file_reads_as_shown(tmp_path: Path) -> None:
+def test_the_quality_pages_candidates_file_reads_as_shown(tmp_path: Path) -> None:
     from kimi_extract.cli_quality import read_candidates
 
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    block = readme.split("```toml\n", 1)[1].split("```", 1)[0]
+    page = Path(__file__).resolve().parents[1] / "docs" / "quality.md"
+    block = page.read_text(encoding="utf-8").split("```toml\n", 1)[1].split("```", 1)[0]
     path = tmp_path / "candidates.toml"
     path.write_text(block)
     base, candidates = read_candidates(path)

@@ -434,17 +434,17 @@ def test_cli_review_takes_the_schema(tmp_path, suffix):
     assert gold.loc[0, "lines"] == [{"name": "bolt", "qty": 2}]
 
 
-def test_the_readme_block_reads_its_file_without_a_warning(tmp_path, monkeypatch, capsys):
-    """The README's corrections example: its file's hash is the page's, and the gold is the two
-    reviewed rows with the correction."""
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    blocks = [b.split("```")[0] for b in readme.split("```python\n")[1:]]
+def test_the_quality_pages_block_reads_its_file_without_a_warning(tmp_path, monkeypatch, capsys):
+    """The corrections example of docs/quality.md: its file's hash is the page's, and the gold is
+    the two reviewed rows with the correction."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "quality.md"
+    blocks = [b.split("```")[0] for b in page.read_text(encoding="utf-8").split("```python\n")[1:]]
     (code,) = [b for b in blocks if "read_corrections(" in b]
     monkeypatch.chdir(tmp_path)
     scope: dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        exec(compile(code, "README.md", "exec"), scope)
+        exec(compile(code, "docs/quality.md", "exec"), scope)
     gold = scope["gold"]
     assert "precision" in capsys.readouterr().out  # the evaluation printed
     assert gold.to_dict("index") == {

@@ -57,7 +57,6 @@ NOT_PATHS = {"kimi_extract.corrections": "the format tag of a corrections file"}
 #: Internal modules named in text written before docs/api.md; each should become a file path
 #: (``kimi_extract/cluster.py``) or a public name. A fixed one must leave this list.
 KNOWN_INTERNAL = {
-    "kimi_extract.cluster": "README, Dask section: where the rate service lives",
     "kimi_extract.run.estimate": "notebook 01 (and notebooks/build.py): the estimate's assumptions",
     "kimi_extract.exceptions.install_hint": "examples/tables_from_pdf.py imports it",
 }

@@ -2,17 +2,14 @@
 
 What a user's own test relies on: the script's replies reach the rows (in order, or per request
 body), reasks and retries run as against a server, waits take no real time and are recorded,
-mistakes in the script show up in the rows, and docs/testing.md runs as printed.
+mistakes in the script show up in the rows. docs/testing.md's blocks run in tests/test_docs.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -270,26 +267,3 @@ BLOCKS = re.findall(r"\n```python\n(.*?)\n```", PAGE, re.S)
 
 def test_the_testing_page_has_its_example():
     assert BLOCKS and all("kimi_extract.testing" in block for block in BLOCKS)
-
-
-@pytest.mark.parametrize("number", range(len(BLOCKS)))
-def test_the_testing_page_runs_as_printed_with_no_server(number: int, tmp_path: Path):
-    """Each block runs in a fresh process with no key, no KIMI_* setting and an empty HOME;
-    nothing starts the bundled simulator and nothing is written to HOME."""
-    home = tmp_path / "home"
-    home.mkdir()
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(home)}
-    if os.environ.get("PYTHONPATH"):
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    done = subprocess.run(
-        [sys.executable, "-"],
-        input=BLOCKS[number],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert done.returncode == 0, f"{BLOCKS[number]}\n--- stderr:\n{done.stderr[-3000:]}"
-    assert "simulator" not in done.stderr
-    assert list(home.iterdir()) == []
