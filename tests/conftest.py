@@ -44,7 +44,8 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 
 
 #: A sanity bound, in wall seconds, on how long Ctrl-C takes to end a run in a child process:
-#: 10x the README's "within about two seconds", so a busy machine (a loaded CI runner) passes.
+#: 10x docs/reliability.md's "within about two seconds", so a busy machine (a loaded CI runner)
+#: passes.
 #: Tests that check promptness also check the order of events (the run did not wait for a hung
 #: request), which no load can upset.
 CTRL_C_BOUND_S = 20.0

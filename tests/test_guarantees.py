@@ -1,4 +1,5 @@
-"""The README's Reliability promises on the store, budget, output and configuration side (#12).
+"""The Reliability promises (docs/reliability.md) on the store, budget, output and configuration
+side (#12).
 
 Each test names the promise it holds; each was checked to fail on the code before the fix.
 """

@@ -134,8 +134,9 @@ def test_ctrl_c_stops_promptly_without_unclosed_warnings(mode, parent_sigint):
     elapsed = time.monotonic() - sent
     # In the order of events: the run stopped while every request still hung (none answered).
     assert "interrupted 0" in out, (out, err)
-    # Wall time only as a sanity bound (the machine may be busy): 10x the README's "about two
-    # seconds", still well below the 60 s the requests hang. Typically well under a second.
+    # Wall time only as a sanity bound (the machine may be busy): 10x docs/reliability.md's
+    # "about two seconds", still well below the 60 s the requests hang. Typically well under a
+    # second.
     assert elapsed < CTRL_C_BOUND_S, elapsed
     # aiohttp / asyncio name what was left open: client session, connector, transport, socket.
     for leak in (

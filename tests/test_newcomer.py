@@ -149,7 +149,8 @@ def test_simulator_key_is_in_help_and_readme(capsys: pytest.CaptureFixture[str])
     with pytest.raises(SystemExit):
         cli.main(["simulate", "--help"])
     assert DEFAULT_API_KEY in capsys.readouterr().out.replace("\n", " ")
-    assert DEFAULT_API_KEY in (ROOT / "README.md").read_text(encoding="utf-8")
+    pages = [ROOT / "README.md", *(ROOT / "docs").glob("*.md")]
+    assert any(DEFAULT_API_KEY in page.read_text(encoding="utf-8") for page in pages)
 
 
 def test_run_docs_offers_no_dry_run(capsys: pytest.CaptureFixture[str]) -> None:
@@ -180,6 +181,7 @@ def test_every_install_hint_is_the_one_helper_and_names_a_checkout() -> None:
         assert f"pip install -e '.[{extra}]'" in install_hint(extra)
     texts = [*ROOT.glob("kimi_extract/**/*.py"), *ROOT.glob("examples/*.py")]
     texts += [*ROOT.glob("notebooks/*.ipynb"), ROOT / "notebooks" / "build.py", ROOT / "README.md"]
+    texts += [ROOT / "CONTRIBUTING.md", *ROOT.glob("docs/*.md")]
     unpublished = re.compile(r"pip install '?kimi-extract\[")
     offenders = [
         str(path.relative_to(ROOT))
