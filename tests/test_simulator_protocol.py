@@ -185,7 +185,7 @@ def test_tool_choice_policy(sim: Simulator) -> None:
         assert (choice["finish_reason"] == "tool_calls") == bool(calls)
         return calls[0]["function"]["name"] if calls else None
 
-    # the seed's own example names no function: auto still calls the first one
+    # the reference's own example names no function: auto still calls the first one
     seed = body_for("Check today's weather in Beijing.", tools=[WEATHER_TOOL], tool_choice="auto")
     first = post(sim, seed)
     assert called(first) == "get_weather"

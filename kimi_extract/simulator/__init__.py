@@ -1,11 +1,12 @@
 """A local Kimi chat-completions API for tests, benchmarks and demos (no network needed).
 
-``Simulator`` serves the seed reference's ``POST /v1/chat/completions`` on a real HTTP port:
-request validation against the seed's OpenAPI schema, Kimi's schema dialect and per-model rules,
-deterministic schema-valid answers with reasoning, usage from ``kimi_extract.tokens``, an implicit
-prefix cache, rate limits, seeded faults, SSE streaming, function tools and web search. Of the
-library it imports only layer 0 (``kimi_extract.tokens``, ``kimi_extract.kimi``...) and
-``kimi_extract.schema.dialect`` (tests/test_layers.py checks it).
+``Simulator`` serves the API reference's (``docs/reference/kimi-chat-completions-reference.md``)
+``POST /v1/chat/completions`` on a real HTTP port: request validation against its OpenAPI schema
+(``docs/reference/kimi-openapi.yaml``), Kimi's schema dialect and per-model rules, deterministic
+schema-valid answers with reasoning, usage from ``kimi_extract.tokens``, an implicit prefix cache,
+rate limits, seeded faults, SSE streaming, function tools and web search. Of the library it imports
+only layer 0 (``kimi_extract.tokens``, ``kimi_extract.kimi``...) and ``kimi_extract.schema.dialect``
+(tests/test_layers.py checks it).
 
 What the model does follows two deterministic policies (details in ``completion``), so clients
 such as the openai SDK, instructor and pydantic-ai work unmodified:
@@ -26,7 +27,7 @@ A malformed request is always a 4xx in the API's error shape (never a 500), and 
 finished in the counters however it ends.
 
 Modules: ``server`` (Simulator, serve), ``app`` (routes and the request pipeline), ``validation``
-(the seed's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
+(the reference's OpenAPI request schema, from ``openapi.json``), ``rules`` (Kimi's rules beyond it),
 ``prompt`` (prompt tokens), ``cache`` (prefix cache), ``limits`` (limits and faults),
 ``completion`` / ``answers`` / ``prompted`` / ``values`` (what the model answers; ``values``
 draws through ``constraints``, ``domains``, ``patterns``, ``plans``, ``ranks``, ``drawing``;

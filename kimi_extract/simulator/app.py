@@ -1,9 +1,9 @@
 """The aiohttp application: routes, the chat-completions pipeline, history and counters.
 
 A chat request goes through, in order: auth (401) -> JSON parse (400) -> model (404) -> the
-seed's request schema (400) -> Kimi's rules: MFJS, kimi-k3 parameters, tools, tool history (400)
--> context window (400) -> admission: concurrency, RPM, overload, quota (429) -> the responder ->
-the answer, cut to the output budget -> TPM (429) -> seeded faults -> the prefix cache -> latency
+reference's request schema (400) -> Kimi's rules: MFJS, kimi-k3 parameters, tools, tool history
+(400) -> context window (400) -> admission: concurrency, RPM, overload, quota (429) -> the responder
+-> the answer, cut to the output budget -> TPM (429) -> seeded faults -> the prefix cache -> latency
 -> the JSON response or SSE stream. Only a completed 200 is billed and commits its cache writes.
 
 Everything here runs on the simulator's event-loop thread; ``lock`` guards what other threads read

@@ -1,4 +1,5 @@
-"""The implicit prefix cache (KIMI-NOTES "Caching"; seed ``prompt_cache_options``, ``ChatUsage``).
+"""The implicit prefix cache (``docs/reference/KIMI-NOTES.md``, "Caching";
+``docs/reference/kimi-chat-completions-reference.md``, ``prompt_cache_options``, ``ChatUsage``).
 
 Model:
 
@@ -12,14 +13,14 @@ Model:
   ``cached_tokens`` only when longer than ``min_tokens`` (default 256, "a request can hit only if
   the cached prefix is longer than 256 tokens"). With ``refresh_on_read`` (off by default) a
   counted read also resets those blocks' expiry to now + their own TTL; by default an entry lives
-  its TTL from the write that made it (the seed calls it the "cache write TTL" and bills writes
+  its TTL from the write that made it (the reference calls it the "cache write TTL" and bills writes
   separately), so a run longer than the TTL re-writes the prefix — which is what makes the 1 h
   TTL worth paying for on long runs.
 - **Write** (only when the prompt is longer than ``min_tokens``): every full block not already
   present. Writes become readable only when the response that made them completes
   (``commit``), so concurrent first requests all miss, as on a real server. A failed or
   rejected request commits nothing. K3.1 reports the written tokens as ``cache_write_tokens``;
-  kimi-k3 writes all the same but reports 0 (seed: it bills writes as regular input).
+  kimi-k3 writes all the same but reports 0 (the reference: it bills writes as regular input).
 - **TTL**: 5 minutes, or 1 hour when the writing request sends ``prompt_cache_options.ttl =
   "1h"``. Entries keep the TTL they were written with.
 - Time comes from the injectable ``clock`` (seconds), so tests can expire entries.
@@ -34,7 +35,8 @@ from dataclasses import dataclass, field
 from ..exceptions import ConfigurationError
 from ..kimi import CACHE_TTL_SECONDS, DEFAULT_CACHE_TTL
 
-TTL_SECONDS = CACHE_TTL_SECONDS  # seed, prompt_cache_options.ttl (kimi.py)
+TTL_SECONDS = CACHE_TTL_SECONDS  # docs/reference/kimi-chat-completions-reference.md,
+prompt_cache_options.ttl (kimi.py)
 
 
 @dataclass

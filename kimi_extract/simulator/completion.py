@@ -5,7 +5,8 @@ Pure functions (no I/O). ``compose`` decides what the model does:
 - a ``Reply`` from the responder overrides any part it sets;
 - ``tool_choice`` naming a function -> a call of that function, on every turn;
 - ``{"type": "web_search"}`` in tools and a last message from the user -> a ``$web_search``
-  ``builtin_function`` call (seed; KIMI-NOTES "Web search"), ``finish_reason`` "tool_calls";
+  ``builtin_function`` call (``docs/reference/kimi-chat-completions-reference.md``;
+  ``docs/reference/KIMI-NOTES.md``, "Web search"), ``finish_reason`` "tool_calls";
 - function tools and ``tool_choice`` "auto" (or absent) -> a call when the last message is the
   user's (the first function whose name the user text contains, with ``_`` read as a space too;
   else the first function); after a tool result (or an assistant message) the model answers with
@@ -45,7 +46,7 @@ from .protocol import Reply, invalid_request, to_compact_json, to_json, user_tex
 from .quality import ANSWER_KEY, QualityModel, answer_from_key
 from .rules import WEB_SEARCH, normalized_effort
 
-DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # seed (kimi.py)
+DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # the reference's (kimi.py)
 
 
 @dataclass
@@ -354,7 +355,7 @@ def truncate(outcome: Outcome) -> Outcome:
 def usage_dict(
     prompt_tokens: int, completion: int, reasoning: int, cached: int, cache_write: int
 ) -> dict[str, Any]:
-    """Usage in the seed's ``ChatUsage`` shape."""
+    """Usage in the reference's ``ChatUsage`` shape."""
     return {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion,
@@ -379,7 +380,7 @@ def message_of(outcome: Outcome) -> dict[str, Any]:
 def completion_body(
     response_id: str, created: int, model: str, outcome: Outcome, usage: dict[str, Any]
 ) -> dict[str, Any]:
-    """A non-streaming response in the seed's ``ChatCompletionResponse`` shape."""
+    """A non-streaming response in the reference's ``ChatCompletionResponse`` shape."""
     return {
         "id": response_id,
         "object": "chat.completion",

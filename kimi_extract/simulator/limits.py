@@ -1,4 +1,5 @@
-"""Rate limits, overload, quota, seeded faults and latency (KIMI-NOTES "Errors and limits").
+"""Rate limits, overload, quota, seeded faults and latency (``docs/reference/KIMI-NOTES.md``,
+"Errors and limits").
 
 Limits, all off by default:
 
@@ -359,7 +360,8 @@ def draw_faults(
 def cost_usd(
     usage: Mapping[str, Any], pricing: Mapping[str, float], *, separate_writes: bool, ttl: str
 ) -> float:
-    """USD cost of one response's usage (seed ``ChatUsage`` billing rules).
+    """USD cost of one response's usage (``docs/reference/kimi-chat-completions-reference.md``,
+    ``ChatUsage`` billing rules).
 
     ``pricing`` is USD per 1M tokens: ``input``, ``cached_input``, ``cache_write``, ``output``
     (optional ``cache_write_1h``). K3.1: regular input = prompt - cached - cache_write; kimi-k3:

@@ -1,7 +1,8 @@
 """The simulator's public records (``Reply``, ``SimRequest``, ``SimExchange``) and its error bodies.
 
-Error bodies follow the seed's ``ErrorResponse``: ``{"error": {"message", "type", "code"}}`` with
-``code`` null, and the error types of KIMI-NOTES.md ("Errors and limits").
+Error bodies follow the reference's ``ErrorResponse``
+(``docs/reference/kimi-chat-completions-reference.md``): ``{"error": {"message", "type", "code"}}``
+with ``code`` null, and the error types of ``docs/reference/KIMI-NOTES.md`` ("Errors and limits").
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ DEFAULT_API_KEY = "sk-sim-0123456789abcdef0123456789abcdef"
 #: The organization named in rate-limit and quota messages.
 ORG = "org-sim"
 
-#: Error type used when a ``Reply`` gives a status but no ``error_type`` (KIMI-NOTES table).
+#: Error type used when a ``Reply`` gives a status but no ``error_type``
+#: (``docs/reference/KIMI-NOTES.md``, the error table).
 DEFAULT_ERROR_TYPES = {
     400: "invalid_request_error",
     401: "invalid_authentication_error",
@@ -36,7 +38,7 @@ def default_error_type(status: int) -> str:
 
 
 def error_body(error_type: str, message: str) -> dict[str, Any]:
-    """The seed's ``ErrorResponse`` body."""
+    """The reference's ``ErrorResponse`` body."""
     return {"error": {"message": message, "type": error_type, "code": None}}
 
 
@@ -70,15 +72,15 @@ def invalid_request(message: str) -> SimError:
 class Reply:
     """What a responder may return to script one answer; every field is optional.
 
-    ``None`` fields keep the simulator's own behaviour: ``content`` None -> the generated answer
-    (a dict or list is sent as JSON text), ``reasoning_content`` None -> generated reasoning,
-    ``finish_reason`` None -> "stop" (or "tool_calls" when ``tool_calls`` is given, or "length"
-    when the answer does not fit ``max_completion_tokens``), ``usage`` None -> computed usage.
-    ``status`` other than 200 sends the seed's error body with ``error_type`` (default: the type
-    for that status) and ``error_message``. ``headers`` are added to the response (e.g.
-    ``{"Retry-After": "2"}``); ``delay`` waits that many seconds before answering; ``fault``:
-    "reset" closes the connection without a response, "cut" sends part of the response then drops
-    the connection, "hang" never answers.
+    ``None`` fields keep the simulator's own behaviour: ``content`` None -> the generated answer (a
+    dict or list is sent as JSON text), ``reasoning_content`` None -> generated reasoning,
+    ``finish_reason`` None -> "stop" (or "tool_calls" when ``tool_calls`` is given, or "length" when
+    the answer does not fit ``max_completion_tokens``), ``usage`` None -> computed usage. ``status``
+    other than 200 sends the reference's error body with ``error_type`` (default: the type for that
+    status) and ``error_message``. ``headers`` are added to the response (e.g. ``{"Retry-After":
+    "2"}``); ``delay`` waits that many seconds before answering; ``fault``: "reset" closes the
+    connection without a response, "cut" sends part of the response then drops the connection,
+    "hang" never answers.
     """
 
     status: int = 200

@@ -1,10 +1,11 @@
 """Kimi's rules beyond the OpenAPI schema: models, MFJS, per-model parameters, tool history.
 
-Sources: the seed reference (``model``, ``reasoning_effort``, ``prompt_cache_options``,
-``temperature``, ``top_p``), KIMI-NOTES.md (reasoning_content in tool-call history, tool names)
-and MoonshotAI/walle (the schema dialect: ``response_format`` schemas and tool ``parameters``
-are checked by ``mfjs`` at the simulator's ``schema_level``, ``strict`` by default as on
-Moonshot's server). Each check raises a ``SimError`` carrying Kimi's error type and message form.
+Sources: ``docs/reference/kimi-chat-completions-reference.md`` (``model``, ``reasoning_effort``,
+``prompt_cache_options``, ``temperature``, ``top_p``), ``docs/reference/KIMI-NOTES.md``
+(reasoning_content in tool-call history, tool names) and MoonshotAI/walle (the schema dialect:
+``response_format`` schemas and tool ``parameters`` are checked by ``mfjs`` at the simulator's
+``schema_level``, ``strict`` by default as on Moonshot's server). Each check raises a ``SimError``
+carrying Kimi's error type and message form.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def check_model(body: Any) -> None:
 
 
 def normalized_effort(body: dict[str, Any]) -> str:
-    """The effective reasoning effort: the seed's aliases applied, default ``max``."""
+    """The effective reasoning effort: the reference's aliases applied, default ``max``."""
     return EFFORT_ALIASES.get(body.get("reasoning_effort") or "max", "max")
 
 
@@ -81,7 +82,7 @@ def check_response_format(
 def check_model_rules(body: dict[str, Any]) -> None:
     """kimi-k3 takes only reasoning_effort max, no prompt_cache_options, temperature 1, top_p 0.95.
 
-    The K3.1 series ignore temperature/top_p (seed).
+    The K3.1 series ignore temperature/top_p (the reference).
     """
     if body.get("model") != "kimi-k3":
         return
@@ -133,8 +134,9 @@ def check_history(messages: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """Check tool-call history; return the earlier tool calls by id.
 
     An assistant message with ``tool_calls`` must carry ``reasoning_content`` (an empty string
-    passes; bytedance/deer-flow 3043), and every tool message must answer an earlier tool call.
-    A ``$web_search`` tool message must carry the call's arguments (seed: sent back unchanged).
+    passes; bytedance/deer-flow 3043), and every tool message must answer an earlier tool call. A
+    ``$web_search`` tool message must carry the call's arguments (the reference: sent back
+    unchanged).
     """
     calls: dict[str, dict[str, Any]] = {}
     for index, message in enumerate(messages):

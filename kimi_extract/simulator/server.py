@@ -22,7 +22,8 @@ from .protocol import SimExchange
 
 
 class Simulator:
-    """A local Kimi chat-completions API that behaves like the API reference and KIMI-NOTES.
+    """A local Kimi chat-completions API that behaves like
+    ``docs/reference/kimi-chat-completions-reference.md`` and ``docs/reference/KIMI-NOTES.md``.
 
     ``with Simulator() as sim:`` (or ``start()`` / ``stop()``) serves on ``host``:``port`` (0 = a
     free port) from a background thread with its own event loop. Clients POST to

@@ -1,9 +1,9 @@
 """Sending an answer: a JSON body, or an SSE stream of ``chat.completion.chunk`` objects.
 
-Stream layout (OpenAI chunk format, KIMI-NOTES "Streaming"): a first delta with ``role``, then
-``reasoning_content`` deltas, then ``content`` deltas (a few chunks each), then any ``tool_calls``
-(each with its ``index``), then a final chunk with ``finish_reason``, then ``data: [DONE]``.
-Usage placement, by ``stream_usage``:
+Stream layout (OpenAI chunk format, ``docs/reference/KIMI-NOTES.md``, "Streaming"): a first delta
+with ``role``, then ``reasoning_content`` deltas, then ``content`` deltas (a few chunks each), then
+any ``tool_calls`` (each with its ``index``), then a final chunk with ``finish_reason``, then
+``data: [DONE]``. Usage placement, by ``stream_usage``:
 
 - ``"choices"`` (default, as Kimi does): the final chunk carries ``usage`` both at top level and in
   ``choices[0].usage``, whatever ``stream_options`` says;

@@ -1,12 +1,14 @@
-"""Request validation against the seed's OpenAPI ``ChatCompletionRequest``.
+"""Request validation against the reference's OpenAPI ``ChatCompletionRequest``
+(``docs/reference/kimi-openapi.yaml``).
 
-``openapi.json`` (package data beside this module) holds the seed's ``ChatCompletionRequest`` and
-every component schema it references (plus ``ChatCompletionResponse``, ``ChatUsage`` and
-``ErrorResponse`` for tests), unchanged. It was made from ``shared/kimi-openapi.yaml`` with::
+``openapi.json`` (package data beside this module) holds the reference's ``ChatCompletionRequest``
+and every component schema it references (plus ``ChatCompletionResponse``, ``ChatUsage`` and
+``ErrorResponse`` for tests), unchanged. It was made from ``docs/reference/kimi-openapi.yaml``
+with::
 
     python3 - <<'EOF'   # needs PyYAML; collects ChatCompletionRequest and what it $refs
     import json, yaml
-    doc = yaml.safe_load(open("shared/kimi-openapi.yaml"))
+    doc = yaml.safe_load(open("docs/reference/kimi-openapi.yaml"))
     schemas = doc["components"]["schemas"]
     keep = ["ChatCompletionRequest", "ChatCompletionResponse", "ChatUsage", "ErrorResponse"]
     seen = []
@@ -23,7 +25,8 @@ every component schema it references (plus ``ChatCompletionResponse``, ``ChatUsa
     for name in keep:
         if name not in seen:
             seen.append(name); walk(schemas[name])
-    out = {"$comment": "Generated from shared/kimi-openapi.yaml; see ...simulator/validation.py",
+    out = {"$comment": "Generated from docs/reference/kimi-openapi.yaml; see
+    ...simulator/validation.py",
            "info": {"title": doc["info"]["title"], "version": doc["info"]["version"],
                     "openapi": doc["openapi"]},
            "components": {"schemas": {name: schemas[name] for name in sorted(seen)}}}
@@ -32,10 +35,10 @@ every component schema it references (plus ``ChatCompletionResponse``, ``ChatUsa
     EOF
 
 The simulator needs nothing beyond the library's base dependencies, so it carries its own small
-JSON Schema (Draft 2020-12) validator for the keywords the seed's schema uses: type, enum,
+JSON Schema (Draft 2020-12) validator for the keywords the reference's schema uses: type, enum,
 properties, required, additionalProperties, items, min/maxItems, minimum/maximum, oneOf, $ref
 (annotations such as description/default/example are ignored, as any validator does). A schema
-keyword outside that set raises at load time, so a new seed cannot be half-checked silently.
+keyword outside that set raises at load time, so a new reference cannot be half-checked silently.
 
 Two passes: a fast predicate compiled once from the schema (~20x cheaper than a general
 validator) accepts almost every body; only a body it rejects is walked again by
@@ -63,7 +66,7 @@ _ANNOTATIONS = frozenset({"description", "default", "example", "examples", "depr
 
 @cache
 def openapi_components() -> dict[str, Any]:
-    """The seed's component schemas by name (from ``openapi.json``)."""
+    """The reference's component schemas by name (from ``openapi.json``)."""
     text = resources.files(__package__).joinpath("openapi.json").read_text(encoding="utf-8")
     schemas: dict[str, Any] = json.loads(text)["components"]["schemas"]
     for name, schema in schemas.items():
@@ -72,7 +75,7 @@ def openapi_components() -> dict[str, Any]:
 
 
 def _check_keywords(node: Any, where: str) -> None:
-    """Refuse a schema keyword :func:`first_error` does not implement (a new seed, say)."""
+    """Refuse a schema keyword :func:`first_error` does not implement (a new reference, say)."""
     if not isinstance(node, dict):
         return
     for key, spec in node.items():
@@ -91,7 +94,7 @@ def _check_keywords(node: Any, where: str) -> None:
 
 
 def component_schema(name: str) -> dict[str, Any]:
-    """A standalone JSON Schema for one seed component (its $refs resolve in place)."""
+    """A standalone JSON Schema for one reference component (its $refs resolve in place)."""
     return {"$ref": f"#/components/schemas/{name}", "components": {"schemas": openapi_components()}}
 
 
@@ -386,7 +389,8 @@ def _fast_checker() -> Check | None:
 
 
 def schema_error(body: Any) -> str | None:
-    """The first problem of ``body`` against the seed's request schema, naming its JSON path."""
+    """The first problem of ``body`` against the reference's request schema, naming its JSON
+    path."""
     fast = _fast_checker()
     if fast is not None and fast(body):
         return None
@@ -409,7 +413,7 @@ def fast_path_agrees(body: Any) -> bool:
 
 
 def validate_body(body: Any) -> None:
-    """Raise the 400 for a body that breaks the seed's ``ChatCompletionRequest`` schema."""
+    """Raise the 400 for a body that breaks the reference's ``ChatCompletionRequest`` schema."""
     problem = schema_error(body)
     if problem is not None:
         raise invalid_request(problem)
