@@ -35,8 +35,8 @@ from dataclasses import dataclass, field
 from ..exceptions import ConfigurationError
 from ..kimi import CACHE_TTL_SECONDS, DEFAULT_CACHE_TTL
 
-TTL_SECONDS = CACHE_TTL_SECONDS  # docs/reference/kimi-chat-completions-reference.md,
-prompt_cache_options.ttl (kimi.py)
+# docs/reference/kimi-chat-completions-reference.md, prompt_cache_options.ttl (kimi.py)
+TTL_SECONDS = CACHE_TTL_SECONDS
 
 
 @dataclass
