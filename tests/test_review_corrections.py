@@ -319,6 +319,7 @@ def test_corrections_are_kept_per_page_data(page, tmp_path):
     first = kx.review(df, tmp_path / "a.html", text_column="text", model=Invoice)
     open_fresh(page, first)
     page.click(f"{check(1)} button.cx-confirm")
+    page.wait_for("kxReview.corrections().rows.length === 1")  # kept before the page goes
     same = kx.review(df, tmp_path / "b.html", text_column="text", model=Invoice, title="again")
     page.open(same)
     assert [r["position"] for r in page.evaluate("kxReview.corrections().rows")] == [1]
@@ -328,6 +329,7 @@ def test_corrections_are_kept_per_page_data(page, tmp_path):
     assert page.evaluate("kxReview.corrections().rows") == []
     page.wait_for(f"!!document.querySelector('{check(2)}')")
     page.click(f"{check(2)} button.cx-confirm")
+    page.wait_for("kxReview.corrections().rows.length === 1")
     page.open(first)
     assert [r["position"] for r in page.evaluate("kxReview.corrections().rows")] == [1]
     key = "kimi_extract.corrections:" + page_data(first)["check"]["hash"]
