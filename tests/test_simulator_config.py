@@ -5,7 +5,7 @@
 - every setting checks itself: a bad value is a ``ConfigurationError`` naming it, before any
   server starts (also from ``kimi-extract simulate``);
 - settings given in a config reach the server;
-- docs/simulator.md is generated from the docstrings under the fields.
+- docs/simulator-settings.md is generated from the docstrings under the fields.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from kimi_extract.simulator.options import GROUPS, PRICING_KEYS, field_docs
 from kimi_extract.simulator.quality import QualityModel
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGE = ROOT / "docs" / "simulator.md"
+PAGE = ROOT / "docs" / "simulator-settings.md"
 KEY = "sk-sim-config-test"
 
 _seconds = st.floats(0.0, 50.0, allow_nan=False)
@@ -309,8 +309,8 @@ def test_every_setting_has_a_docstring() -> None:
 
 def test_the_settings_page_is_the_generated_one() -> None:
     assert PAGE.read_text(encoding="utf-8") == settings_markdown(), (
-        "docs/simulator.md is out of date: run "
-        "`python -m kimi_extract.simulator.docs docs/simulator.md`"
+        "docs/simulator-settings.md is out of date: run "
+        "`python -m kimi_extract.simulator.docs docs/simulator-settings.md`"
     )
 
 
@@ -330,4 +330,4 @@ def test_the_pages_example_runs() -> None:
 def test_the_readme_links_the_settings_page() -> None:
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     section = readme.split("## The simulator", 1)[1].split("\n## ", 1)[0]
-    assert "docs/simulator.md" in section
+    assert "docs/simulator-settings.md" in section

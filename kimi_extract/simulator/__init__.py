@@ -35,7 +35,7 @@ draws through ``constraints``, ``domains``, ``patterns``, ``plans``, ``ranks``, 
 ``streaming`` (JSON and SSE sending), ``protocol`` (Reply, SimRequest, SimExchange, error
 bodies), ``config`` (SimulatorConfig: every setting; SimAnswer: the record ``app`` hands
 ``streaming``), ``options`` (the settings groups: FaultOptions, LimitOptions, LatencyOptions,
-AnswerOptions, CacheOptions), ``docs`` (docs/simulator.md, generated from the settings'
+AnswerOptions, CacheOptions), ``docs`` (docs/simulator-settings.md, generated from the settings'
 docstrings).
 
 Quick start::

@@ -50,10 +50,9 @@ GROUP_OF: dict[str, str] = {f.name: group for group, cls in GROUPS.items() for f
 class SimulatorConfig:
     """Every ``Simulator`` setting, checked once: the simulator's own and five groups.
 
-    ``SimulatorConfig(rpm=120, answers="extractive")``: every keyword is a field below or a
-    field of a group (see the module docstring). Frozen: derive a variant with
-    ``dataclasses.replace(config, rpm=60)``, which checks again. docs/simulator.md lists every
-    setting.
+    ``SimulatorConfig(rpm=120, answers="extractive")``: every keyword is a field below or a field of
+    a group (see the module docstring). Frozen: derive a variant with ``dataclasses.replace(config,
+    rpm=60)``, which checks again. docs/simulator-settings.md lists every setting.
     """
 
     api_key: str = field(default=DEFAULT_API_KEY, repr=False)
@@ -169,7 +168,7 @@ def check_option_names(given: Iterable[str], where: str) -> None:
         names = ", ".join(f"{name!r}{did_you_mean(name, known)}" for name in unknown)
         raise TypeError(
             f"{where}() got unexpected keyword argument(s) {names}; the settings are the fields "
-            "of SimulatorConfig and its groups (docs/simulator.md)"
+            "of SimulatorConfig and its groups (docs/simulator-settings.md)"
         )
 
 

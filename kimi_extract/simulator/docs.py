@@ -1,8 +1,8 @@
-"""docs/simulator.md, generated from the docstrings under the simulator's settings.
+"""docs/simulator-settings.md, generated from the docstrings under the simulator's settings.
 
-``python -m kimi_extract.simulator.docs docs/simulator.md`` writes it; ``settings_markdown()``
-returns it (tests/test_simulator_config.py keeps the file equal to it). Edit a setting's
-docstring, not the page.
+``python -m kimi_extract.simulator.docs docs/simulator-settings.md`` writes it;
+``settings_markdown()`` returns it (tests/test_simulator_config.py keeps the file equal to it). Edit
+a setting's docstring, not the page.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ INTRO = """\
 kimi_extract/simulator/config.py and options.py: edit those, not this page.
 tests/test_simulator_config.py keeps the two equal and names the command that rewrites it. -->
 
-`kx.Simulator()` serves a local Kimi chat-completions API (the README's "The simulator" section
+`kx.Simulator()` serves a local Kimi chat-completions API ([simulator.md](simulator.md)
 says what it answers). Every setting below is a keyword argument of
 `kimi_extract.simulator.Simulator(...)`, of `kimi_extract.simulator.SimulatorConfig(...)` and of
 `serve(...)`, by the name shown; some are flags of `kimi-extract simulate` too (`--rate-shape`

@@ -5,7 +5,7 @@ groups do (``kimi_extract.config``; httpx's ``Limits``, pydantic-ai's ``UsageLim
 field has a default and, on the line below it, a docstring saying what it does, its unit and its
 range; ``__post_init__`` raises a ``ConfigurationError`` naming the field that is wrong, so a
 group that exists is a valid one, and ``dataclasses.replace`` checks again. ``field_docs`` reads
-the docstrings (docs/simulator.md is generated from them: ``kimi_extract.simulator.docs``).
+the docstrings (docs/simulator-settings.md is generated from them: ``kimi_extract.simulator.docs``).
 
 ``SimulatorConfig`` (``config``) holds one of each; its flat keywords (``rpm=120``) are the
 fields of these groups. The simulator is an island (it imports no client module), so these

@@ -31,10 +31,10 @@ class Simulator:
     openai SDK takes ``base_url=sim.openai_base_url``.
 
     The settings (all limits and faults off by default) are a ``SimulatorConfig`` (``config``):
-    ``Simulator(config=SimulatorConfig(...))``, or its keywords directly
-    (``Simulator(rpm=120, answers="extractive")``); keywords given beside ``config`` change
-    those settings of it (``Simulator(config=config, rpm=60)``). docs/simulator.md lists them
-    all. A wrong value is a ``ConfigurationError`` naming the setting, before anything starts.
+    ``Simulator(config=SimulatorConfig(...))``, or its keywords directly (``Simulator(rpm=120,
+    answers="extractive")``); keywords given beside ``config`` change those settings of it
+    (``Simulator(config=config, rpm=60)``). docs/simulator-settings.md lists them all. A wrong value
+    is a ``ConfigurationError`` naming the setting, before anything starts.
 
     Besides the settings:
 
