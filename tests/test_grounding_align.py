@@ -411,7 +411,7 @@ def test_span_round_trips_through_a_dict():
 def test_occurrences_come_forward_first_by_weighted_distance(haystack, needle, data):
     """The bounded backward search yields exactly the order its definition gives."""
     from kimi_extract.ground.align import BACKWARD as _BACKWARD
-    from kimi_extract.ground.match import occurrences
+    from kimi_extract.ground.search import occurrences
 
     anchor = data.draw(st.integers(0, len(haystack)))
     starts = [i for i in range(len(haystack)) if haystack.startswith(needle, i)]

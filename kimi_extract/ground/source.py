@@ -13,6 +13,7 @@ million``, ``120万``: a different number). So ``11`` is not found in ``X11``, `
 from __future__ import annotations
 
 import re
+import unicodedata
 from decimal import Decimal
 
 import numpy as np
@@ -85,14 +86,30 @@ def bigram_keys(text: str) -> np.ndarray:
     return (codes[:-1] * np.uint32(0x9E3779B1)) ^ codes[1:]
 
 
+#: The folded text's literal searches use its bigram index (``SourceText.candidates``) once
+#: plain searches of it have read this many times its length: building the index costs about
+#: as much as 40 plain searches of the whole text, and then a search costs about as much as
+#: the occurrences of the needle's rarest bigram.
+INDEX_AFTER = 16
+#: At most this many more bigrams of a needle filter its candidates (``candidates``), and no
+#: more once at most ``FILTERED`` are left.
+FILTERS = 4
+FILTERED = 8
+
+
 class SourceText:
     """The text being aligned to, with its folded form, bigram index and number mentions."""
 
     def __init__(self, text: str, work: Work) -> None:
         self.text = text
         self.work = work
+        #: Characters of the folded text read by plain searches (``read``).
+        self.searched = 0
         self._normalized: Normalized | None = None
         self._index: tuple[np.ndarray, np.ndarray] | None = None
+        self._text_keys: np.ndarray | None = None
+        self._candidates: dict[str, np.ndarray] = {}
+        self._whole: dict[tuple[int, int], tuple[int, int] | None] = {}
         self._mentions: dict[Decimal, list[tuple[int, int]]] | None = None
         self._lowered: str | None = None
 
@@ -123,14 +140,86 @@ class SourceText:
             small = order.astype(np.int32) if len(folded) < 2**31 else order
             del order
             self._index = (keys[small], small)
+            self._text_keys = keys
         return self._index
+
+    def whole(self, start: int, end: int) -> tuple[int, int] | None:
+        """The original span of the folded span ``[start, end)``, or None when it splits a
+        character from its combining marks (``は`` in ``ば``) or its original cuts a word or a
+        number (``bounded``); remembered, as the same occurrence is looked at again."""
+        key = (start, end)
+        if key in self._whole:
+            return self._whole[key]
+        folded = self.normalized.text
+        span: tuple[int, int] | None = None
+        if not (
+            unicodedata.combining(folded[start])
+            or (end < len(folded) and unicodedata.combining(folded[end]))
+        ):
+            span = self.normalized.to_original(start, end)
+            if not bounded(self.text, *span):
+                span = None
+        self._whole[key] = span
+        return span
+
+    def read(self, chars: int) -> None:
+        """Count ``chars`` characters of the folded text read by a plain search."""
+        self.searched += chars
+        self.work.scan(chars)
+
+    def contains(self, needle: str) -> bool:
+        """Whether the folded text holds ``needle`` (folded)."""
+        folded = self.normalized.text
+        found = self.candidates(needle)
+        if found is None:
+            at = folded.find(needle)
+            self.read(len(folded) if at == -1 else at + len(needle))
+            return at != -1
+        for start in found.tolist():
+            self.work.scan(len(needle))
+            if folded.startswith(needle, start):
+                return True
+        return False
+
+    def candidates(self, needle: str) -> np.ndarray | None:
+        """Where ``needle`` (folded) may start in the folded text, ascending: every occurrence
+        is among them (a candidate is one once checked), found with the bigram index (the
+        occurrences of the needle's rarest bigram, filtered by up to ``FILTERS`` more of its
+        bigrams); None when the needle is shorter than two characters or the index is not
+        worth building yet (``INDEX_AFTER``)."""
+        folded = self.normalized.text
+        if len(needle) < 2 or len(needle) > len(folded):
+            return None
+        if self._index is None and self.searched < INDEX_AFTER * len(folded):
+            return None
+        if needle in self._candidates:
+            return self._candidates[needle]
+        keys, positions = self.index()
+        text_keys = self._text_keys
+        assert text_keys is not None
+        wanted = bigram_keys(needle)
+        low = keys.searchsorted(wanted, side="left")
+        counts = keys.searchsorted(wanted, side="right") - low
+        rarest = int(counts.argmin())
+        self.work.scan(len(wanted) + int(counts[rarest]))
+        found = positions[low[rarest] : low[rarest] + counts[rarest]].astype(np.int64)
+        found.sort()
+        found -= rarest
+        found = found[(found >= 0) & (found <= len(folded) - len(needle))]
+        if len(found) > FILTERED:
+            for other in np.argsort(counts, kind="stable")[1 : 1 + FILTERS].tolist():
+                self.work.scan(len(found))
+                found = found[text_keys[found + other] == wanted[other]]
+                if len(found) <= FILTERED:
+                    break
+        self._candidates[needle] = found
+        return found
 
     def numbers(self) -> dict[Decimal, list[tuple[int, int]]]:
         """Where the text writes a number in words or with a scale, by its value."""
         if self._mentions is None:
-            self.work.scan(len(self.text))
             found: dict[Decimal, list[tuple[int, int]]] = {}
-            for start, end, number in mentions(self.text):
+            for start, end, number in mentions(self.text, self.work.scan):
                 found.setdefault(number.normalize(), []).append((start, end))
             self._mentions = found
         return self._mentions
