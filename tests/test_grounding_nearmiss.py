@@ -154,6 +154,32 @@ def test_a_swapped_chinese_or_japanese_word_is_never_grounded(data):
     _check_not_grounded(text, phrase[:i] + other[j : j + 2] + phrase[i + 2 :])
 
 
+_VOICED = re.compile(r"[\u3040-\u30ff]{2,}")
+
+
+@_SETTINGS
+@given(data=st.data(), how=st.sampled_from(("drop", "add")))
+def test_a_voicing_mark_dropped_or_added_is_never_grounded(data, how):
+    """``コマント`` is not ``コマンド``: a kana with and without its voicing mark are two
+    characters (folding decomposes them; the near-miss rules compare them composed)."""
+    text, phrase = _phrase(data, _VOICED)
+    voiced = [i for i, c in enumerate(phrase) if len(unicodedata.normalize("NFD", c)) > 1]
+    plain = [
+        i
+        for i, c in enumerate(phrase)
+        if unicodedata.normalize("NFC", c + "\u3099") != c + "\u3099"
+    ]
+    if how == "drop":
+        assume(voiced)
+        i = data.draw(st.sampled_from(voiced))
+        char = unicodedata.normalize("NFD", phrase[i])[0]
+    else:
+        assume(plain)
+        i = data.draw(st.sampled_from(plain))
+        char = unicodedata.normalize("NFC", phrase[i] + "\u3099")
+    _check_not_grounded(text, phrase[:i] + char + phrase[i + 1 :])
+
+
 @_SETTINGS
 @given(data=st.data())
 def test_every_grounded_span_reads_back_its_value(data):

@@ -448,15 +448,19 @@ class Matcher:
         (a needle longer than ``MAX_PARTIAL_CHARS``: the ends are kept)."""
         if len(needle) > MAX_PARTIAL_CHARS:
             return a, b
+        ends = [
+            (x, y)
+            for x in (max(0, a + d) for d in (-2, -1, 0, 1, 2))
+            for y in (min(len(folded), b + d) for d in (-2, -1, 0, 1, 2))
+            if y > x
+        ]
+        self.work.cells(len(needle) * sum(y - x for x, y in ends))
         best = (-1.0, a, b)
-        for da in (-2, -1, 0, 1, 2):
-            for db in (-2, -1, 0, 1, 2):
-                x, y = max(0, a + da), min(len(folded), b + db)
-                if y > x:
-                    self.work.cells(len(needle) * (y - x))
-                    score = Levenshtein.normalized_similarity(needle, folded[x:y])
-                    if score > best[0]:
-                        best = (score, x, y)
+        similarity = Levenshtein.normalized_similarity
+        for x, y in ends:
+            score = similarity(needle, folded[x:y])
+            if score > best[0]:
+                best = (score, x, y)
         return best[1], best[2]
 
 

@@ -26,7 +26,9 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    out, and short words it adds (an article), do not count.
 
 Folding here keeps word breaks (each whitespace-separated piece is folded on its own), so words
-stay words.
+stay words, and composes the folded text again, so that a kana with a voicing mark is one
+character: ``コマント`` for ``コマンド`` is a replaced character (a swapped word), not a mark left
+out.
 
 The rules were chosen by measurement on the grounding benchmark's near-miss generator (real
 Debian and Python package text; negations added or removed, digit edits, swapped words and
@@ -37,6 +39,7 @@ bench_grounding.py`` and the README's grounding section for the rates.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
 
 from rapidfuzz.distance import OSA, Levenshtein
@@ -52,8 +55,8 @@ _ENGLISH_NEGATIONS = frozenset(
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 #: Negation markers of scripts without spaces, counted as substrings.
 _CJK_NEGATIONS = ("不", "没", "沒", "无", "無", "非", "未", "ない", "ず", "ません")
-#: The markers as they fold (``ず`` decomposes into ``す`` and a voicing mark).
-_CJK_NEGATIONS_FOLDED = tuple((m, fold(m)) for m in _CJK_NEGATIONS)
+#: The markers as they are compared: folded, then composed (``soft_fold``).
+_CJK_NEGATIONS_FOLDED = tuple((m, unicodedata.normalize("NFC", fold(m))) for m in _CJK_NEGATIONS)
 #: One token per character of these scripts (CJK ideographs, kana, Hangul syllables).
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _TOKEN = re.compile(
@@ -114,8 +117,12 @@ def tokens(folded: str) -> list[str]:
 
 
 def soft_fold(text: str) -> str:
-    """``fold`` applied to each whitespace-separated piece, the pieces joined by one space."""
-    return " ".join(piece for piece in (fold(p) for p in text.split()) if piece)
+    """``fold`` applied to each whitespace-separated piece, the pieces joined by one space, and
+    composed again (NFC): a kana and its voicing mark are one character (``ド`` is not ``ト``
+    followed by a mark the value may leave out)."""
+    return unicodedata.normalize(
+        "NFC", " ".join(piece for piece in (fold(p) for p in text.split()) if piece)
+    )
 
 
 def difference(value: str, found: str) -> str | None:

@@ -109,7 +109,7 @@ class SourceText:
         self._index: tuple[np.ndarray, np.ndarray] | None = None
         self._text_keys: np.ndarray | None = None
         self._candidates: dict[str, np.ndarray] = {}
-        self._whole: dict[tuple[int, int], tuple[int, int] | None] = {}
+        self._whole: dict[int, int] = {}
         self._mentions: dict[Decimal, list[tuple[int, int]]] | None = None
         self._lowered: str | None = None
 
@@ -146,11 +146,14 @@ class SourceText:
     def whole(self, start: int, end: int) -> tuple[int, int] | None:
         """The original span of the folded span ``[start, end)``, or None when it splits a
         character from its combining marks (``は`` in ``ば``) or its original cuts a word or a
-        number (``bounded``); remembered, as the same occurrence is looked at again."""
-        key = (start, end)
-        if key in self._whole:
-            return self._whole[key]
+        number (``bounded``); remembered, as the same occurrence is looked at again (as
+        numbers: no objects for the garbage collector to count)."""
         folded = self.normalized.text
+        size = len(self.text) + 1
+        key = start * (len(folded) + 1) + end
+        known = self._whole.get(key)
+        if known is not None:
+            return None if known < 0 else divmod(known, size)
         span: tuple[int, int] | None = None
         if not (
             unicodedata.combining(folded[start])
@@ -159,7 +162,7 @@ class SourceText:
             span = self.normalized.to_original(start, end)
             if not bounded(self.text, *span):
                 span = None
-        self._whole[key] = span
+        self._whole[key] = -1 if span is None else span[0] * size + span[1]
         return span
 
     def read(self, chars: int) -> None:
@@ -202,10 +205,12 @@ class SourceText:
         counts = keys.searchsorted(wanted, side="right") - low
         rarest = int(counts.argmin())
         self.work.scan(len(wanted) + int(counts[rarest]))
-        found = positions[low[rarest] : low[rarest] + counts[rarest]].astype(np.int64)
-        found.sort()
+        found = np.sort(positions[low[rarest] : low[rarest] + counts[rarest]])
         found -= rarest
-        found = found[(found >= 0) & (found <= len(folded) - len(needle))]
+        # (sorted: those in range are one slice)
+        found = found[
+            found.searchsorted(0) : found.searchsorted(len(folded) - len(needle), "right")
+        ]
         if len(found) > FILTERED:
             for other in np.argsort(counts, kind="stable")[1 : 1 + FILTERS].tolist():
                 self.work.scan(len(found))
