@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import re
+import string
 import unicodedata
 from decimal import Decimal
 from pathlib import Path
@@ -27,6 +28,7 @@ from rapidfuzz.distance import OSA
 
 from kimi_extract.ground import DEFAULT_MIN_SCORE, align, difference, fold
 from kimi_extract.ground.forms import _EDGES
+from kimi_extract.ground.nearmiss import english_word
 from kimi_extract.ground.numbers import value_number
 
 CORPUS = json.loads(
@@ -152,6 +154,85 @@ def test_a_swapped_chinese_or_japanese_word_is_never_grounded(data):
     j = data.draw(st.integers(0, len(other) - 2))
     assume(phrase[i : i + 2] != other[j : j + 2])
     _check_not_grounded(text, phrase[:i] + other[j : j + 2] + phrase[i + 2 :])
+
+
+def _one_slip_words(word: str) -> list[str]:
+    """English words one slip (a letter added, dropped, replaced, or two swapped) from
+    ``word``, neither a prefix of the other (a plural, an abbreviation)."""
+    letters = string.ascii_lowercase
+    slips = set()
+    for i in range(len(word) + 1):
+        slips |= {word[:i] + c + word[i:] for c in letters}
+        if i < len(word):
+            slips |= {word[:i] + c + word[i + 1 :] for c in letters} | {word[:i] + word[i + 1 :]}
+        if i < len(word) - 1:
+            slips.add(word[:i] + word[i + 1] + word[i] + word[i + 2 :])
+    return sorted(
+        w
+        for w in slips
+        if w != word
+        and len(w) >= 4
+        and english_word(w)
+        and not (w.startswith(word) or word.startswith(w))
+    )
+
+
+@_SETTINGS
+@given(data=st.data())
+def test_a_slip_that_makes_another_word_is_never_grounded(data):
+    """``than`` for ``that``, ``wish`` for ``with``, ``causes`` for ``cases``: a slip from an
+    English word into another is that other word, not a typo (a slip that makes no word is one;
+    so is an English word in place of one the text writes once and no dictionary has: the
+    text's typo corrected, ``Corporation`` for ``Corporatoin``)."""
+    text, phrase = _phrase(data, _WORDS)
+    words = phrase.split()
+    slippable = [
+        k
+        for k, w in enumerate(words)
+        if w.isalpha() and w.islower() and len(w) >= 4 and english_word(w)
+    ]
+    assume(slippable)
+    i = data.draw(st.sampled_from(slippable))
+    options = _one_slip_words(words[i])
+    assume(options)
+    words[i] = data.draw(st.sampled_from(options))
+    _check_not_grounded(text, " ".join(words))
+
+
+@pytest.mark.parametrize(
+    ("value", "found", "same"),
+    [
+        ("corner causes. Fix e2fsck", "corner cases.\n  * Fix e2fsck", False),
+        ("in other forms. The rest", "in other formats. The rest", False),
+        ("the sales dept. Of the rest", "the sales department. Of the rest", True),
+        ("the sales dept. of the rest", "the sales department of the rest", True),
+    ],
+)
+def test_a_point_after_both_words_may_end_two_sentences(value, found, same):
+    """A word with a point stands for a longer one (``dept.``) unless both have one and the
+    shorter is itself a word (``cases.`` / ``causes.`` end sentences)."""
+    assert (difference(value, found, lambda word: (english_word(word), 0)) is None) is same
+
+
+def test_a_slip_into_another_word_at_a_sentence_end_is_not_grounded():
+    text = "Handle corner cases.\n  * Fix e2fsck and more"
+    (span,) = align(text, [("x", "causes. * Fix e2fsck and")])
+    assert span.kind == "near" and span.diff == "word: 'causes' vs 'cases'"
+
+
+def test_a_slip_into_a_word_the_document_writes_is_not_grounded():
+    """``lappend`` is no English word, but the document writes it: ``lappend`` for ``append``
+    is another command, not a typo; ``apend`` is a typo."""
+    text = (
+        "NAME\n       lappend - Append list elements onto a variable\n\nSYNOPSIS\n"
+        "       append varName ?value value value ...?\n"
+    )
+    other, typo = align(
+        text,
+        [("a", "SYNOPSIS lappend varName ?value value"), ("b", "SYNOPSIS apend varName ?value")],
+    )
+    assert other.kind == "near" and other.diff == "word: 'lappend' vs 'append'", other
+    assert typo.kind == "fuzzy", typo
 
 
 _VOICED = re.compile(r"[\u3040-\u30ff]{2,}")

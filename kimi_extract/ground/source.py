@@ -14,14 +14,20 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from decimal import Decimal
 
 import numpy as np
 
-from .normalize import Normalized, normalize
+from .nearmiss import english_word
+from .normalize import Normalized, fold, normalize
 from .numbers import mentions
 from .work import Work
 
+#: Words of four letters or more of spaced scripts (``SourceText.known``).
+_LONG_WORD = re.compile(
+    r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{4,}"
+)
 _SCALE_AFTER = re.compile(r"\s?(?:thousand|million|billion|trillion|万|萬|亿|億|兆)", re.IGNORECASE)
 
 
@@ -110,6 +116,7 @@ class SourceText:
         self._text_keys: np.ndarray | None = None
         self._candidates: dict[str, np.ndarray] = {}
         self._whole: dict[int, int] = {}
+        self._words: Counter[str] | None = None
         self._mentions: dict[Decimal, list[tuple[int, int]]] | None = None
         self._lowered: str | None = None
 
@@ -164,6 +171,17 @@ class SourceText:
                 span = None
         self._whole[key] = -1 if span is None else span[0] * size + span[1]
         return span
+
+    def known(self, word: str) -> tuple[bool, int]:
+        """(Whether a folded word is an English one, ``nearmiss.english_word``; how often the
+        text writes it: its words of four letters or more, counted on first use)."""
+        if self._words is None:
+            self.work.scan(len(self.text))
+            counted: Counter[str] = Counter()
+            for written, count in Counter(_LONG_WORD.findall(self.text)).items():
+                counted[unicodedata.normalize("NFC", fold(written))] += count
+            self._words = counted
+        return english_word(word), self._words[word]
 
     def read(self, chars: int) -> None:
         """Count ``chars`` characters of the folded text read by a plain search."""
