@@ -35,11 +35,24 @@ absent); a value equal to its phrase once folded is dropped too (nothing slipped
 
 from __future__ import annotations
 
+import json
 import random
 import re
+import sys
 import unicodedata
+from dataclasses import asdict
 
-from _grounding_corpus import _CJK, _CJK_RUN, Doc, Value, _core, _fold, _occurrences, _phrase
+from _grounding_corpus import (
+    _CJK,
+    _CJK_RUN,
+    SAMPLE,
+    Doc,
+    Value,
+    _core,
+    _fold,
+    _occurrences,
+    _phrase,
+)
 from rapidfuzz.distance import OSA
 
 _LATIN_WORD = re.compile(r"(?<![\w'-])[A-Za-z]{4,}(?![\w'-])")
@@ -217,3 +230,26 @@ def make_fuzzy_values(doc: Doc, rng: random.Random, records: int = 12) -> list[V
             value.path = f"records[{r}].f{f}"
             out.append(value)
     return out
+
+
+def write_sample(seed: int = 22, records: int = 12) -> None:
+    """Add the fuzzy sample of the committed test corpus (``fuzzy_values``: values drawn by
+    ``make_fuzzy_values`` from its documents, which stay as they are)."""
+    data = json.loads(SAMPLE.read_text("utf-8"))
+    rng = random.Random(seed)
+    docs = [Doc(**d) for d in data["documents"]]
+    data["fuzzy_values"] = {
+        doc.id: [asdict(v) for v in make_fuzzy_values(doc, rng, records=records)] for doc in docs
+    }
+    data["about"] = data["about"].split(" Fuzzy sample:")[0] + (
+        f" Fuzzy sample: fuzzy_values, drawn by benchmarks/_grounding_fuzzy.py (seed {seed}); "
+        "regenerate: python benchmarks/_grounding_fuzzy.py --write-sample"
+    )
+    SAMPLE.write_text(json.dumps(data, ensure_ascii=False, indent=0) + "\n", "utf-8")
+
+
+if __name__ == "__main__":
+    if "--write-sample" in sys.argv:
+        write_sample()
+        sample = json.loads(SAMPLE.read_text("utf-8"))
+        print(sum(len(v) for v in sample["fuzzy_values"].values()), "fuzzy values")
