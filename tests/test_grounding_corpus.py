@@ -177,3 +177,19 @@ def test_typos_and_spelling_variants_are_grounded(fuzzy_outcome):
     (typo, typos), (variant, variants) = shares["rewrite typo"], shares["rewrite variant"]
     assert typos >= 100 and typo / typos >= 0.9, (typo, typos)
     assert variants >= 100 and variant / variants >= 0.7, (variant, variants)
+
+
+def test_the_scores_of_grounded_spans_are_the_share_right_on_the_corpus(outcome, fuzzy_outcome):
+    """A calibrated score is the share of such spans that were right on the benchmark's (larger)
+    corpus: on this committed one, each grounded kind's mean score is within 2 points of the
+    share of its spans that are right."""
+    spans: dict[str, list[tuple[float, bool]]] = defaultdict(list)
+    for result in (outcome, fuzzy_outcome):
+        for text, value, span in result["results"]:
+            if span.kind in GROUNDED:
+                right = value["cls"] != "absent" and _right(text, value, span)
+                spans[span.kind].append((span.score, right))
+    for kind, scored in spans.items():
+        mean = sum(score for score, _ in scored) / len(scored)
+        share = 100 * sum(right for _, right in scored) / len(scored)
+        assert len(scored) >= 100 and abs(mean - share) <= 2, (kind, mean, share, len(scored))
