@@ -395,7 +395,7 @@ class Matcher:
             )
             if score < NEAR_MIN_SCORE:
                 continue
-            diff = difference(leaf.stripped, text[start:end], self.source.known)
+            diff = difference(leaf.stripped, text[start:end], self.source)
             if diff is None and score < self.min_score:
                 continue
             kind = "fuzzy" if diff is None else "near"

@@ -28,8 +28,8 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    The value's word is another word when the document writes it elsewhere, or when it is an
    English word and so is the text's (or the document writes that more than once): a value
    that corrects the text's typo, ``Corporation`` for ``Corporatoin``, is grounded.
-   Which words are words is asked of ``known`` (``SourceText.known``); without it (``difference``
-   called alone) every one-edit slip is read as a typo.
+   Which words are words is asked of ``words`` (``Words``: ``SourceText``); without it
+   (``difference`` called alone) every one-edit slip is read as a typo.
 
 Folding here keeps word breaks (each whitespace-separated piece is folded on its own), so words
 stay words, and composes the folded text again, so that a kana with a voicing mark is one
@@ -48,9 +48,8 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
 from functools import lru_cache
-from typing import Any
+from typing import Any, Protocol
 
 from rapidfuzz.distance import OSA, Levenshtein
 
@@ -103,13 +102,13 @@ def _typo(
     a: str,
     b: str,
     dotted: frozenset[str] = frozenset(),
-    known: Callable[[str], tuple[bool, int]] | None = None,
+    words: Words | None = None,
 ) -> bool:
     """Whether the value's word ``a`` stands for the text's word ``b``: an abbreviation of it
     or the other way round (a prefix, ``corp``; or, written with a point (``dotted``), the same
     first letter and the rest a subsequence, ``dept.``), or one edit (two from 9 letters) that
-    does not make one word another (``than`` for ``that``; see the comment below; ``known(w)``:
-    (whether ``w`` is an English word, how often the document writes it))."""
+    does not make one word another (``than`` for ``that``; see the comment below; ``words``:
+    which words are words)."""
     if _CJK.match(a) or _CJK.match(b):
         return False
     a, b = a.rstrip("."), b.rstrip(".")
@@ -120,7 +119,11 @@ def _typo(
         return True
     # when both words have a point, it may end two sentences (``cases.``, ``causes.``): the
     # shorter one is an abbreviation only if it is no word
-    sentence = longer in dotted and known is not None and any(known(shorter))
+    sentence = (
+        longer in dotted
+        and words is not None
+        and (words.english(shorter) or words.written(shorter) >= 1)
+    )
     if shorter in dotted and not sentence and len(shorter) >= 2 and shorter[0] == longer[0]:
         rest = iter(longer[1:])
         if all(char in rest for char in shorter[1:]):
@@ -130,15 +133,26 @@ def _typo(
     allowed = 2 if max(len(a), len(b)) >= 9 else 1
     if OSA.distance(a, b, score_cutoff=allowed) > allowed:
         return False
-    if known is None:
+    if words is None:
         return True
     # a slip into another word is that word ("than" for "that"): one the document writes
     # elsewhere, or an English word in place of a word (English, or one the document writes
     # more than this once); an English word for a word the text has once and no dictionary
     # does is the text's typo corrected ("Corporation" for "Corporatoin")
-    english, written = known(a)
-    english_b, written_b = known(b)
-    return not (written >= 1 or (english and (english_b or written_b >= 2)))
+    english = words.english(a)
+    if english and words.english(b):
+        return False
+    return not (words.written(a) >= 1 or (english and words.written(b) >= 2))
+
+
+class Words(Protocol):
+    """Which folded words are words: English ones, and how often the document writes one."""
+
+    def english(self, word: str) -> bool:
+        """Whether ``word`` is an English word (``english_word``)."""
+
+    def written(self, word: str) -> int:
+        """How often the document writes ``word`` (words of four letters or more)."""
 
 
 @lru_cache(maxsize=1)
@@ -168,13 +182,11 @@ def soft_fold(text: str) -> str:
     )
 
 
-def difference(
-    value: str, found: str, known: Callable[[str], tuple[bool, int]] | None = None
-) -> str | None:
+def difference(value: str, found: str, words: Words | None = None) -> str | None:
     """What changes the meaning between ``value`` and the text ``found`` (module docstring),
-    as a short phrase (``"number: 2.2 vs 2.1"``), or None when nothing does. ``known(word)``:
-    (whether a folded word is an English word, how often the document writes it;
-    ``SourceText.known``), so that a slip into another word is told from a typo."""
+    as a short phrase (``"number: 2.2 vs 2.1"``), or None when nothing does. ``words``: which
+    folded words are words (``Words``; ``SourceText`` is one), so that a slip into another word
+    is told from a typo."""
     a, b = soft_fold(value), soft_fold(found)
     if a == b:
         return None
@@ -202,7 +214,7 @@ def difference(
         if op.tag != "replace":
             continue
         for x, y in zip(left[i1:i2], right[j1:j2], strict=False):
-            if x != y and not _typo(x, y, dotted, known):
+            if x != y and not _typo(x, y, dotted, words):
                 return f"word: {x!r} vs {y!r}"
     return None
 

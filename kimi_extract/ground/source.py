@@ -24,7 +24,7 @@ from .normalize import Normalized, fold, normalize
 from .numbers import mentions
 from .work import Work
 
-#: Words of four letters or more of spaced scripts (``SourceText.known``).
+#: Words of four letters or more of spaced scripts (``SourceText.written``).
 _LONG_WORD = re.compile(
     r"[^\W\d_\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]{4,}"
 )
@@ -172,16 +172,20 @@ class SourceText:
         self._whole[key] = -1 if span is None else span[0] * size + span[1]
         return span
 
-    def known(self, word: str) -> tuple[bool, int]:
-        """(Whether a folded word is an English one, ``nearmiss.english_word``; how often the
-        text writes it: its words of four letters or more, counted on first use)."""
+    def english(self, word: str) -> bool:
+        """Whether a folded word is an English one (``nearmiss.english_word``)."""
+        return english_word(word)
+
+    def written(self, word: str) -> int:
+        """How often the text writes a folded word of four letters or more (its words counted
+        on first use)."""
         if self._words is None:
             self.work.scan(len(self.text))
             counted: Counter[str] = Counter()
             for written, count in Counter(_LONG_WORD.findall(self.text)).items():
                 counted[unicodedata.normalize("NFC", fold(written))] += count
             self._words = counted
-        return english_word(word), self._words[word]
+        return self._words[word]
 
     def read(self, chars: int) -> None:
         """Count ``chars`` characters of the folded text read by a plain search."""
