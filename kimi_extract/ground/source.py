@@ -97,10 +97,11 @@ def bigram_keys(text: str) -> np.ndarray:
 #: as much as 40 plain searches of the whole text, and then a search costs about as much as
 #: the occurrences of the needle's rarest bigram.
 INDEX_AFTER = 16
-#: At most this many more bigrams of a needle filter its candidates (``candidates``), and no
-#: more once at most ``FILTERED`` are left.
-FILTERS = 4
-FILTERED = 8
+#: A needle whose rarest bigram occurs more than ``COMMON_FROM`` + ``COMMON`` x the text's
+#: length times is searched plainly (checking one candidate costs about as much as a plain
+#: search reading 500 characters).
+COMMON = 1 / 500
+COMMON_FROM = 64
 
 
 class SourceText:
@@ -113,8 +114,7 @@ class SourceText:
         self.searched = 0
         self._normalized: Normalized | None = None
         self._index: tuple[np.ndarray, np.ndarray] | None = None
-        self._text_keys: np.ndarray | None = None
-        self._candidates: dict[str, np.ndarray] = {}
+        self._candidates: dict[str, np.ndarray | None] = {}
         self._whole: dict[int, int] = {}
         self._words: Counter[str] | None = None
         self._mentions: dict[Decimal, list[tuple[int, int]]] | None = None
@@ -147,7 +147,6 @@ class SourceText:
             small = order.astype(np.int32) if len(folded) < 2**31 else order
             del order
             self._index = (keys[small], small)
-            self._text_keys = keys
         return self._index
 
     def whole(self, start: int, end: int) -> tuple[int, int] | None:
@@ -209,9 +208,10 @@ class SourceText:
     def candidates(self, needle: str) -> np.ndarray | None:
         """Where ``needle`` (folded) may start in the folded text, ascending: every occurrence
         is among them (a candidate is one once checked), found with the bigram index (the
-        occurrences of the needle's rarest bigram, filtered by up to ``FILTERS`` more of its
-        bigrams); None when the needle is shorter than two characters or the index is not
-        worth building yet (``INDEX_AFTER``)."""
+        occurrences of the needle's rarest bigram); None when the needle is shorter than two
+        characters, the index is not worth building yet (``INDEX_AFTER``), or its rarest
+        bigram is so common (more than ``COMMON`` of the text's bigrams) that checking its
+        occurrences one by one costs more than a plain search."""
         folded = self.normalized.text
         if len(needle) < 2 or len(needle) > len(folded):
             return None
@@ -220,25 +220,20 @@ class SourceText:
         if needle in self._candidates:
             return self._candidates[needle]
         keys, positions = self.index()
-        text_keys = self._text_keys
-        assert text_keys is not None
         wanted = bigram_keys(needle)
         low = keys.searchsorted(wanted, side="left")
         counts = keys.searchsorted(wanted, side="right") - low
         rarest = int(counts.argmin())
-        self.work.scan(len(wanted) + int(counts[rarest]))
-        found = np.sort(positions[low[rarest] : low[rarest] + counts[rarest]])
-        found -= rarest
-        # (sorted: those in range are one slice)
-        found = found[
-            found.searchsorted(0) : found.searchsorted(len(folded) - len(needle), "right")
-        ]
-        if len(found) > FILTERED:
-            for other in np.argsort(counts, kind="stable")[1 : 1 + FILTERS].tolist():
-                self.work.scan(len(found))
-                found = found[text_keys[found + other] == wanted[other]]
-                if len(found) <= FILTERED:
-                    break
+        self.work.scan(len(wanted))
+        found: np.ndarray | None = None
+        if counts[rarest] <= COMMON_FROM + len(folded) * COMMON:
+            self.work.scan(int(counts[rarest]))
+            found = np.sort(positions[low[rarest] : low[rarest] + counts[rarest]])
+            found -= rarest
+            # (sorted: those in range are one slice)
+            found = found[
+                found.searchsorted(0) : found.searchsorted(len(folded) - len(needle), "right")
+            ]
         self._candidates[needle] = found
         return found
 
