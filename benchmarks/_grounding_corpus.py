@@ -582,6 +582,9 @@ def sample_documents() -> list[Doc]:
 def main(argv: list[str]) -> int:
     if "--write-sample" in argv:
         write_sample(sample_documents())
+        from _grounding_fuzzy import write_sample as write_fuzzy_sample  # (it imports this)
+
+        write_fuzzy_sample()
         docs, values = load_sample()
         print(len(docs), "documents,", sum(len(v) for v in values.values()), "values")
         return 0

@@ -307,7 +307,13 @@ def test_values_absent_from_the_text_never_get_a_span(seed, script):
     doc = make_doc(seed, script, values=6, fillers=120)
     values = _absent_values(random.Random(seed ^ 0x5EED), doc, script, 20)
     spans = align(doc.text, [(f"a[{i}]", v) for i, v in enumerate(values)])
-    grounded = [(s.value, doc.text[s.start : s.end], s.score) for s in spans if s.kind != "none"]
+    # a "near" span (a close text that differs, with its diff) is no grounding: random kana
+    # strings are at times a character away from the text's
+    grounded = [
+        (s.value, doc.text[s.start : s.end], s.score)
+        for s in spans
+        if s.kind not in ("none", "near") or (s.kind == "near" and not s.diff)
+    ]
     assert not grounded
 
 
@@ -411,7 +417,7 @@ def test_span_round_trips_through_a_dict():
 def test_occurrences_come_forward_first_by_weighted_distance(haystack, needle, data):
     """The bounded backward search yields exactly the order its definition gives."""
     from kimi_extract.ground.align import BACKWARD as _BACKWARD
-    from kimi_extract.ground.match import occurrences
+    from kimi_extract.ground.search import occurrences
 
     anchor = data.draw(st.integers(0, len(haystack)))
     starts = [i for i in range(len(haystack)) if haystack.startswith(needle, i)]

@@ -20,11 +20,14 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
 import pytest
 
 from kimi_extract.ground import Interrupted, Work, align
 from kimi_extract.ground import match as match_module
+from kimi_extract.ground import numbers as numbers_module
+from kimi_extract.ground import search as search_module
 from kimi_extract.run import grounding
 
 from .conftest import INTERRUPTIBLE
@@ -35,9 +38,9 @@ from .conftest import INTERRUPTIBLE
 #: once each.
 M = match_module.MAX_PARTIAL_CHARS
 FUZZY_CELLS_PER_LEAF = (
-    match_module.CANDIDATES * M * (2 * M + 8)
+    search_module.CANDIDATES * M * (2 * M + 8)
     + match_module.REFINED * 26 * M * (M + 4 + 2 * match_module.SNAP_CHARS)
-    + match_module.INDEX_FROM * M
+    + search_module.INDEX_FROM * M
 )
 LONG_CELLS_PER_LEAF = match_module.REFINED * 2 * 2 * 5_000 * (5_000 + 2 * match_module.SNAP_CHARS)
 
@@ -77,15 +80,33 @@ def test_a_long_value_one_character_off_costs_a_bounded_number_of_cells():
     assert work.compared <= LONG_CELLS_PER_LEAF, work.compared
 
 
-@pytest.mark.parametrize("kind", ["prose", "acgt"])
+def _numbers_and_abbreviations(size: int, seed: int = 3) -> str:
+    """Text full of what the number-word and abbreviation passes look for."""
+    rng = random.Random(seed)
+    pieces = [
+        "twenty-one", "three hundred and five", "1.2 million", "120万", "三个", "一百二十万",
+        "Free Software Foundation", "FSF", "Found.", "A-B-C", "of the", "1,200.50", "k",
+    ]  # fmt: skip
+    parts, length = [], 0
+    while length < size:
+        parts.append(rng.choice(pieces))
+        length += len(parts[-1]) + 1
+    return " ".join(parts)
+
+
+@pytest.mark.parametrize("kind", ["prose", "acgt", "numbers and abbreviations"])
 def test_a_rows_work_is_linear_in_its_text(kind):
-    base = (
-        _acgt(100_000)
-        if kind == "acgt"
-        else " ".join(f"clause {i} of the agreement, version {i % 7}" for i in range(3_000))
-    )
+    if kind == "acgt":
+        base = _acgt(100_000)
+    elif kind == "prose":
+        base = " ".join(f"clause {i} of the agreement, version {i % 7}" for i in range(3_000))
+    else:
+        base = _numbers_and_abbreviations(100_000)
     leaves = [(f"v[{i}]", base[j : j + 25]) for i, j in enumerate(range(0, 50_000, 2_500))]
     leaves += [("absent", "nothing like this is written here at all")]
+    # the number-word passes (once per row) and the abbreviation patterns (once per leaf)
+    leaves += [("n", "3"), ("m", "1200000"), ("w", "twenty-one"), ("f", "FSF")]
+    leaves += [("g", "Free Soft. Found."), ("h", "Free Software Foundation"), ("z", "ZQX")]
     counts = []
     for copies in (1, 2, 4):
         work = Work()
@@ -234,3 +255,37 @@ def test_ctrl_c_during_grounding_ends_the_run_and_keeps_the_partial(tmp_path, en
     # its partial frame (one row)
     assert lines[0] == "grounding stopped: Interrupted", (out, err)
     assert lines[-1] == "RunInterrupted partial 1", (out, err)
+
+
+def test_the_number_readers_are_given_bounded_runs(monkeypatch):
+    """Runs of number words or numerals too long to be one number are not read: the readers
+    (text2num, cn2an) are not linear in what they are given (cn2an on 40,000 numerals took
+    seconds)."""
+    given: list[int] = []
+    for name in ("_english", "_chinese"):
+        reader = getattr(numbers_module, name)
+
+        def recorded(run: str, reader=reader) -> object:
+            given.append(len(run))
+            return reader(run)
+
+        monkeypatch.setattr(numbers_module, name, recorded)
+    text = "It has three parts. " + "一二" * 5_000 + " and " + "one two " * 2_000 + " 一百二十万 "
+    spans = align(text, [("a", "3"), ("b", "1200000")])
+    assert [text[s.start : s.end] for s in spans if s.start is not None] == ["three", "一百二十万"]
+    assert given and max(given) <= 200, max(given)
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("A-" * 40_000, "AB"), ("Found" * 16_000, "Found. of Things")],
+    ids=["acronym", "abbreviation"],
+)
+def test_an_abbreviation_pattern_reads_the_text_in_linear_time(text, value):
+    """An abbreviation's pattern is tried from many places of this text; each attempt reads a
+    bounded stretch (before: each read on to the end of the run, quadratic: 28 s and 14 s of CPU
+    here). A sanity bound on CPU time, 50x what it takes."""
+    started = time.process_time()
+    (span,) = align(text, [("x", value)])
+    assert time.process_time() - started < 1.0
+    assert span.kind in ("none", "near", "fuzzy")

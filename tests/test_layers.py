@@ -65,6 +65,7 @@ LAYERS: dict[str, int] = {
     "ground.nearmiss": 1,
     "ground.normalize": 1,
     "ground.numbers": 1,
+    "ground.search": 1,
     "ground.source": 1,
     "ground.work": 1,
     # 2: talking to the server

@@ -166,3 +166,53 @@ def rewrite_forms(value: str) -> tuple[list[str], Decimal | None]:
     if core != value and len(core.strip()) >= 2:
         forms.append(core)
     return [f for f in dict.fromkeys(forms) if f and f != value], number
+
+
+# -- abbreviations ---------------------------------------------------------------------------------
+
+_ACRONYM = re.compile(r"^[A-Z]{2,6}$")
+#: The patterns of abbreviations (``abbreviation_pattern``) read at most this many characters
+#: of a word (and a run of spaces whole, never backtracking into it: what follows it is no
+#: space), so that a pass over the text is linear in it: a stretch of text is read by at most
+#: the attempts starting in the ``WORD_CHARS`` characters before it, not, as in ``"A-" *
+#: 50_000``, from each of its letters to its end.
+WORD_CHARS = 40
+_GAP = r"\s++"
+_SMALL_WORDS = rf"(?:(?:of|and|the|for|de|du|des|der|für|&){_GAP})?"
+#: The lower-case words an acronym leaves out (``Free Software Foundation`` -> ``FSF``,
+#: ``Bank of America`` -> ``BA``); any other word (a negation) means no acronym.
+_JOINERS = frozenset({"of", "and", "the", "for", "de", "du", "des", "der", "für", "&"})
+
+
+def abbreviation_pattern(value: str) -> re.Pattern[str] | None:
+    """A pattern for a value with an abbreviated word (``Found.``), an acronym (``FSF``), or
+    whose capitalised words may be written as their acronym in the text; None otherwise."""
+    words = value.split()
+    if len(value) > 120 or not words:
+        return None
+    if len(words) == 1 and _ACRONYM.match(words[0]):
+        letters = words[0]
+        parts = [rf"{c}[\w-]{{0,{WORD_CHARS}}}" for c in letters]
+        return re.compile(r"\b" + (_GAP + _SMALL_WORDS).join(parts) + r"\b")
+    if any(w.endswith(".") and len(w) >= 3 and w[:-1].isalpha() for w in words):
+        parts = [
+            rf"{re.escape(w[:-1])}\w{{0,{WORD_CHARS}}}\.?"
+            if w.endswith(".") and w[:-1].isalpha()
+            else re.escape(w)
+            for w in words
+        ]
+        return re.compile(_GAP.join(parts))
+    return None
+
+
+def acronym_of(value: str) -> str | None:
+    """The acronym of a value of capitalised words (``Free Software Foundation`` -> ``FSF``;
+    ``_JOINERS`` aside), or None."""
+    words = value.split()
+    if len(words) < 2 or len(value) > 120:
+        return None
+    capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
+    others = [w for w in words if not (w[:1].isupper() and w.isalpha())]
+    if len(capitals) >= 2 and all(w.lower() in _JOINERS for w in others):
+        return "".join(w[0] for w in capitals)
+    return None

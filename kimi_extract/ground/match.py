@@ -18,35 +18,41 @@ looked for around ``anchor`` (``align`` picks the anchor; see there), or None:
    or content word (``nearmiss.difference``) and scores ``min_score`` or more is "fuzzy"; one
    that does change one and scores ``NEAR_MIN_SCORE`` or more is "near" (with its ``diff``).
 
+Searches (``search``): the forms are looked for in the folded text by plain searches, or, once
+those have read the text ``source.INDEX_AFTER`` times, by checking where the form's rarest
+bigram occurs (the bigram index): the same occurrences in the same order, at a cost that
+follows the occurrences rather than the text's length.
+
 Bounds per leaf (what makes a row's grounding linear in its text): at most ``MAX_OCCURRENCES``
-occurrences examined per form; at most ``MAX_VOTES`` bigram occurrences voting for at most
-``CANDIDATES`` fuzzy windows, each at most two needle
+occurrences examined per form; at most ``search.MAX_VOTES`` bigram occurrences voting for at
+most ``search.CANDIDATES`` fuzzy windows, each at most two needle
 lengths plus 8 characters, of which the ``REFINED`` best are refined; a needle longer than
 ``MAX_PARTIAL_CHARS`` is located by exact pieces of it instead (at most ``PIECES`` pieces and
 ``PIECE_HITS`` occurrences each, one comparison per window); a span is widened by at most
 ``SNAP_CHARS`` characters to whole words (a longer "word", such as ``"a" * 200_000``, is no
-match). Every search reports its work (``work.Work``) and checks for a stop between steps.
+match); the pattern of an abbreviation reads a bounded stretch per place it is tried
+(``forms.WORD_CHARS``). Every search reports its work (``work.Work``) and checks for a stop
+between steps.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
+from typing import NamedTuple
 
-import numpy as np
 from rapidfuzz import fuzz
 from rapidfuzz.distance import OSA, Levenshtein
 
-from .forms import is_numeric, rewrite_forms, surface_forms
+from .forms import abbreviation_pattern, acronym_of, is_numeric, rewrite_forms, surface_forms
 from .nearmiss import difference
 from .normalize import fold
-from .source import SourceText, bigram_keys, bounded, spaced
+from .search import occurrences, windows
+from .source import SourceText, bounded, spaced
 from .source import letter as _letter
-from .work import Work
 
 #: Strings shorter than this (folded characters) are matched only exactly or normalized.
 MIN_FUZZY_CHARS = 6
@@ -55,7 +61,6 @@ DEFAULT_MIN_SCORE = 85.0
 #: A close match that changes the meaning is reported as "near" from this similarity on.
 NEAR_MIN_SCORE = 70.0
 MAX_OCCURRENCES = 64
-CANDIDATES = 48
 REFINED = 4
 MAX_PARTIAL_CHARS = 256
 PIECES = 16
@@ -64,20 +69,9 @@ SNAP_CHARS = 40
 #: Values of at most this many folded characters whose first ``MAX_OCCURRENCES`` occurrences all
 #: sit inside longer words ("a" in "patch") are looked for as whole words by a pattern.
 SHORT_WORD = 4
-#: Folded texts up to this length are searched whole by the fuzzy stage (no index).
-INDEX_FROM = 20_000
-#: Occurrences of a needle's bigrams that vote for its fuzzy windows, at most (the rarest
-#: bigrams first).
-MAX_VOTES = 100_000
-
 _REJECT, _USED, _FREE = 0, 1, 2
 BACKWARD_CUT = 4
 _CJK_END = re.compile(r"[\u3040-\u30ff\u4e00-\u9fff]$")
-_ACRONYM = re.compile(r"^[A-Z]{2,6}$")
-_SMALL_WORDS = r"(?:(?:of|and|the|for|de|du|des|der|für|&)\s+)?"
-#: The lower-case words an acronym leaves out (``Free Software Foundation`` -> ``FSF``,
-#: ``Bank of America`` -> ``BA``); any other word (a negation) means no acronym.
-_JOINERS = frozenset({"of", "and", "the", "for", "de", "du", "des", "der", "für", "&"})
 
 
 @dataclass(frozen=True)
@@ -111,9 +105,9 @@ class LeafValue:
         return cls(path, value, stripped, forms, tuple(rewrites), number, numeric, required)
 
 
-@dataclass(frozen=True)
-class Found:
-    """A match: offsets in the text, kind, raw score (100 or the similarity), the rule."""
+class Found(NamedTuple):
+    """A match: offsets in the text, kind, raw score (100 or the similarity), the rule (a named
+    tuple: made by the thousand, it costs less than a frozen dataclass)."""
 
     start: int
     end: int
@@ -121,57 +115,6 @@ class Found:
     raw: float
     rule: str
     diff: str | None = None
-
-
-def occurrences(
-    haystack: str, needle: str, anchor: int | None, backward: int, work: Work | None = None
-) -> Iterator[int]:
-    """Start indices of ``needle``: from the first on without an anchor, else by distance from
-    ``anchor`` (a backward step counts ``backward`` times). Each stretch of the text is
-    searched once (``work`` counts the characters searched)."""
-    size = len(needle)
-    count = work.scan if work is not None else (lambda chars: None)
-    if anchor is None:
-        found = haystack.find(needle)
-        count(len(haystack) if found == -1 else found + size)
-        while found != -1:
-            yield found
-            start = found + 1
-            found = haystack.find(needle, start)
-            count(len(haystack) - start if found == -1 else found + size - start)
-        return
-    forward = haystack.find(needle, anchor)
-    count(len(haystack) - anchor if forward == -1 else forward + size - anchor)
-    # backward searches look in [searched, bound): ``searched`` only moves down, so no stretch
-    # is searched twice
-    bound = anchor + size - 1
-    searched = bound
-    while True:
-        if forward != -1:
-            lowest = max(0, anchor - (forward - anchor) // backward)
-            back = -1
-            if lowest < searched:
-                back = haystack.rfind(needle, lowest, min(bound, searched + size - 1))
-                count(min(bound, searched + size - 1) - (lowest if back == -1 else back))
-                searched = lowest if back == -1 else back
-            if back != -1 and backward * (anchor - back) < forward - anchor:
-                yield back
-                bound = back + size - 1
-                searched = back
-                continue
-            if back != -1:
-                searched = back + 1  # found but farther than the forward one: look again later
-            yield forward
-            start = forward + 1
-            forward = haystack.find(needle, start)
-            count(len(haystack) - start if forward == -1 else forward + size - start)
-            continue
-        back = haystack.rfind(needle, 0, bound) if bound > 0 else -1
-        count(bound if back == -1 else bound - back)
-        if back == -1:
-            return
-        yield back
-        bound = back + size - 1
 
 
 class Taken:
@@ -208,13 +151,21 @@ class Matcher:
         backward: int,
         accept: Callable[[int, int], int],
         limit: int,
+        folded: bool = True,
     ) -> list[tuple[int, int, bool]]:
         """Up to ``limit`` free acceptable occurrences (start, end, True) in the order found,
-        then the first used one (start, end, False) when fewer were free."""
+        then the first used one (start, end, False) when fewer were free. ``folded``: the
+        haystack is the folded text (its bigram index may find the occurrences)."""
         free: list[tuple[int, int, bool]] = []
         taken: tuple[int, int, bool] | None = None
         self.capped = False
-        for count, start in enumerate(occurrences(haystack, needle, anchor, backward, self.work)):
+        if folded:
+            found = occurrences(
+                haystack, needle, anchor, backward, self.source.read, self.source.candidates(needle)
+            )
+        else:
+            found = occurrences(haystack, needle, anchor, backward, self.work.scan)
+        for count, start in enumerate(found):
             if count >= MAX_OCCURRENCES:
                 self.capped = not free and taken is None
                 break
@@ -238,25 +189,16 @@ class Matcher:
         """Exact, then normalized matches of the leaf's forms and rewrites: the first free one
         found around ``anchor`` (else the first used one); with ``limit`` > 1, up to that many
         acceptable occurrences of the first form that has any (``align`` counts them)."""
-        text = self.source.text
-
-        def accept(start: int, end: int) -> int:
-            if not bounded(text, start, end):
-                return _REJECT
-            return _USED if (start, end) in used else _FREE
-
         taken: Found | None = None
         forms = leaf.forms
         if len(forms) > 1 and leaf.required:
             # numbers and dates: their other forms only when the text has their digits
-            folded = self.source.normalized.text
-            self.work.scan(len(folded) * len(leaf.required))
-            if not any(part in folded for part in leaf.required):
+            if not any(self.source.contains(part) for part in leaf.required):
                 forms = forms[:1]
         stages = (("form", forms), ("rewrite", leaf.rewrites))
         for rule, group in stages:
             for form in group:
-                hits = self._search(form, rule, anchor, backward, accept, limit)
+                hits = self._search(form, rule, anchor, backward, used, limit)
                 if limit > 1 and hits:
                     return hits
                 for hit in hits:
@@ -275,35 +217,39 @@ class Matcher:
         rule: str,
         anchor: int | None,
         backward: int,
-        accept: Callable[[int, int], int],
+        used: Taken,
         limit: int,
     ) -> list[Found]:
         """Occurrences of ``form`` in the folded text (one search finds the verbatim ones and
-        the normalized ones): "exact" when the text reads the form verbatim, else
-        "normalized" (rule "folded", or ``rule`` for a rewrite)."""
+        the normalized ones) that cut no word or number (``source.bounded``): "exact" when the
+        text reads the form verbatim, else "normalized" (rule "folded", or ``rule`` for a
+        rewrite)."""
         needle = fold(form)
         if not needle:
             return []
-        normalized = self.source.normalized
+        source = self.source
+        normalized = source.normalized
         folded_anchor = None if anchor is None else normalized.from_original(anchor)
 
-        folded = normalized.text
-
         def accept_folded(a: int, b: int) -> int:
-            # a match must not split a character from its combining marks (``は`` in ``ば``)
-            if unicodedata.combining(folded[a]) or (
-                b < len(folded) and unicodedata.combining(folded[b])
-            ):
+            span = source.whole(a, b)
+            if span is None:
                 return _REJECT
-            return accept(*normalized.to_original(a, b))
+            return _USED if span in used else _FREE
 
-        text = self.source.text
+        text = source.text
         out = []
         hits = self._pick(normalized.text, needle, folded_anchor, backward, accept_folded, limit)
         spans = [normalized.to_original(a, b) for a, b, _ in hits]
         if not hits and self.capped and len(needle) <= SHORT_WORD:
             # every occurrence examined sat inside a longer word ("a" in "patch"): look for
             # whole words directly
+
+            def accept(start: int, end: int) -> int:
+                if not bounded(text, start, end):
+                    return _REJECT
+                return _USED if (start, end) in used else _FREE
+
             spans = self._words(form, anchor, accept, limit)
         for start, end in spans:
             if rule == "form" and text[start:end] == form:
@@ -351,7 +297,7 @@ class Matcher:
             out += [Found(s, e, "normalized", 100.0, "spelled") for s, e in free[:limit]]
             return out
         text = self.source.text
-        pattern = _abbreviation_pattern(leaf.stripped)
+        pattern = abbreviation_pattern(leaf.stripped)
         if pattern is not None:
             self.work.scan(len(text))
             best: tuple[int, int] | None = None
@@ -377,7 +323,7 @@ class Matcher:
                     return _REJECT
                 return _USED if (start, end) in used else _FREE
 
-            hits = self._pick(text, acronym, anchor, BACKWARD_CUT, accept, 1)
+            hits = self._pick(text, acronym, anchor, BACKWARD_CUT, accept, 1, folded=False)
             if hits:
                 return [Found(hits[0][0], hits[0][1], "normalized", 100.0, "abbreviation")]
         cut = self._cut_word(leaf, anchor, used)
@@ -449,7 +395,7 @@ class Matcher:
             )
             if score < NEAR_MIN_SCORE:
                 continue
-            diff = difference(leaf.stripped, text[start:end])
+            diff = difference(leaf.stripped, text[start:end], self.source)
             if diff is None and score < self.min_score:
                 continue
             kind = "fuzzy" if diff is None else "near"
@@ -463,7 +409,7 @@ class Matcher:
         """Windows (folded offsets) scored by RapidFuzz's partial alignment, best first."""
         folded = self.source.normalized.text
         scored = []
-        for low, high in _windows(self.source, needle):
+        for low, high in windows(self.source, needle):
             window = folded[low:high]
             if not window:
                 continue
@@ -502,15 +448,19 @@ class Matcher:
         (a needle longer than ``MAX_PARTIAL_CHARS``: the ends are kept)."""
         if len(needle) > MAX_PARTIAL_CHARS:
             return a, b
+        ends = [
+            (x, y)
+            for x in (max(0, a + d) for d in (-2, -1, 0, 1, 2))
+            for y in (min(len(folded), b + d) for d in (-2, -1, 0, 1, 2))
+            if y > x
+        ]
+        self.work.cells(len(needle) * sum(y - x for x, y in ends))
         best = (-1.0, a, b)
-        for da in (-2, -1, 0, 1, 2):
-            for db in (-2, -1, 0, 1, 2):
-                x, y = max(0, a + da), min(len(folded), b + db)
-                if y > x:
-                    self.work.cells(len(needle) * (y - x))
-                    score = Levenshtein.normalized_similarity(needle, folded[x:y])
-                    if score > best[0]:
-                        best = (score, x, y)
+        similarity = Levenshtein.normalized_similarity
+        for x, y in ends:
+            score = similarity(needle, folded[x:y])
+            if score > best[0]:
+                best = (score, x, y)
         return best[1], best[2]
 
 
@@ -532,88 +482,3 @@ def _snap(text: str, start: int, end: int) -> tuple[int, int] | None:
     while high > low and text[high - 1].isspace():
         high -= 1
     return (low, high) if high > low else None
-
-
-def _windows(source: SourceText, needle: str) -> list[tuple[int, int]]:
-    """Folded-text windows where many of ``needle``'s bigrams line up (a q-gram filter).
-
-    Each occurrence of a bigram of the needle votes for the diagonal (text position minus its
-    position in the needle) it lies on; diagonals are counted in cells of half the needle's
-    length, and the ``CANDIDATES`` best pairs of adjacent cells become windows. Bigrams more
-    frequent than 2 % of the text are left out (unless fewer than two others remain).
-    """
-    folded = source.normalized.text
-    size = len(needle)
-    if len(folded) <= INDEX_FROM:
-        return [(0, len(folded))]
-    keys, positions = source.index()
-    wanted = bigram_keys(needle)
-    low = np.searchsorted(keys, wanted, side="left")
-    high = np.searchsorted(keys, wanted, side="right")
-    counts = high - low
-    present = np.flatnonzero(counts)
-    if len(present) == 0:
-        return []
-    keep = present[counts[present] <= max(1_000, len(folded) // 50)]
-    if len(keep) < 2:
-        keep = present[np.argsort(counts[present], kind="stable")[:2]]
-    # the rarest bigrams first, at most MAX_VOTES occurrences in all (two bigrams at least)
-    keep = keep[np.argsort(counts[keep], kind="stable")]
-    total = np.cumsum(counts[keep])
-    keep = keep[: max(2, int(np.searchsorted(total, MAX_VOTES, side="right")))]
-    source.work.scan(int(counts[keep].sum()))
-    diagonals = np.concatenate([positions[low[j] : high[j]].astype(np.int64) - j for j in keep])
-    diagonals = diagonals[diagonals >= 0]
-    if len(diagonals) == 0:
-        return []
-    bucket = max(4, size // 2)
-    cells, votes = np.unique(diagonals // bucket, return_counts=True)
-    # votes of each cell and the next one (cells without a vote count 0)
-    following = np.searchsorted(cells, cells + 1)
-    has_next = following < len(cells)
-    nxt = np.zeros_like(votes)
-    nxt[has_next] = votes[following[has_next]]
-    nxt[has_next] *= cells[following[has_next]] == cells[has_next] + 1
-    pairs = votes + nxt
-    need = max(2, math.ceil(0.3 * len(keep)))
-    count = min(CANDIDATES, len(pairs))
-    best = np.argpartition(-pairs, count - 1)[:count]
-    found = []
-    for at in sorted(best.tolist(), key=lambda c: -int(pairs[c])):
-        if pairs[at] < need:
-            break
-        first = int(cells[at]) * bucket
-        found.append((max(0, first - 2), min(len(folded), first + 2 * bucket + size + 2)))
-    return found
-
-
-def _abbreviation_pattern(value: str) -> re.Pattern[str] | None:
-    """A pattern for a value with an abbreviated word (``Found.``), an acronym (``FSF``), or
-    whose capitalised words may be written as their acronym in the text; None otherwise."""
-    words = value.split()
-    if len(value) > 120 or not words:
-        return None
-    if len(words) == 1 and _ACRONYM.match(words[0]):
-        letters = words[0]
-        parts = [rf"{c}[\w-]*" for c in letters]
-        return re.compile(r"\b" + (r"\s+" + _SMALL_WORDS).join(parts) + r"\b")
-    if any(w.endswith(".") and len(w) >= 3 and w[:-1].isalpha() for w in words):
-        parts = [
-            rf"{re.escape(w[:-1])}\w*\.?" if w.endswith(".") and w[:-1].isalpha() else re.escape(w)
-            for w in words
-        ]
-        return re.compile(r"\s+".join(parts))
-    return None
-
-
-def acronym_of(value: str) -> str | None:
-    """The acronym of a value of capitalised words (``Free Software Foundation`` -> ``FSF``;
-    ``_JOINERS`` aside), or None."""
-    words = value.split()
-    if len(words) < 2 or len(value) > 120:
-        return None
-    capitals = [w for w in words if w[:1].isupper() and w.isalpha()]
-    others = [w for w in words if not (w[:1].isupper() and w.isalpha())]
-    if len(capitals) >= 2 and all(w.lower() in _JOINERS for w in others):
-        return "".join(w[0] for w in capitals)
-    return None

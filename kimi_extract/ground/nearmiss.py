@@ -14,30 +14,42 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
 3. **content words**: the two are split into tokens (words of spaced scripts; one token per
    Chinese or Japanese character; punctuation dropped) and aligned (RapidFuzz Levenshtein
    opcodes over the token lists); every replaced token must be a typo of its counterpart: a word
-   of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one), or an
-   abbreviation of it: a prefix (``corp`` for ``corporation``), or, written with a point, the
-   same first letter and the rest a subsequence (``dept.`` for ``department``; ``Bern`` is not
-   ``Berlin``). A replaced
-   Chinese or Japanese character, or a whole word replaced by another, is a swapped content word.
-   (A one-letter slip is read as a typo even when it makes another word: ``than`` / ``that``
-   ground each other; the rule cannot tell them apart.) A content token of the value that the
-   text does not have (a Chinese or Japanese character, a
-   number, a word of 4+ letters) changes the meaning too; words of the text the value leaves
-   out, and short words it adds (an article), do not count.
+   of 4+ letters with one edit (two from 9 letters; two neighbours swapped count as one) that
+   is not itself a word (``than`` for ``that``, ``wish`` for ``with``, ``lappend`` for
+   ``append`` are other words: known English words, ``pyspellchecker``'s list, or words of the
+   document; ``recieve`` for ``receive`` is a typo), or an abbreviation of it: a prefix
+   (``corp`` for ``corporation``), or, written with a point, the same first letter and the
+   rest a subsequence (``dept.`` for ``department``; ``Bern`` is not ``Berlin``; when both
+   words have a point and the shorter is a word, the points end sentences: ``causes.`` is not
+   ``cases.``). A replaced Chinese or Japanese character, or a whole word replaced by another,
+   is a swapped content word. A content token of the value that the text does not have (a
+   Chinese or Japanese character, a number, a word of 4+ letters) changes the meaning too;
+   words of the text the value leaves out, and short words it adds (an article), do not count.
+   The value's word is another word when the document writes it elsewhere, or when it is an
+   English word and so is the text's (or the document writes that more than once): a value
+   that corrects the text's typo, ``Corporation`` for ``Corporatoin``, is grounded.
+   Which words are words is asked of ``words`` (``Words``: ``SourceText``); without it
+   (``difference`` called alone) every one-edit slip is read as a typo.
 
 Folding here keeps word breaks (each whitespace-separated piece is folded on its own), so words
-stay words.
+stay words, and composes the folded text again, so that a kana with a voicing mark is one
+character: ``コマント`` for ``コマンド`` is a replaced character (a swapped word), not a mark left
+out.
 
-The rules were chosen by measurement on the grounding benchmark's near-miss generator (real
+The rules were chosen by measurement on the grounding benchmark's near-miss generators (real
 Debian and Python package text; negations added or removed, digit edits, swapped words and
-halves of two real phrases joined, in English, Chinese and Japanese): see ``benchmarks/
-bench_grounding.py`` and the README's grounding section for the rates.
+halves of two real phrases joined, in English, Chinese and Japanese; and its fuzzy sample: slips
+into another word, voicing marks, beside typos and spelling variants that must still ground):
+see ``benchmarks/bench_grounding.py`` and the README's grounding section for the rates.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections import Counter
+from functools import lru_cache
+from typing import Any, Protocol
 
 from rapidfuzz.distance import OSA, Levenshtein
 
@@ -52,8 +64,8 @@ _ENGLISH_NEGATIONS = frozenset(
 _WORD = re.compile(r"[^\W\d_]+(?:'[^\W\d_]+)?")
 #: Negation markers of scripts without spaces, counted as substrings.
 _CJK_NEGATIONS = ("不", "没", "沒", "无", "無", "非", "未", "ない", "ず", "ません")
-#: The markers as they fold (``ず`` decomposes into ``す`` and a voicing mark).
-_CJK_NEGATIONS_FOLDED = tuple((m, fold(m)) for m in _CJK_NEGATIONS)
+#: The markers as they are compared: folded, then composed (``soft_fold``).
+_CJK_NEGATIONS_FOLDED = tuple((m, unicodedata.normalize("NFC", fold(m))) for m in _CJK_NEGATIONS)
 #: One token per character of these scripts (CJK ideographs, kana, Hangul syllables).
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uac00-\ud7af]")
 _TOKEN = re.compile(
@@ -86,10 +98,17 @@ def negations(folded: str) -> Counter[str]:
     return found
 
 
-def _typo(a: str, b: str, dotted: frozenset[str] = frozenset()) -> bool:
-    """Whether word ``b`` stands for word ``a``: one edit (two from 9 letters), or an
-    abbreviation of the other: a prefix of it (``corp``), or, written with a point
-    (``dotted``), the same first letter and the rest a subsequence (``dept.``)."""
+def _typo(
+    a: str,
+    b: str,
+    dotted: frozenset[str] = frozenset(),
+    words: Words | None = None,
+) -> bool:
+    """Whether the value's word ``a`` stands for the text's word ``b``: an abbreviation of it
+    or the other way round (a prefix, ``corp``; or, written with a point (``dotted``), the same
+    first letter and the rest a subsequence, ``dept.``), or one edit (two from 9 letters) that
+    does not make one word another (``than`` for ``that``; see the comment below; ``words``:
+    which words are words)."""
     if _CJK.match(a) or _CJK.match(b):
         return False
     a, b = a.rstrip("."), b.rstrip(".")
@@ -98,14 +117,55 @@ def _typo(a: str, b: str, dotted: frozenset[str] = frozenset()) -> bool:
     shorter, longer = sorted((a, b), key=len)
     if len(shorter) >= 3 and len(shorter) < len(longer) and longer.startswith(shorter):
         return True
-    if shorter in dotted and len(shorter) >= 2 and shorter[0] == longer[0]:
+    # when both words have a point, it may end two sentences (``cases.``, ``causes.``): the
+    # shorter one is an abbreviation only if it is no word
+    sentence = (
+        longer in dotted
+        and words is not None
+        and (words.english(shorter) or words.written(shorter) >= 1)
+    )
+    if shorter in dotted and not sentence and len(shorter) >= 2 and shorter[0] == longer[0]:
         rest = iter(longer[1:])
         if all(char in rest for char in shorter[1:]):
             return True
     if min(len(a), len(b)) < 4 or any(c.isdigit() for c in a + b):
         return False
     allowed = 2 if max(len(a), len(b)) >= 9 else 1
-    return OSA.distance(a, b, score_cutoff=allowed) <= allowed
+    if OSA.distance(a, b, score_cutoff=allowed) > allowed:
+        return False
+    if words is None:
+        return True
+    # a slip into another word is that word ("than" for "that"): one the document writes
+    # elsewhere, or an English word in place of a word (English, or one the document writes
+    # more than this once); an English word for a word the text has once and no dictionary
+    # does is the text's typo corrected ("Corporation" for "Corporatoin")
+    english = words.english(a)
+    if english and words.english(b):
+        return False
+    return not (words.written(a) >= 1 or (english and words.written(b) >= 2))
+
+
+class Words(Protocol):
+    """Which folded words are words: English ones, and how often the document writes one."""
+
+    def english(self, word: str) -> bool:
+        """Whether ``word`` is an English word (``english_word``)."""
+
+    def written(self, word: str) -> int:
+        """How often the document writes ``word`` (words of four letters or more)."""
+
+
+@lru_cache(maxsize=1)
+def _english() -> Any:
+    from spellchecker import SpellChecker
+
+    return SpellChecker(language="en", distance=1).word_frequency
+
+
+def english_word(word: str) -> bool:
+    """Whether ``word`` (folded) is an English word: ``pyspellchecker``'s list of 160,000 words
+    (from subtitle word counts, common misspellings left out), read on first use (0.2 s)."""
+    return word in _english()
 
 
 def tokens(folded: str) -> list[str]:
@@ -114,13 +174,19 @@ def tokens(folded: str) -> list[str]:
 
 
 def soft_fold(text: str) -> str:
-    """``fold`` applied to each whitespace-separated piece, the pieces joined by one space."""
-    return " ".join(piece for piece in (fold(p) for p in text.split()) if piece)
+    """``fold`` applied to each whitespace-separated piece, the pieces joined by one space, and
+    composed again (NFC): a kana and its voicing mark are one character (``ド`` is not ``ト``
+    followed by a mark the value may leave out)."""
+    return unicodedata.normalize(
+        "NFC", " ".join(piece for piece in (fold(p) for p in text.split()) if piece)
+    )
 
 
-def difference(value: str, found: str) -> str | None:
+def difference(value: str, found: str, words: Words | None = None) -> str | None:
     """What changes the meaning between ``value`` and the text ``found`` (module docstring),
-    as a short phrase (``"number: 2.2 vs 2.1"``), or None when nothing does."""
+    as a short phrase (``"number: 2.2 vs 2.1"``), or None when nothing does. ``words``: which
+    folded words are words (``Words``; ``SourceText`` is one), so that a slip into another word
+    is told from a typo."""
     a, b = soft_fold(value), soft_fold(found)
     if a == b:
         return None
@@ -148,7 +214,7 @@ def difference(value: str, found: str) -> str | None:
         if op.tag != "replace":
             continue
         for x, y in zip(left[i1:i2], right[j1:j2], strict=False):
-            if x != y and not _typo(x, y, dotted):
+            if x != y and not _typo(x, y, dotted, words):
                 return f"word: {x!r} vs {y!r}"
     return None
 

@@ -10,12 +10,20 @@ candidate runs (regular expressions) and multiplies a digit number by its scale.
 
 A single Chinese or Japanese numeral character (``一``, ``三``) is read as a number only when a
 counter follows it (``三个``, ``三つ``, ``一年``): alone it is mostly part of a word (``统一``).
+
+What ``mentions`` costs: three passes of regular expressions over the text, each linear in it
+(every match attempt starts at a word's or a digit run's first character and no quantifier
+backtracks more than the run it is in), and the runs it finds handed to the readers. A run
+longer than ``MAX_RUN`` characters is not read: no number is written that long, and the readers
+are not linear in what they are given (``cn2an`` on 40,000 numerals takes seconds). ``count``
+is told the characters of each pass and of each run read (``work.Work.scan``).
 """
 
 from __future__ import annotations
 
 import re
 import warnings
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 
@@ -31,11 +39,18 @@ _CJK_SCALES = "万萬亿億"
 _COUNTERS = frozenset(
     "个個人年月日天次种種条條项項名位本件台章节節倍点點つ回枚冊匹番歳岁元円号號级級层層行列页頁分秒時时週周"
 )
+#: Runs (of number words, of numerals, of digits and separators) longer than this are not read.
+MAX_RUN = 80
+# Each pattern starts with a character class (the first letters of the words; a digit), which
+# the regular expression engine scans for quickly; the class and the lookbehind after it say
+# no more than a word boundary (the number's start) would.
 _WORD_RUN = re.compile(
-    rf"\b(?:{_EN_NUMBER_WORDS})(?:(?:[\s-]+|\s+and\s+)(?:{_EN_NUMBER_WORDS}))*\b", re.IGNORECASE
+    rf"(?=[zotfsenhbm])\b(?:{_EN_NUMBER_WORDS})(?:(?:[\s-]+|\s+and\s+)(?:{_EN_NUMBER_WORDS}))*\b",
+    re.IGNORECASE,
 )
 _DIGIT_SCALE = re.compile(
-    rf"(?<![0-9A-Za-z.,])(\d+(?:[.,]\d+)*)\s?(?:({_EN_SCALES})\b|([{_CJK_SCALES}])|(k|m|bn)\b)",
+    rf"(\d(?<![0-9A-Za-z.,]\d)\d*(?:[.,]\d+)*)\s?"
+    rf"(?:({_EN_SCALES})\b|([{_CJK_SCALES}])|(k|m|bn)\b)",
     re.IGNORECASE,
 )
 _CJK_RUN = re.compile(rf"[{_CJK_NUMERALS}]+")
@@ -97,7 +112,7 @@ def value_number(value: str) -> Decimal | None:
     """The number a value written in words or with a scale stands for, else None (module
     docstring); plain digit numbers are ``forms``' business and give None here."""
     text = value.strip()
-    if not text or len(text) > 80:
+    if not text or len(text) > MAX_RUN:
         return None
     match = _DIGIT_SCALE.fullmatch(text)
     if match:
@@ -115,25 +130,37 @@ def canonical(number: Decimal) -> str:
     return text
 
 
-def mentions(text: str) -> list[tuple[int, int, Decimal]]:
-    """Where ``text`` writes a number in words or with a scale: ``(start, end, value)``."""
+def mentions(
+    text: str, count: Callable[[int], None] | None = None
+) -> list[tuple[int, int, Decimal]]:
+    """Where ``text`` writes a number in words or with a scale: ``(start, end, value)``.
+    ``count``: told the characters read (module docstring)."""
+    count = count if count is not None else (lambda chars: None)
     found: list[tuple[int, int, Decimal]] = []
+    count(len(text))
     for match in _DIGIT_SCALE.finditer(text):
+        if match.end() - match.start() > MAX_RUN:
+            continue
+        count(match.end() - match.start())
         number = _scaled(*match.groups())
         if number:  # (not "0 million")
             found.append((match.start(), match.end(), number))
     taken = {i for start, end, _ in found for i in range(start, end)}
+    count(len(text))
     for match in _WORD_RUN.finditer(text):
-        if match.start() in taken:
+        if match.start() in taken or match.end() - match.start() > MAX_RUN:
             continue
+        count(match.end() - match.start())
         number = _english(match.group())
         if number is not None:
             found.append((match.start(), match.end(), number))
+    count(len(text))
     for match in _CJK_RUN.finditer(text):
         run = match.group()
         after = text[match.end()] if match.end() < len(text) else ""
-        if len(run) == 1 and after not in _COUNTERS:
+        if len(run) == 1 and after not in _COUNTERS or len(run) > MAX_RUN:
             continue
+        count(len(run))
         number = _chinese(run)
         if number is not None:
             found.append((match.start(), match.end(), number))
