@@ -40,7 +40,7 @@ The rules were chosen by measurement on the grounding benchmark's near-miss gene
 Debian and Python package text; negations added or removed, digit edits, swapped words and
 halves of two real phrases joined, in English, Chinese and Japanese; and its fuzzy sample: slips
 into another word, voicing marks, beside typos and spelling variants that must still ground):
-see ``benchmarks/bench_grounding.py`` and the README's grounding section for the rates.
+see ``benchmarks/bench_grounding.py`` and docs/grounding.md for the rates.
 """
 
 from __future__ import annotations
