@@ -8,7 +8,8 @@ Retry policy (tenacity): retried are 408, 409, 429 ``rate_limit_reached_error`` 
 ``engine_overloaded_error``, 5xx, timeouts and connection errors, with full-jitter exponential
 backoff capped at ``max_wait`` (60 s). A server-given wait is honoured exactly, read from
 ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) or, when no header is present, Kimi's
-message form "please try again after N seconds" (real Kimi 429s carry no header; notes). A wait
+message form "please try again after N seconds" (real Kimi 429s carry no header:
+docs/reference/KIMI-NOTES.md). A wait
 longer than ``max_wait`` is never shortened: the request fails instead. Never retried: 400, 401,
 403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance). Waits sleep on the
 transport's ``clock.Clock`` (``clock=``), so tests can run them on virtual time.

@@ -2,7 +2,8 @@
 
 Each row is one conversation: the shared prefix (system + examples), then the row's content. The
 answer is parsed and validated by the output model; an invalid answer is appended to the
-conversation (with its ``reasoning_content`` unchanged, as the seed requires) followed by a user
+conversation (with its ``reasoning_content`` unchanged, as
+docs/reference/kimi-chat-completions-reference.md requires) followed by a user
 message listing the errors, and the model is asked again, up to ``validation_retries`` times. An
 answer cut at ``max_completion_tokens`` (``finish_reason == "length"``) is retried once with double
 the budget. Every answer's tokens count toward the row.
