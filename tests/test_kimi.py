@@ -131,8 +131,8 @@ def test_every_rule_in_kimi_cites_its_source():
         for name, line, text in _public_rules()
         if name not in OURS and not SOURCES.search(text)
     ]
-    assert not uncited, (
-        "rules without a citation (docs/reference/<file> or walle):\n" + "\n".join(uncited)
+    assert not uncited, "rules without a citation (docs/reference/<file> or walle):\n" + "\n".join(
+        uncited
     )
 
 
@@ -199,7 +199,7 @@ def test_an_old_citation_is_found_and_a_random_seed_is_not():
     source = (
         '"""Rules (seed, ``ChatUsage``) and KIMI-NOTES (Media); the seed\'s example."""\n'
         "# notes: real 429s carry no header\n"
-        "x = 1  # docs/reference/KIMI-NOTES.md, \"Caching\"\n"
+        'x = 1  # docs/reference/KIMI-NOTES.md, "Caching"\n'
         "def f(seed=0):  # random.Random(seed) draws\n"
         '    """The same seed, the same draws; ``seed`` defaults to 0; seeded faults;\n'
         '    notes from a reviewer."""\n'
