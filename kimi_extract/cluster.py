@@ -33,6 +33,11 @@ The same service keeps the run's ``max_cost`` / ``max_total_tokens`` budget for 
 (``kimi_extract.cluster_budget``): reservations of worst cases, settled to the billed usage, on
 leases that a dead worker's reservations outlive only as spent money.
 
+Runs that the server counts together share one quota and one semaphore: their name at the
+scheduler (``quota_name``) is a digest of the endpoint, the key and the limits, so two runs with
+the same key and limits on one scheduler stay within those limits together, while the budget
+stays each run's own. Runs told different limits keep separate quotas (each is held to its own).
+
 The scheduler needs ``kimi_extract`` importable (the same environment as the workers).
 """
 
@@ -40,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import hashlib
 import logging
 import math
 import threading
@@ -107,6 +113,14 @@ class ClusterLimits:
     max_cost: float | None = None
     #: How long a reservation stays held without a refresh from its worker.
     budget_lease_s: float = LEASE_S
+    #: The name of the quota (RPM/TPM and the concurrency bound) at the scheduler: runs with the
+    #: same endpoint, key and limits share it, as the server counts them together ("": the run's).
+    quota: str = ""
+
+    @property
+    def quota_name(self) -> str:
+        """The scheduler's name for this run's quota and concurrency semaphore."""
+        return self.quota or self.token
 
     def __repr__(self) -> str:
         return (
@@ -159,14 +173,31 @@ class ClusterLimits:
         return _budget_client(self) if self.budgeted else None
 
 
+def quota_name(extractor: Any, window_s: float) -> str:
+    """One name for every run that the server counts against the same limits: the endpoint,
+    a digest of the key (never the key) and the limits themselves (runs told different limits
+    keep their own quotas)."""
+    config = extractor.config
+    key = config.api_key.get() if config.api_key is not None else ""
+    limits = config.limits
+    account = "\0".join(
+        [str(config.base_url), key, str(limits.rpm), str(limits.tpm), str(limits.concurrency)]
+    )
+    digest = hashlib.sha256(f"{account}\0{window_s:g}".encode()).hexdigest()
+    return f"quota-{digest[:32]}"
+
+
 def cluster_limits(extractor: Any, *, window_s: float | None = None) -> ClusterLimits:
-    """A run's shared limits: the extractor's concurrency, rpm and tpm, for the whole cluster."""
+    """A run's shared limits: the extractor's concurrency, rpm and tpm, for the whole cluster
+    and for every run on it with the same endpoint, key and limits (``quota_name``)."""
+    window = RATE_WINDOW_S if window_s is None else window_s
     return ClusterLimits(
         token=uuid.uuid4().hex,
+        quota=quota_name(extractor, window),
         concurrency=extractor.config.limits.concurrency,
         rpm=extractor.config.limits.rpm,
         tpm=extractor.config.limits.tpm,
-        window_s=RATE_WINDOW_S if window_s is None else window_s,
+        window_s=window,
         grant_ttl_s=GRANT_TTL_S,
         arrival_slack_s=ARRIVAL_SLACK_S,
         max_tokens=extractor.config.budget.max_total_tokens,
@@ -475,7 +506,7 @@ class RateClient:
             asked = time.monotonic()
             try:
                 reply = await self._grant(
-                    name=self.limits.token,
+                    name=self.limits.quota_name,
                     spec=self.limits.spec(),
                     tokens=[tokens for tokens, _ in batch],
                 )
@@ -510,7 +541,7 @@ class RateClient:
 
     async def _settle_quietly(self, deltas: list[list[int]]) -> None:
         try:
-            await self._settle(name=self.limits.token, deltas=deltas)
+            await self._settle(name=self.limits.quota_name, deltas=deltas)
         except Exception:  # a lost correction leaves the estimate counted: safe
             logger.debug("could not send token corrections to the scheduler", exc_info=True)
 
@@ -547,7 +578,7 @@ _registry_lock = threading.Lock()
 
 def _semaphore(limits: ClusterLimits) -> distributed.Semaphore:
     """This worker process's handle on the run's semaphore (it refreshes the leases it holds)."""
-    name = f"kimi_extract-{limits.token}"
+    name = f"kimi_extract-{limits.quota_name}"
     with _registry_lock:
         semaphore = _semaphores.get(name)
         if semaphore is None:

@@ -28,6 +28,7 @@ distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 cluster = pytest.importorskip("kimi_extract.cluster")
 kxd = pytest.importorskip("kimi_extract.dask")
+dask = pytest.importorskip("dask")
 
 
 def most_in_any_window(times: list[float], window: float) -> int:
@@ -274,3 +275,47 @@ def test_tokens_are_settled_to_the_billed_usage_across_the_cluster(
             break
         time.sleep(0.1)
     assert granted == len(billed) and spent == sum(n for _, n in billed)
+
+
+def test_runs_with_the_same_key_and_limits_share_one_quota_and_never_show_the_key() -> None:
+    def make(key: str, **limits: Any) -> kx.Extractor[Review]:
+        return kx.Extractor(
+            Review, base_url="http://127.0.0.1:9/v1", api_key=key, progress=False, **limits
+        )
+
+    key = "sk-" + "q" * 40
+    one = cluster.cluster_limits(make(key, rpm=RPM))
+    two = cluster.cluster_limits(make(key, rpm=RPM))
+    assert one.token != two.token  # each run keeps its own budget
+    assert one.quota_name == two.quota_name
+    assert cluster.cluster_limits(make("sk-" + "r" * 40, rpm=RPM)).quota_name != one.quota_name
+    assert cluster.cluster_limits(make(key, rpm=RPM // 2)).quota_name != one.quota_name
+    assert key not in one.quota_name and key not in repr(one)
+
+
+@pytest.mark.slow
+def test_two_runs_at_once_on_one_scheduler_stay_within_the_limit_together(
+    client: Any, short_window: None, tmp_path: Any
+) -> None:
+    with Simulator(rpm=RPM, window_s=WINDOW_S, ttft_s=0.02) as sim:
+        lazies = []
+        for name in ("a", "b"):
+            extractor = kx.Extractor(
+                Review,
+                base_url=sim.base_url,
+                api_key=sim.api_key,
+                progress=False,
+                concurrency=6,
+                rpm=RPM,
+            )
+            frame = reviews(50).assign(review=lambda f, n=name: f.review + f" Run {n}.")
+            ddf = dd.from_pandas(frame, npartitions=1)
+            store = tmp_path / f"{name}.sqlite3"
+            lazies.append(kxd.extract(ddf, extractor, text="review", store=store, client=client))
+        outs = dask.compute(*lazies)
+        assert all(out["kx_error"].isna().all() for out in outs)
+        sent = [h.t_start for h in chat_requests(sim)]
+        assert len(sent) == 100
+        # Each run alone may use the whole quota; together they share it, as the server counts.
+        assert most_in_any_window(sent, WINDOW_S) <= CAP
+        assert all(h.status == 200 for h in sim.history)
