@@ -530,7 +530,11 @@ def documents() -> list[Any]:
         ),
         md(
             """
-            What it looks like (a screenshot taken by the test suite in headless Chromium):
+            What it looks like (a screenshot taken by the test suite in headless Chromium).
+            Each card also has a check block, where a reviewer marks values right or wrong and
+            types the right ones (checked against the field types of `model=`; without it, types
+            inferred from the values); here the three doubtful values are corrected and row 1 is
+            marked correct. Notebook 04 reads such corrections back as gold.
 
             ![The review page: the source with highlighted values and the fields table](review.png)
             """
