@@ -4,7 +4,7 @@ or ``CI`` set; ``.ci/run`` installs Debian's ``chromium``).
 
 The screenshot test saves ``review.png`` under its tmp dir; set ``KX_REVIEW_PNG=path`` to copy it
 there (``KX_REVIEW_PNG=notebooks/review.png pytest -q tests/test_review_browser.py -k screenshot``
-refreshes the picture notebook 02 embeds).
+refreshes the picture notebook 02 and docs/grounding.md embed).
 """
 
 from __future__ import annotations
