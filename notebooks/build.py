@@ -530,7 +530,11 @@ def documents() -> list[Any]:
         ),
         md(
             """
-            What it looks like (a screenshot taken by the test suite in headless Chromium):
+            What it looks like (a screenshot taken by the test suite in headless Chromium).
+            Each card also has a check block, where a reviewer marks values right or wrong and
+            types the right ones (checked against the field types of `model=`; without it, types
+            inferred from the values); here the three doubtful values are corrected and row 1 is
+            marked correct. Notebook 04 reads such corrections back as gold.
 
             ![The review page: the source with highlighted values and the fields table](review.png)
             """
@@ -983,11 +987,123 @@ def choosing() -> list[Any]:
             from pathlib import Path
 
             review_path = Path(tempfile.mkdtemp()) / "review.html"
+            on_page = output.loc[worst.index]
             kx.review(
-                output.loc[worst.index], review_path, text_column="document", model=Invoice,
+                on_page, review_path, text_column="document", model=Invoice,
                 title=f"{choice}: the worst rows",
             )
             print(f"{review_path.name}: {review_path.stat().st_size:,} bytes, no external assets")
+            """
+        ),
+        md(
+            """
+            ## Corrections read back as gold
+
+            In real use a reviewer opens the page, checks each card and presses **download
+            corrections**; the browser saves `review.corrections.json` (the rows the reviewer
+            acted on; meanwhile the page keeps the marks in the browser, so a reload loses
+            nothing). Nobody clicks here, so the next cell writes that file as the page's download
+            does, standing in for a reviewer who reads each invoice: a value that differs from
+            the invoice is corrected, a line item not on it is marked *not in source*, a missing
+            one is added, and every row is marked correct. The page carries what the file needs
+            (its fields, their types, each row's values and the hash of them all) in its
+            `kx-data` block. With a file downloaded from the page, skip this cell.
+            """
+        ),
+        code(
+            '''
+            import json
+            import re
+            from datetime import datetime, timezone
+
+            page = review_path.read_text(encoding="utf-8")
+            block = r'<script type="application/json" id="kx-data">(.*?)</script>'
+            page_data = json.loads(re.search(block, page, re.S).group(1))
+            check = page_data["check"]  # the fields, their types, the data hash
+
+
+            def marks_for(name, shown, right):
+                """A reviewer's marks on one field's value, as the page records them."""
+                if not isinstance(shown, list):
+                    if shown == right:
+                        return []
+                    return [{"path": name, "status": "corrected", "value": right}]
+                missing, marks = list(right or []), []
+                for number, item in enumerate(shown):
+                    if item in missing:
+                        missing.remove(item)  # this item is on the invoice
+                    else:
+                        marks.append({"path": f"{name}[{number}]", "status": "not_in_source"})
+                return marks + [{"path": name, "status": "added", "value": i} for i in missing]
+
+
+            def after(name, shown, marks):
+                """The value once the marks are applied, as the page computes it."""
+                if not isinstance(shown, list):
+                    return marks[0]["value"] if marks else shown
+                dropped = {m["path"] for m in marks if m["status"] == "not_in_source"}
+                kept = [item for n, item in enumerate(shown) if f"{name}[{n}]" not in dropped]
+                return kept + [m["value"] for m in marks if m["status"] == "added"]
+
+
+            rows = []
+            for card in page_data["cards"]:
+                for row in card["rows"]:
+                    index, ident = row["key"]
+                    right = gold[index].model_dump(mode="json")  # what the invoice says
+                    fields = {}
+                    for name in check["fields"]:
+                        shown = row["values"][name]
+                        marks = marks_for(name, shown, right[name])
+                        fields[name] = {
+                            "status": "corrected" if marks else "unmarked",
+                            "value": after(name, shown, marks),
+                            "shown": shown,
+                            "marks": marks,
+                        }
+                    changed = any(field["marks"] for field in fields.values())
+                    rows.append({
+                        "position": row["pos"], "index": index, "id": ident,
+                        "label": card["label"], "status": "corrected" if changed else "confirmed",
+                        "confirmed": True, "fields": fields,
+                    })
+
+            corrections = {
+                "format": check["format"], "version": check["version"],
+                "data_hash": check["hash"], "page": check["name"], "model": check["model"],
+                "typed": check["typed"], "prefix": check["prefix"],
+                "id_column": check["id_column"], "fields": check["fields"],
+                "types": check["types"], "saved": datetime.now(timezone.utc).isoformat(),
+                "rows": rows,
+            }
+            corrections_path = review_path.with_suffix(".corrections.json")
+            corrections_path.write_text(json.dumps(corrections, indent=1), encoding="utf-8")
+            for row in rows:
+                marked = [m for field in row["fields"].values() for m in field["marks"]]
+                print(f"row {row['index']}: {row['status']}",
+                      [f"{m['path']} {m['status']}" for m in marked])
+            '''
+        ),
+        md(
+            """
+            `kx.read_corrections(path, on_page, model=Invoice)` checks the file against the
+            predictions the page was made from (by the data hash: a file from other predictions
+            warns), validates every row against the model, and returns the gold: one row per
+            reviewed row, with the predictions' index labels. `kx.evaluate` takes it as it takes any
+            gold (predicted rows without a gold row are left out), and so does `kx.compare`,
+            which then runs only the rows the gold covers. The stand-in reviewer read the
+            invoices, so the corrections score these rows exactly as the invoices' gold did.
+            """
+        ),
+        code(
+            """
+            reviewed = kx.read_corrections(corrections_path, on_page, model=Invoice)
+            print(f"{len(reviewed)} rows of gold from {corrections_path.name}:",
+                  list(reviewed.index))
+            from_review = kx.evaluate(on_page, reviewed, model=Invoice)
+            print(from_review.summary())
+            same = from_review.rows["score"].equals(chosen.rows.loc[reviewed.index, "score"])
+            print("\\nrow scores equal those against the invoices' gold:", same)
             """
         ),
         code(TEARDOWN),

@@ -69,6 +69,26 @@ def _has_png(notebook: Any) -> bool:
     return any("image/png" in out.get("data", {}) for out in _outputs(notebook))
 
 
+#: The notebook that reads a review page's corrections back as gold.
+CORRECTIONS = "04_choosing_a_model.ipynb"
+
+
+def _check_corrections_read_back(notebook: Any) -> None:
+    """The cell calling ``kx.read_corrections`` reads the file the notebook wrote in the page's
+    format without a warning (so its data hash is the page's), and the gold it returns scores
+    the reviewed rows exactly as the invoices' own gold did."""
+    (cell,) = [
+        c for c in notebook.cells if c.cell_type == "code" and "kx.read_corrections(" in c.source
+    ]
+    assert "kx.evaluate(" in cell.source
+    streams = [o for o in cell.outputs if o.output_type == "stream"]
+    assert not [o for o in streams if o.name == "stderr"], "read_corrections warned"
+    text = "".join(o.text for o in streams)
+    assert "5 rows of gold from review.corrections.json" in text
+    assert "Evaluation of Invoice: 5 rows" in text
+    assert "row scores equal those against the invoices' gold: True" in text
+
+
 def test_build_lists_exactly_these_notebooks():
     assert sorted(build.NOTEBOOKS) == NAMES
     assert sorted(p.name for p in NOTEBOOKS.glob("*.ipynb")) == NAMES
@@ -89,6 +109,8 @@ def test_committed_notebook_matches_build_and_has_outputs(name: str):
     assert "Running against the real API" in committed.cells[0].source
     if name in WITH_PLOTS:
         assert _has_png(committed), f"{name} was saved without its plot"
+    if name == CORRECTIONS:
+        _check_corrections_read_back(committed)
 
 
 @pytest.mark.slow
@@ -102,3 +124,5 @@ def test_notebook_executes_without_errors(name: str, kernel_name: str):
     assert not [o for o in _outputs(notebook) if o.output_type == "error"]
     if name in WITH_PLOTS:
         assert _has_png(notebook), f"{name} drew no PNG"
+    if name == CORRECTIONS:
+        _check_corrections_read_back(notebook)

@@ -4,7 +4,7 @@ or ``CI`` set; ``.ci/run`` installs Debian's ``chromium``).
 
 The screenshot test saves ``review.png`` under its tmp dir; set ``KX_REVIEW_PNG=path`` to copy it
 there (``KX_REVIEW_PNG=notebooks/review.png pytest -q tests/test_review_browser.py -k screenshot``
-refreshes the picture notebook 02 embeds).
+refreshes the picture notebook 02 and docs/grounding.md embed).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from pydantic import BaseModel
 
 import kimi_extract as kx
 
@@ -263,7 +264,23 @@ def test_pdf_boxes_the_library_produces_sit_over_the_ink(page, sim, tmp_path):
     assert page.problems() == []
 
 
+class ShotInvoice(BaseModel):
+    """The fields of the screenshot's invoices (each row has some of them)."""
+
+    vendor: str
+    number: str | None = None
+    date: str | None = None
+    due: str | None = None
+    total: str | None = None
+    payee: str | None = None
+    contact: str | None = None
+    type: str | None = None
+
+
 def test_screenshot_for_the_notebook(page, tmp_path):
+    """The picture the README and notebook 02 show: highlights of every kind, a PDF page, and
+    the corrections a reviewer has made (a near miss corrected, a row marked correct, a fuzzy
+    value retyped, an unsupported value set to none)."""
     invoice_pdf = make_invoice_pdf(tmp_path)
     df = frame(MIXED[:3], LEAVES[:3])
     # Doubtful values: a near miss (a digit changed), a fuzzy match, an unsupported value, and
@@ -291,18 +308,49 @@ def test_screenshot_for_the_notebook(page, tmp_path):
         }
     )
     both = pd.concat([df, pdf], ignore_index=True)
+    # One column per field, as a run writes them: the values the spans locate.
+    for name in ShotInvoice.model_fields:
+        both[name] = pd.Series(
+            [
+                next((s["value"] for s in spans if s["path"] == name), None)
+                for spans in both["kx_spans"]
+            ],
+            dtype=object,
+        )
     out = kx.review(
         both,
         tmp_path / "review.html",
         text_column="text",
         title="invoices",
         documents_root=tmp_path,
+        model=ShotInvoice,
     )
     page.call(
         "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": 1480, "deviceScaleFactor": 1, "mobile": False},
+        {"width": 1280, "height": 1960, "deviceScaleFactor": 1, "mobile": False},
     )
     show(page, out)
+    page.evaluate("localStorage.clear()")  # no corrections from an earlier run of this page
+    page.reload()
+    page.wait_for("document.querySelectorAll('.cx-check').length === 4")
+    # A click is handled asynchronously: wait for each step's result before the next.
+    for pos, path, text in ((0, "due", "2024-03-01"), (2, "payee", "株式会社サクラ電機")):
+        row = f'.cx-check[data-pos="{pos}"] tr[data-path="{path}"]'
+        page.click(f"{row} button.cx-bad")
+        page.wait_for(f"document.querySelector('{row} .cx-input') === document.activeElement")
+        page.call("Input.insertText", {"text": text})
+        page.key("Enter")
+        page.wait_for(f"!!document.querySelector('{row} ins.cx-now')")
+    contact = '.cx-check[data-pos="2"] tr[data-path="contact"]'
+    page.click(f"{contact} button.cx-bad")
+    page.wait_for(f"!!document.querySelector('{contact} button.cx-none')")
+    page.click(f"{contact} button.cx-none")
+    page.wait_for(f"!!document.querySelector('{contact} ins.cx-now')")
+    page.click('.cx-check[data-pos="1"] button.cx-confirm')
+    page.wait_for(
+        "document.getElementById('kx-reviewed').textContent"
+        ".startsWith('3 of 4 rows reviewed (2 corrected)')"
+    )
     page.click('[data-card="1"] mark[data-spans="0"]')
     page.evaluate("window.scrollTo(0, 0)")
     shot = page.screenshot(tmp_path / "review.png")
@@ -311,6 +359,7 @@ def test_screenshot_for_the_notebook(page, tmp_path):
     target = os.environ.get("KX_REVIEW_PNG")
     if target:
         shutil.copyfile(shot, target)
+    page.evaluate("localStorage.clear()")
     assert page.problems() == []
 
 
