@@ -186,15 +186,15 @@ def reviews(n: int) -> pd.DataFrame:
     return pd.DataFrame({"review": [f"Review {i}: the battery lasts." for i in range(n)]})
 
 
-def run(client: Any, sim: Simulator, frame: pd.DataFrame, partitions: int, store: Any) -> Any:
-    extractor = kx.Extractor(
-        Review,
-        base_url=sim.base_url,
-        api_key=sim.api_key,
-        progress=False,
-        concurrency=6,
-        rpm=RPM,
+def limited(sim: Simulator) -> kx.Extractor[Review]:
+    """An extractor told the cluster's limits, pointed at ``sim``."""
+    return kx.Extractor(
+        Review, base_url=sim.base_url, api_key=sim.api_key, progress=False, concurrency=6, rpm=RPM
     )
+
+
+def run(client: Any, sim: Simulator, frame: pd.DataFrame, partitions: int, store: Any) -> Any:
+    extractor = limited(sim)
     ddf = dd.from_pandas(frame, npartitions=partitions)
     return kxd.extract(ddf, extractor, text="review", store=store, client=client).compute()
 
@@ -300,14 +300,7 @@ def test_two_runs_at_once_on_one_scheduler_stay_within_the_limit_together(
     with Simulator(rpm=RPM, window_s=WINDOW_S, ttft_s=0.02) as sim:
         lazies = []
         for name in ("a", "b"):
-            extractor = kx.Extractor(
-                Review,
-                base_url=sim.base_url,
-                api_key=sim.api_key,
-                progress=False,
-                concurrency=6,
-                rpm=RPM,
-            )
+            extractor = limited(sim)  # a new extractor per run, told the same limits
             frame = reviews(50).assign(review=lambda f, n=name: f.review + f" Run {n}.")
             ddf = dd.from_pandas(frame, npartitions=1)
             store = tmp_path / f"{name}.sqlite3"
