@@ -4,10 +4,12 @@ adaptive cut and recovery, limits learned from Kimi's 429 messages."""
 from __future__ import annotations
 
 import asyncio
-import heapq
+import inspect
 import itertools
 import random
 import re
+from collections.abc import Callable, Coroutine
+from typing import Any
 
 import pytest
 
@@ -19,40 +21,29 @@ from kimi_extract.http.limiter import (
     Limiter,
     limits_in_message,
 )
+from kimi_extract.testing import VirtualClock
 
 
-class VirtualTime:
-    """A clock and a sleep that jump straight to the next wake-up once every task is waiting."""
+def on_virtual_clock(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
+    """Run an async test on a ``VirtualClock``'s own event loop (``kimi_extract.testing``), the
+    clock passed as its first argument: waits take no real time, and the clock jumps to the next
+    wake-up only once every task is waiting."""
 
-    def __init__(self) -> None:
-        self.time = 0.0
-        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
-        self._ids = itertools.count()
+    def run(*args: Any, **kwargs: Any) -> None:
+        clock = VirtualClock()
+        clock.run(test(clock, *args, **kwargs))
 
-    def now(self) -> float:
-        return self.time
-
-    async def sleep(self, seconds: float) -> None:
-        future = asyncio.get_running_loop().create_future()
-        heapq.heappush(self._heap, (self.time + max(0.0, seconds), next(self._ids), future))
-        await future
-
-    async def drive(self, tasks: list[asyncio.Task[None]]) -> None:
-        loop = asyncio.get_running_loop()
-        while not all(t.done() for t in tasks):
-            for _ in range(1000):  # let every runnable task reach its next wait
-                await asyncio.sleep(0)
-                if not loop._ready:  # type: ignore[attr-defined]
-                    break
-            if self._heap:
-                when, _, future = heapq.heappop(self._heap)
-                self.time = max(self.time, when)
-                future.set_result(None)
-        for task in tasks:
-            task.result()
+    signature = inspect.signature(test)
+    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+        parameters=list(signature.parameters.values())[1:]
+    )
+    run.__name__, run.__qualname__, run.__doc__ = test.__name__, test.__qualname__, test.__doc__
+    return run
 
 
-async def run_workers(limiter: Limiter, vt: VirtualTime, *, workers: int, requests: int, seed: int):
+async def run_workers(
+    limiter: Limiter, vt: VirtualClock, *, workers: int, requests: int, seed: int
+):
     rng = random.Random(seed)
     sends: list[tuple[float, int]] = []
     in_flight = 0
@@ -75,7 +66,7 @@ async def run_workers(limiter: Limiter, vt: VirtualTime, *, workers: int, reques
             limiter.succeeded()
 
     tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-    await vt.drive(tasks)
+    await asyncio.gather(*tasks)
     return sends, peak
 
 
@@ -94,8 +85,8 @@ def max_window(sends: list[tuple[float, int]], *, tokens: bool) -> float:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_rpm_tpm_and_concurrency_never_exceeded(vt, seed):
     limiter = Limiter(concurrency=40, rpm=300, tpm=400_000, clock=vt)
     sends, peak = await run_workers(limiter, vt, workers=120, requests=1000, seed=seed)
     assert len(sends) == 1000
@@ -108,8 +99,8 @@ async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
     assert vt.time <= needed_min * 60 * 1.1 + 60
 
 
-async def test_sends_are_paced_not_bursted():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_sends_are_paced_not_bursted(vt):
     limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=200, seed=0)
     first_second = [t for t, _ in sends if t < 1.0]
@@ -125,9 +116,9 @@ async def test_slow_start_doubles_each_round_trip_until_the_limit():
         assert limiter.concurrency == expected
 
 
-async def test_slow_start_also_grows_with_time_when_answers_are_slow():
+@on_virtual_clock
+async def test_slow_start_also_grows_with_time_when_answers_are_slow(vt):
     # 1 s answers: growth by answers alone would hold the first second to the opening 8 slots.
-    vt = VirtualTime()
     limiter = Limiter(concurrency=500, clock=vt)
     sent: list[float] = []
 
@@ -139,14 +130,14 @@ async def test_slow_start_also_grows_with_time_when_answers_are_slow():
         limiter.succeeded()
 
     tasks = [asyncio.create_task(one()) for _ in range(500)]
-    await vt.drive(tasks)
+    await asyncio.gather(*tasks)
     assert len(sent) == 500
     assert max(sent) <= 0.35  # 8 doubling every 50 ms passes 500 at 0.3 s
     assert sorted(sent)[100] > 0.0  # ...and it did not open with a burst of all 500
 
 
-async def test_adaptive_cut_and_cubic_recovery():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_adaptive_cut_and_cubic_recovery(vt):
     limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
     vt.time = 10.0
     limiter.rate = 40.0
@@ -163,8 +154,8 @@ async def test_adaptive_cut_and_cubic_recovery():
     assert rates[-1] > 40.0  # recovered past the old maximum (then stops adapting at the RPM)
 
 
-async def test_random_unnamed_429s_cut_nothing():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_random_unnamed_429s_cut_nothing(vt):
     limiter = Limiter(concurrency=50, clock=vt)
     rng = random.Random(3)
     for step in range(5000):  # 30 % of answers refused, at random, for 50 s
@@ -176,8 +167,8 @@ async def test_random_unnamed_429s_cut_nothing():
     assert limiter.rate is None and limiter.pause_until == 0.0
 
 
-async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing(vt):
     limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
     for _ in range(40):  # 20 requests/s for 2 s: a third of 6000 RPM
         permit = await limiter.acquire(10)
@@ -187,8 +178,8 @@ async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
     assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
 
 
-async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it_cuts():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it_cuts(vt):
     limiter = Limiter(concurrency=100, clock=vt)
     message = "reached organization max RPM: 3000, please try again after 4 seconds"
     for _ in range(100):  # a burst far above 50/s
@@ -205,7 +196,7 @@ async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it
         limiter.release(await limiter.acquire(10), 10)
         times.append(vt.time)
 
-    await vt.drive([asyncio.create_task(send()) for _ in range(50)])
+    await asyncio.gather(*[asyncio.create_task(send()) for _ in range(50)])
     assert max(times) - start >= 49 / (50 * PACING_SHARE) - 1e-6  # 50 sends paced at 49.5/s
     # Refused again while we keep the limit, within a window of adopting it: the server still
     # counts our earlier burst. Everyone waits the stated time; nothing is cut.
@@ -216,14 +207,14 @@ async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it
     assert limiter.pause_until == pytest.approx(vt.time + LEFTOVER_WAIT_S)
     # Refused while keeping it for more than a window: someone else uses the quota. Cut.
     vt.time += 61.0
-    await vt.drive([asyncio.create_task(send()) for _ in range(100)])
+    await asyncio.gather(*[asyncio.create_task(send()) for _ in range(100)])
     limiter.throttled(1.0, message)
     assert limiter.rate is not None and limiter.rate < 50
     assert limiter.bound_by() is not None
 
 
-async def test_told_tpm_is_paced_not_front_loaded():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_told_tpm_is_paced_not_front_loaded(vt):
     limiter = Limiter(concurrency=100, tpm=60_000, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=100, seed=4)
     early = sum(tokens for t, tokens in sends if t < 5.0)
@@ -231,8 +222,8 @@ async def test_told_tpm_is_paced_not_front_loaded():
     assert limiter.bound_by() is not None and limiter.bound_by().startswith("TPM 60,000")
 
 
-async def test_server_wait_pauses_every_sender():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_server_wait_pauses_every_sender(vt):
     limiter = Limiter(concurrency=10, adaptive=False, clock=vt)
     limiter.throttled(2.5, "please try again after 2.5 seconds")
     times: list[float] = []
@@ -243,7 +234,7 @@ async def test_server_wait_pauses_every_sender():
         limiter.release(permit, 10)
 
     tasks = [asyncio.create_task(send()) for _ in range(5)]
-    await vt.drive(tasks)
+    await asyncio.gather(*tasks)
     assert min(times) >= 2.5
 
 
@@ -262,8 +253,8 @@ def test_limits_learned_from_kimi_messages():
     assert limiter.pause_until == 0.0  # adopting a limit pauses no one
 
 
-async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
-    vt = VirtualTime()
+@on_virtual_clock
+async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit(vt):
     limiter = Limiter(concurrency=100, adaptive=True, clock=vt)
     limiter.window_allowed = 100
     permits = [await limiter.acquire(10) for _ in range(60)]
@@ -299,10 +290,10 @@ def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
     assert re.search(r"^bound by +concurrency 3 \(learned", summary_table(report), re.M)
 
 
-async def test_the_progress_bar_says_which_limit_binds():
+@on_virtual_clock
+async def test_the_progress_bar_says_which_limit_binds(vt):
     from kimi_extract.run.scheduler import Progress
 
-    vt = VirtualTime()
     limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
     await run_workers(limiter, vt, workers=100, requests=50, seed=0)
     postfix = Progress(None, enabled=False, limiter=limiter).postfix()

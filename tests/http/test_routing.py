@@ -17,8 +17,9 @@ from kimi_extract.exceptions import APIConnectionError, BadRequestError, ServerE
 from kimi_extract.http import routing
 from kimi_extract.http.routing import Router, has_media, is_host_failure
 from kimi_extract.simulator import Simulator
+from kimi_extract.testing import VirtualClock
 
-from .conftest import chat_requests
+from ..conftest import chat_requests
 
 TEXT_BODY = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]}
 IMAGE_BODY = {
@@ -53,17 +54,6 @@ def closed_port_url() -> str:
     return f"http://127.0.0.1:{port}"
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.time = 100.0
-
-    def now(self) -> float:
-        return self.time
-
-    async def sleep(self, seconds: float) -> None:
-        self.time += seconds
-
-
 # -- the router alone ----------------------------------------------------------------------------
 
 
@@ -88,7 +78,7 @@ def test_explicit_base_url_takes_everything_and_never_fails_over():
 
 
 def test_failover_after_consecutive_host_failures_and_back_after_the_cooldown():
-    clock = Clock()
+    clock = VirtualClock(100.0)
     router = Router(text_url="T", media_url="M", failover_after=3, cooldown_s=60, clock=clock)
     router.report("T", ServerError("boom", status=503))
     router.report("T", APIConnectionError("reset"))
@@ -122,7 +112,7 @@ def test_only_connection_errors_and_5xx_count_as_host_failures():
 
 
 def test_both_hosts_down_uses_the_one_back_first():
-    clock = Clock()
+    clock = VirtualClock(100.0)
     router = Router(text_url="T", media_url="M", failover_after=1, cooldown_s=60, clock=clock)
     router.report("M", APIConnectionError("down"))
     clock.time += 10
