@@ -201,8 +201,8 @@ def measure(quick: bool) -> Section:
             )
             if throughput
             else "4 Dask workers on one PostgreSQL store: not run (--quick).",
-            "One budget for the cluster (tests/test_dask_machines.py, 4 workers, partitions of "
-            "very different cost, max_cost $0.05): 95.4 % of the budget spent before the stop, "
+            "One budget for the cluster (tests/dask/test_dask_machines.py, 4 workers, partitions "
+            "of very different cost, max_cost $0.05): 95.4 % of the budget spent before the stop, "
             "against 34.8 % with the earlier even split per partition (same test, even split "
             "restored), on 2026-12-02.",
         ],

@@ -54,7 +54,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: The optional extras (``[project.optional-dependencies]`` in pyproject.toml) and the package
-#: each one adds, for ``install_hint`` (tests/test_newcomer.py keeps it equal to pyproject).
+#: each one adds, for ``install_hint`` (tests/promises/test_newcomer.py keeps it equal to
+#: pyproject).
 EXTRAS = {
     "dask": "dask[distributed]",
     "images": "Pillow",

@@ -7,7 +7,7 @@ by its OpenAPI fields, such as ``max_completion_tokens``); ``docs/reference/KIMI
 other clients' findings against the live API (cited by heading); "walle" is Moonshot's own schema
 validator (https://github.com/MoonshotAI/walle, ``docs/walle.md`` and ``conf.go``). The logic that
 applies a rule stays with its stage (schema, media, http, run) and imports the rule from here; this
-module imports only ``exceptions`` and ``records`` (layer 0, tests/test_layers.py).
+module imports only ``exceptions`` and ``records`` (layer 0, tests/package/test_layers.py).
 
 Sections: models and limits; hosts; prompt cache; tools and web search; errors and rate limits;
 media; the schema dialect (walle).

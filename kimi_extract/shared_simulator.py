@@ -11,7 +11,7 @@ the Kimi API.
 
 The package imports this module, which installs ``start`` as
 ``config.endpoint.simulator_starter``: the library below the package's shells never imports the
-simulator itself (tests/test_layers.py).
+simulator itself (tests/package/test_layers.py).
 """
 
 from __future__ import annotations

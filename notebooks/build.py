@@ -3,11 +3,12 @@
     python notebooks/build.py                 # write and execute all four (about 40 s)
     python notebooks/build.py 01 --no-execute # write one, without outputs
 
-Edit the notebooks here, not in Jupyter, so they stay reproducible; ``tests/test_notebooks.py``
-executes the committed files and checks their cells still match this script. Execution uses
-``execute()`` below: a kernel running this interpreter (``sys.executable``), whatever kernels
-Jupyter has registered, with the notebooks folder as working directory. Needs
-``pip install -e ".[dev]"`` (nbformat, nbclient, ipykernel, matplotlib, Pillow, pypdfium2).
+Edit the notebooks here, not in Jupyter, so they stay reproducible;
+``tests/promises/test_notebooks.py`` executes the committed files and checks their cells still
+match this script. Execution uses ``execute()`` below: a kernel running this interpreter
+(``sys.executable``), whatever kernels Jupyter has registered, with the notebooks folder as working
+directory. Needs ``pip install -e ".[dev]"`` (nbformat, nbclient, ipykernel, matplotlib, Pillow,
+pypdfium2).
 """
 
 from __future__ import annotations

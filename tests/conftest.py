@@ -51,7 +51,8 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 CTRL_C_BOUND_S = 20.0
 
 
-#: The benchmark smoke run: a minute or more in its own processes (tests/test_benchmarks_smoke.py).
+#: The benchmark smoke run: a minute or more in its own processes
+#: (tests/promises/test_benchmarks_smoke.py).
 BENCHMARK_SMOKE = "test_quick_benchmark_run_writes_its_report"
 
 

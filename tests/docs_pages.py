@@ -1,4 +1,5 @@
-"""The user-facing pages and the fenced code blocks in them, as tests/test_docs.py runs them.
+"""The user-facing pages and the fenced code blocks in them, as tests/promises/test_docs.py runs
+them.
 
 A page is README.md, CONTRIBUTING.md or a ``docs/*.md`` file (``docs/reference/`` holds the Kimi
 API's own documents, vendored as published: they are not ours to run or rewrite). A block is a

@@ -36,7 +36,7 @@ BASE_URL_ENV_VAR = "KIMI_BASE_URL"
 
 #: Starts the bundled simulator (once per process) and returns its ``(base_url, api_key)``, for
 #: ``base_url="simulator"``. Installed by ``kimi_extract.shared_simulator``, which the package
-#: imports: nothing below the package's shells imports the simulator (tests/test_layers.py).
+#: imports: nothing below the package's shells imports the simulator (tests/package/test_layers.py).
 simulator_starter: Callable[[], tuple[str, str]] | None = None
 
 

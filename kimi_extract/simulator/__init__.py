@@ -6,7 +6,7 @@
 schema-valid answers with reasoning, usage from ``kimi_extract.tokens``, an implicit prefix cache,
 rate limits, seeded faults, SSE streaming, function tools and web search. Of the library it imports
 only layer 0 (``kimi_extract.tokens``, ``kimi_extract.kimi``...) and ``kimi_extract.schema.dialect``
-(tests/test_layers.py checks it).
+(tests/package/test_layers.py checks it).
 
 What the model does follows two deterministic policies (details in ``completion``), so clients
 such as the openai SDK, instructor and pydantic-ai work unmodified:

@@ -1,0 +1,154 @@
+"""The key never survives redaction in any form a server may echo it (``http/secret.py``), and a
+short key does not break answers that merely contain its characters."""
+
+from __future__ import annotations
+
+import json
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import BaseModel
+
+import kimi_extract as kx
+from kimi_extract.http.secret import REDACTED, Secret
+
+from ..hostile import HostileServer, completion, encoded_echoes, http, key_leaks
+
+KEY_CHARS = string.ascii_letters + string.digits + "-_"
+keys = st.text(KEY_CHARS, min_size=8, max_size=64)
+#: Text around an echo: prose, JSON punctuation, other key-like words, non-ASCII.
+surroundings = st.text(
+    st.sampled_from([*'abc XYZ 019 -_{}[]":,.%\\/=+\n\t', "é", "中", "\u200b"]), max_size=30
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=keys,
+    before=surroundings,
+    after=surroundings,
+    which=st.integers(0, 100),
+    in_json=st.booleans(),
+)
+def test_no_encoded_echo_of_the_key_survives_redaction(key, before, after, which, in_json):
+    """Any echo, also written as a JSON string (escaped once more, decoded by a later parse):
+    nothing of the key is left, read as is or decoded, and the JSON stays valid."""
+    secret = Secret(key)
+    echoes = [key, *encoded_echoes(key)]
+    text = before + echoes[which % len(echoes)] + after
+    assert key_leaks(text, key), "the echo itself must be a leak (a test of the test)"
+    if in_json:
+        text = json.dumps({"value": text}, ensure_ascii=bool(which % 2))
+    assert secret.suspect(text)
+    clean = secret.redact(text)
+    assert key_leaks(clean, key) == []
+    if in_json:
+        assert key_leaks(json.loads(clean)["value"], key) == []
+
+
+@st.composite
+def mixed_echoes(draw: st.DrawFn, key: str) -> str:
+    """The key with each character written its own way (as is, upper-cased, ``\\u``-escaped or
+    percent-encoded) and any gap after it (none, spaces, a zero-width space, a JSON newline)."""
+    out = []
+    for char in key:
+        form = draw(st.sampled_from(["raw", "upper", "escape", "percent"]))
+        if form == "upper":
+            char = char.upper()
+        elif form == "escape":
+            char = f"\\u{ord(char):04x}"
+        elif form == "percent":
+            char = f"%{ord(char):02X}"
+        out.append(char + draw(st.sampled_from(["", "", " ", "  ", "\u200b", "\\n"])))
+    return "".join(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=keys, data=st.data(), before=surroundings, after=surroundings)
+def test_an_echo_mixing_every_encoding_is_redacted(key, data, before, after):
+    text = before + data.draw(mixed_echoes(key)) + after
+    assert key_leaks(text, key)
+    assert key_leaks(Secret(key).redact(text), key) == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=keys, text=st.text(max_size=60))
+def test_text_without_the_key_is_left_alone(key, text):
+    secret = Secret(key)
+    if not key_leaks(text, key) and not secret.suspect(text):
+        assert secret.redact(text) == text
+    if secret.redact(text) != text:  # the cheap check never misses what redaction removes
+        assert secret.suspect(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(key=keys, field=st.sampled_from(["value", "note"]), escaped=st.integers(0, 64))
+def test_a_key_escaped_inside_a_json_answer_is_redacted_and_the_json_stays_valid(
+    key, field, escaped
+):
+    """A JSON parser decodes ``\\uXXXX`` after redaction: the decoded value holds no key either."""
+    body = "".join(f"\\u{ord(c):04x}" if i < escaped else c for i, c in enumerate(key))
+    answer = f'{{"{field}": "id {body} ok"}}'
+    clean = Secret(key).redact(answer)
+    decoded = json.loads(clean)[field]
+    assert key_leaks(decoded, key) == [] and key_leaks(clean, key) == []
+
+
+def test_the_encoded_forms_of_a_known_key():
+    key = "sk-hypo-Zq9Wm3Lx7Rt2Vb8Nc4Hk6Jd1Fs5Gp0Ya"
+    secret = Secret(key)
+    for echo in encoded_echoes(key):
+        assert REDACTED in secret.redact(f"echo: {echo}."), echo
+    assert secret.redact("Bearer%20" + key) == "Bearer%20" + REDACTED
+    assert secret.redact(key.upper()) == REDACTED
+
+
+# -- short keys ----------------------------------------------------------------------------------
+
+
+class Note(BaseModel):
+    value: str
+
+
+ANSWER = "ok: a kiwi bakery keeps k-means notes about abcd1234 and x"
+
+
+@pytest.mark.parametrize("key", ["k", "abcd", "sk-local", "s" + "k" * 59])
+def test_a_key_of_any_length_is_redacted_as_a_whole_token(key):
+    secret = Secret(key)
+    echoed = secret.redact(f"Incorrect API key provided: {key}. Check it")
+    assert echoed == f"Incorrect API key provided: {REDACTED}. Check it"
+    assert secret.redact(ANSWER) == ANSWER  # no whole-token key inside: left alone
+
+
+@pytest.mark.parametrize("key", ["k", "abcd"])
+def test_a_short_key_is_not_redacted_inside_words(key):
+    secret = Secret(key)
+    text = f"{key}{key}x x{key} {key}-y {key}_z"
+    assert secret.redact(text) == text
+    assert secret.redact(f"[{key}]") == f"[{REDACTED}]"
+
+
+@pytest.mark.parametrize("key", ["sk-local", "s" + "k" * 59])
+def test_a_key_of_eight_or_more_characters_is_redacted_inside_words_too(key):
+    assert Secret(key).redact(f"x{key}y") == f"x{REDACTED}y"
+
+
+@pytest.mark.parametrize("key", ["k", "abcd", "sk-local", "s" + "k" * 59])
+def test_answers_containing_a_short_keys_characters_validate(key):
+    """Against a local server with ``api_key="k"`` every answer holds a "k": it must pass as is,
+    while the key echoed in an error is still redacted."""
+
+    def respond(request):
+        if b"second" in request.body:
+            return http(400, {"error": {"type": "invalid_request_error", "message": f"bad {key}"}})
+        return http(200, completion(json.dumps({"value": ANSWER})))
+
+    with HostileServer(respond) as server:
+        frame = kx.Extractor(
+            Note, base_url=server.base_url, api_key=key, progress=False, max_retries=0
+        ).run(["first", "second"])
+    assert frame.loc[0, "value"] == ANSWER and frame.loc[0, "kx_error"] is None
+    assert frame.loc[1, "kx_error"].endswith(f"bad {REDACTED}")
