@@ -1,0 +1,102 @@
+"""Guarantees of long-document chunking and merging, as properties over many inputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kimi_extract.media.chunks import Page, chunk_contexts, plan_chunks, split_offsets
+from kimi_extract.run.merge import ChunkAnswer, merge_chunks
+
+WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "x", "SKU-001", "12.50", "7"])
+
+
+@st.composite
+def page_texts(draw: Any) -> list[str]:
+    """One to four pages of words, separated by spaces, line breaks and blank lines."""
+    pages = []
+    for _ in range(draw(st.integers(1, 4))):
+        parts = draw(st.lists(st.tuples(WORDS, st.sampled_from([" ", "\n", "\n\n", ". "]))))
+        pages.append("".join(word + sep for word, sep in parts).strip())
+    return pages
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts=page_texts(), chunk_chars=st.integers(20, 300), share=st.floats(0, 0.5))
+def test_overlap_never_loses_an_item_wholly_inside_some_chunk(texts, chunk_chars, share):
+    overlap = int(chunk_chars * share)
+    pages = [Page(n, text) for n, text in enumerate(texts, start=1)]
+    chunks = plan_chunks(pages, None, chunk_chars, overlap)
+    pieces = [(p.number, p.offset, p.offset + len(p.text)) for chunk in chunks for p in chunk]
+    lengths = {1, max(1, overlap // 2), overlap} if overlap else set()
+    for page in pages:
+        text = page.text
+        # every stretch of at most `overlap` characters of a page is whole in one chunk: an
+        # item that short is never only cut in two
+        for length in lengths:
+            for start in range(0, len(text) - length + 1):
+                assert any(
+                    number == page.number and a <= start and start + length <= b
+                    for number, a, b in pieces
+                ), (page.number, start, length)
+    for chunk in chunks:  # each chunk's pieces are what their page holds there
+        for piece in chunk:
+            whole = pages[piece.number - 1].text
+            assert whole[piece.offset : piece.offset + len(piece.text)] == piece.text
+        size = sum(len(p.text) for p in chunk)
+        assert size <= chunk_chars + overlap // 4 + 32 + 2 * len(chunk)
+    assert len(chunk_contexts(pages, chunks)) == len(chunks)
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=page_texts(), limit=st.integers(5, 200))
+def test_split_offsets_cut_within_the_limit_and_keep_every_word(text, limit):
+    joined = "\n\n".join(text)
+    offsets = split_offsets(joined, limit)
+    assert all(0 < b - a <= limit for a, b in offsets)
+    assert all(b1 <= a2 for (_, b1), (a2, _) in zip(offsets, offsets[1:], strict=False))
+    kept = " ".join(joined[a:b] for a, b in offsets)
+    assert kept.split() == joined.split() or limit < max(map(len, joined.split()), default=0)
+
+
+ITEMS = [{"sku": f"S{n}", "qty": n % 3} for n in range(8)]
+
+
+@st.composite
+def chunk_answers(draw: Any) -> list[ChunkAnswer]:
+    """Answers of consecutive chunks listing items of a small pool (so repeats happen), each
+    sharing some of its items' text with the chunk before it."""
+    answers = []
+    for chunk in range(draw(st.integers(1, 5))):
+        items = draw(st.lists(st.sampled_from(ITEMS), max_size=6))
+        shared = draw(st.lists(st.sampled_from(ITEMS), max_size=3))
+        text = "\n".join(f"{i['sku']} qty {i['qty']}" for i in shared)
+        total = draw(st.one_of(st.none(), st.integers(0, 3)))
+        value = {"total": total, "items": [dict(i) for i in items]}
+        answers.append(ChunkAnswer(value, chunk, pages=(chunk + 1,), shared=text))
+    return answers
+
+
+@settings(max_examples=300, deadline=None)
+@given(answers=chunk_answers(), dedupe_on=st.sampled_from([None, ("sku",), ()]))
+def test_merging_is_idempotent_and_keeps_first_occurrence_order(answers, dedupe_on):
+    merged = merge_chunks(answers, dedupe_on=dedupe_on)
+    items = merged.value.get("items") or []
+    everything = [i for a in answers for i in a.value["items"]]
+    assert len(items) + merged.duplicates == len(everything)
+    # a subsequence of the items in document order, starting with every item of the first answer
+    position = 0
+    for found in items:
+        while position < len(everything) and everything[position] != found:
+            position += 1
+        assert position < len(everything), "an item out of first-occurrence order"
+        position += 1
+    first = answers[0].value["items"]
+    assert items[: len(first)] == first
+    # merging the merged answer again changes nothing
+    again = merge_chunks([ChunkAnswer(merged.value, 0, pages=(1,))], dedupe_on=dedupe_on)
+    assert again.value == merged.value and again.duplicates == 0 and again.conflicts == []
+    if dedupe_on == ():
+        assert merged.duplicates == 0
