@@ -3,8 +3,10 @@
 ``run.documents.plan_documents`` reads the sources and cuts them into chunks (pages, characters);
 every chunk is a row of one run; ``DocumentPlan.merge`` folds the chunk results back into one
 result per document (its chunks grounded in their pages when grounding is on, in a worker
-thread a Ctrl-C stops; list items found once, scalars by rule: ``run.merge``), and ``table.documents.document_frame`` makes the frame: one row per document (or per
-page, or per item with ``explode``), with ``kx_source`` / ``kx_page`` and the accounting columns.
+thread a Ctrl-C stops; list items found once, scalars by rule: ``run.merge``), and
+``table.documents.document_frame`` makes the frame: one row per document (or per page, or per
+item with ``explode``), with ``kx_source`` / ``kx_page`` and the accounting columns.
+``estimate_documents`` prices a ``run_documents`` call without sending anything.
 """
 
 from __future__ import annotations
