@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -123,34 +122,50 @@ def skus(frame: pd.DataFrame) -> list[str]:
 # -- overlap and merging ---------------------------------------------------------------------
 
 
-def straddling(path: Path, chunk_chars: int, key: dict[str, Any]) -> list[dict[str, Any]]:
-    """The items whose two lines fall in different chunks when cut without overlap."""
+def three_line_items(count: int) -> list[dict[str, Any]]:
+    """Items written on three lines (a chunk can end after the second)."""
+    out = []
+    for entry in many_items(count):
+        first, second = entry["@at"].split("\n")
+        head, description = first.split(f" {entry['sku']} ")
+        out.append({**entry, "@at": f"{head} {entry['sku']}\n  {description}\n{second}"})
+    return out
+
+
+def cut_after_second_line(path: Path, size: int, key: dict[str, Any]) -> list[dict[str, Any]]:
+    """The items a chunk of ``size`` characters (no overlap) ends after their second line: the
+    next chunk is told that line (the preamble) but not their first."""
     _, pages = load_pages(path)
-    chunks = plan_chunks(pages, None, chunk_chars - 200, 0)
-    texts = ["\n".join(p.text for p in chunk) for chunk in chunks]
+    texts = ["\n".join(p.text for p in chunk) for chunk in plan_chunks(pages, None, size, 0)]
     out = []
     for entry in key["items"]:
-        first, second = entry["@at"].split("\n")
-        if not any(first in t and second in t for t in texts):
+        _, second, third = entry["@at"].split("\n")
+        if any(t.rstrip().endswith(second) and third not in t for t in texts):
             out.append(entry)
     return out
 
 
+def whole_once(frame: pd.DataFrame, key: dict[str, Any]) -> bool:
+    """Every item of the key found once, every field right, in document order."""
+    items = frame.loc[frame.index[0], "items"]
+    fields = ("sku", "description", "quantity", "amount")
+    want = [{f: i[f] for f in fields} for i in key["items"]]
+    return [{f: i[f] for f in fields} for i in items] == want
+
+
 def test_an_item_straddling_a_chunk_boundary_is_found_once_and_whole(mode, tmp_path):
-    path, key = two_line_document(many_items(40), tmp_path)
-    # a chunk size that cuts an item in two (without overlap)
-    size = next(size for size in range(1000, 1200, 10) if straddling(path, size, key))
-    cut = straddling(path, size, key)
+    path, key = two_line_document(three_line_items(40), tmp_path)
+    size = next(size for size in range(700, 1200, 10) if cut_after_second_line(path, size, key))
     with simulator(key) as sim:
-        out = extractor(sim, mode).run_documents(path, chunk_chars=size, chunk_overlap=200)
-    items = out.loc[0, "items"]
-    assert out.loc[0, "kx_chunks"] > 2 and pd.isna(out.loc[0, "kx_error"])
-    for entry in cut:
-        found = [i for i in items if i["sku"] == entry["sku"]]
-        assert len(found) == 1, (entry["sku"], found)
-        assert found[0]["quantity"] == entry["quantity"]
-        assert found[0]["amount"] == entry["amount"]
-    assert skus(out) == [i["sku"] for i in key["items"]]  # every item once, in document order
+        ex = extractor(sim, mode)
+        cut = ex.run_documents(path, chunk_chars=size, chunk_overlap=0)
+        # the same chunks (each cut at ``size``), each also given the 300 characters before it
+        out = ex.run_documents(path, chunk_chars=size + 300, chunk_overlap=300)
+        default = ex.run_documents(path, chunk_chars=size)  # 10 % of a chunk
+    assert cut.loc[0, "kx_chunks"] == out.loc[0, "kx_chunks"] > 2
+    assert not whole_once(cut, key)  # without overlap the boundary cuts an item
+    assert whole_once(out, key) and pd.isna(out.loc[0, "kx_error"])
+    assert whole_once(default, key)
 
 
 def test_two_chunks_reporting_the_same_item_yield_one_row(mode, tmp_path):
@@ -359,8 +374,8 @@ def test_a_resume_after_a_kill_between_passes_sends_only_the_missing_passes(mode
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         child = subprocess.Popen([sys.executable, "-c", textwrap.dedent(script)], env=env)
         try:
+            # a pass is sent once the passes before it are committed: the kill loses none
             assert reached.wait(60), "the child never reached a third pass"
-            time.sleep(0.2)  # the first chunk's passes 1 and 2 are committed before pass 3
         finally:
             child.send_signal(signal.SIGKILL)
             child.wait()
@@ -369,12 +384,25 @@ def test_a_resume_after_a_kill_between_passes_sends_only_the_missing_passes(mode
         out = extractor(sim, mode, store=store).run_documents(
             path, chunk_chars=1000, chunk_overlap=200, passes=3
         )
-        resumed = glean_requests(sim)[before:]
-    chunks = out.loc[0, "kx_chunks"]
-    # the first chunk's passes 1 and 2 come from the store: only its pass 3 is sent again
-    assert resumed.count(1) == chunks - 1 and resumed.count(2) == chunks - 1
-    assert resumed.count(3) <= chunks and resumed[0] == 3
+        numbers = glean_requests(sim)
+        requests = [(chunk_of(h), n) for h, n in zip(sim.history, numbers, strict=True)]
+    killed, resumed = requests[:before], requests[before:]
+    hung = {chunk for chunk, number in killed if number == 3}
+    done = {chunk for chunk, _ in killed} - hung  # chunks the child finished (no third pass)
+    assert len(hung) == 1
+    # the chunk killed at its third pass: passes 1 and 2 from the store, only pass 3 is sent
+    assert [number for chunk, number in resumed if chunk in hung] == [3]
+    assert not [chunk for chunk, _ in resumed if chunk in done]  # finished: nothing is sent
+    others = [number for chunk, number in resumed if chunk not in hung | done]
+    rest = out.loc[0, "kx_chunks"] - len(hung | done)
+    assert rest > 0 and others.count(1) == rest and others.count(2) == rest
+    assert others.count(3) <= rest
     assert pd.isna(out.loc[0, "kx_error"]) and out.loc[0, "kx_passes"] >= 2
+
+
+def chunk_of(exchange: Any) -> str:
+    """Which chunk a request is for: its first user message (the chunk's text)."""
+    return next(m["content"] for m in exchange.body["messages"] if m["role"] == "user")
 
 
 # -- options --------------------------------------------------------------------------------------
