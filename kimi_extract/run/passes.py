@@ -7,7 +7,7 @@ messages (with their ``reasoning_content`` unchanged, as Kimi requires in multi-
 conversations; an answer served from the store has none, and is echoed with an empty one, which
 Kimi accepts), followed by ``GLEAN_PROMPT``. Each later answer holds only the items the earlier
 ones missed; the row stops early when a pass adds no item that agrees with none of the earlier
-passes' items (``merge.new_items``: the key fields of ``dedupe_on``, else every field).
+passes' items (``merge_fields.new_items``: the key fields of ``dedupe_on``, else every field).
 
 **The result store**, pass by pass: the first pass is stored under the row's usual key (a run with
 ``passes=1`` and a run with ``passes=2`` share it); pass ``k`` under ``pass_key``: the row's key

@@ -98,6 +98,7 @@ LAYERS: dict[str, int] = {
     "run.grounding": 3,
     "run.inputs": 3,
     "run.merge": 3,
+    "run.merge_fields": 3,
     "run.passes": 3,
     "run.report": 3,
     "run.request": 3,
