@@ -7,7 +7,13 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.media.chunks import Page, chunk_contexts, plan_chunks, split_offsets
+from kimi_extract.media.chunks import (
+    Page,
+    chunk_contexts,
+    plan_chunks,
+    reach_back,
+    split_offsets,
+)
 from kimi_extract.run.merge import ChunkAnswer, merge_chunks
 
 WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "x", "SKU-001", "12.50", "7"])
@@ -100,3 +106,43 @@ def test_merging_is_idempotent_and_keeps_first_occurrence_order(answers, dedupe_
     assert again.value == merged.value and again.duplicates == 0 and again.conflicts == []
     if dedupe_on == ():
         assert merged.duplicates == 0
+
+
+@st.composite
+def listed_documents(draw: Any) -> tuple[list[dict[str, Any]], int, int]:
+    """A document of one-line items drawn from a small pool (so identical items recur, side by
+    side or apart), a chunk size and an overlap longer than a line."""
+    items = draw(st.lists(st.sampled_from(ITEMS), min_size=1, max_size=40))
+    chunk_chars = draw(st.integers(40, 160))
+    overlap = draw(st.integers(12, chunk_chars // 2))
+    return [dict(i) for i in items], chunk_chars, overlap
+
+
+def _line(item: dict[str, Any]) -> str:
+    return f"{item['sku']} qty {item['qty']}"
+
+
+@settings(max_examples=300, deadline=None)
+@given(document=listed_documents(), dedupe_on=st.sampled_from([None, ("sku", "qty")]))
+def test_a_perfect_reader_of_overlapping_chunks_gets_every_item_once(document, dedupe_on):
+    """Each chunk lists the items whose line it holds whole (the overlap makes some whole in
+    two chunks): the merge gives the document's list back, identical items that are different
+    lines kept, in order."""
+    items, chunk_chars, overlap = document
+    text = "\n".join(_line(i) for i in items)
+    starts = [sum(len(_line(i)) + 1 for i in items[:n]) for n in range(len(items))]
+    page = Page(1, text)
+    chunks = plan_chunks([page], None, chunk_chars, overlap)
+    contexts = chunk_contexts([page], chunks)
+    answers = []
+    for number, (chunk, context) in enumerate(zip(chunks, contexts, strict=True)):
+        (piece,) = chunk
+        a, b = piece.offset, piece.offset + len(piece.text)
+        seen = [
+            dict(i) for i, s in zip(items, starts, strict=True) if a <= s and s + len(_line(i)) <= b
+        ]
+        value = {"total": None, "items": seen}
+        reach = reach_back(chunks, number)
+        answers.append(ChunkAnswer(value, number, pages=(1,), shared=context.shared, reach=reach))
+    merged = merge_chunks(answers, dedupe_on=list(dedupe_on) if dedupe_on else None)
+    assert merged.value["items"] == items

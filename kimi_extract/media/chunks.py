@@ -108,7 +108,7 @@ def split_offsets(text: str, limit: int) -> list[tuple[int, int]]:
     offsets: each piece is as long as it can be and ends at the widest boundary (a blank line,
     a line break, a sentence end, a space, in that order) found in its second half, else the
     widest found anywhere in it, else it is cut at ``limit``; the boundary's separator belongs
-    to no piece, and blank pieces are left out."""
+    to no piece (nor the line breaks right after it), and blank pieces are left out."""
     out: list[tuple[int, int]] = []
     start = 0
     while len(text) - start > limit:
@@ -127,6 +127,8 @@ def split_offsets(text: str, limit: int) -> list[tuple[int, int]]:
         if text[start:cut].strip():
             out.append((start, cut))
         start = cut + skip
+        while start < len(text) and text[start] in "\n\r":  # a longer run of line breaks
+            start += 1
     if text[start:].strip():
         out.append((start, len(text)))
     return out
@@ -254,6 +256,35 @@ class ChunkContext:
     previous_line: str | None = None
     header: str | None = None
     overlap_text: str = ""
+
+    @property
+    def shared(self) -> str:
+        """All the text this chunk and the one before it both show: the overlap, and the line
+        it is told the chunk before ended with (once: with an overlap it is the overlap's
+        last line)."""
+        line = self.previous_line
+        if not line or self.overlap_text.rstrip().endswith(line):
+            return self.overlap_text
+        return f"{self.overlap_text}\n{line}" if self.overlap_text else line
+
+
+def reach_back(chunks: Sequence[Sequence[Page]], index: int) -> int:
+    """How many chunks before chunk ``index`` share text with it, counting back until one does
+    not (at least 1 after the first chunk): an overlap longer than the chunk before it (a short
+    page) reaches further back."""
+
+    def ranges(chunk: Sequence[Page]) -> list[tuple[int, int, int]]:
+        return [(p.number, p.offset, p.offset + len(p.text)) for p in chunk if p.text]
+
+    mine = ranges(chunks[index])
+    back = 0
+    for earlier in range(index - 1, -1, -1):
+        if not any(
+            n == m and a < d and c < b for n, a, b in mine for m, c, d in ranges(chunks[earlier])
+        ):
+            break
+        back = index - earlier
+    return max(back, 1) if index else 0
 
 
 def chunk_contexts(pages: Sequence[Page], chunks: Sequence[Sequence[Page]]) -> list[ChunkContext]:

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ..ground import Interrupted, Work
-from ..media.chunks import ChunkContext
+from ..media.chunks import ChunkContext, reach_back
 from ..media.documents import Page
 from ..records import RowResult, Span, Usage
 from .grounding import PAGE_SEPARATOR, ground_pages
@@ -155,15 +155,13 @@ def merge_unit(
         if chunk_result.value is None:
             continue
         value, item_pass, quotes = combined(chunk_result)
-        shared = context.overlap_text
-        if context.previous_line:
-            shared += "\n" + context.previous_line
         answer = ChunkAnswer(
             value=value,
             chunk=index,
             pages=tuple(dict.fromkeys(p.number for p in chunk)),
             item_pass=item_pass,
-            shared=shared,
+            shared=context.shared,
+            reach=reach_back(chunks, index),
             text=PAGE_SEPARATOR.join(p.text for p in chunk if p.text) if item_pass else "",
         )
         answers.append(answer)

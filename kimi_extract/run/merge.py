@@ -56,6 +56,7 @@ from ..ground.align import _child as child_path
 from ..records import Span, is_missing
 from .merge_fields import (
     agree,
+    copies_in,
     has_letters,
     in_shared,
     item_fields,
@@ -101,6 +102,8 @@ class ChunkAnswer:
     item_pass: Mapping[str, int] = field(default_factory=dict)
     spans: Mapping[str, Span] | None = None
     shared: str = ""
+    #: How many chunks before it share text with it (``media.chunks.reach_back``).
+    reach: int = 1
     #: The chunk's text (its pages joined), which places items a later pass added.
     text: str = ""
 
@@ -149,6 +152,9 @@ class _Merger:
         self.conflicts: list[dict[str, Any]] = []
         self.by_pass: dict[int, int] = {}
         self.grounding = any(a.spans is not None for a in answers)
+        #: Items merged through the text two chunks share, by (answer, pass, agreeing values):
+        #: at most as many as that text holds.
+        self.through_shared: dict[tuple[int, int, tuple[Any, ...]], int] = {}
 
     # -- walking the answers ----------------------------------------------------------------
 
@@ -346,7 +352,7 @@ class _Merger:
     def match(self, kept: list[_Item], item: _Item, keys: tuple[str, ...] | None) -> _Item | None:
         chunk = item.answer.chunk
         for candidate in reversed(kept):
-            if min(c for c, _ in candidate.sources) < chunk - 1:
+            if min(c for c, _ in candidate.sources) < chunk - item.answer.reach:
                 break  # kept in first-occurrence order: the rest are farther back
             if self.same(candidate, item, keys):
                 return candidate
@@ -365,7 +371,7 @@ class _Merger:
             return agree(a.fields, b.fields, keys, (a.places, b.places))[0]
         chunk = b.answer.chunk
         chunks = {c for c, _ in a.sources}
-        if chunk not in chunks and chunk - 1 not in chunks:
+        if not any(chunk - b.answer.reach <= c <= chunk for c in chunks):
             return False
         ok, equal = agree(a.fields, b.fields, keys)
         if not ok:
@@ -374,7 +380,20 @@ class _Merger:
             return True
         if self.grounding and not (a.grounded and b.grounded):
             return True  # one of the two is nowhere in its chunk: the other is where it is
-        return in_shared(b.answer.shared, {name: b.fields[name] for name in equal})
+        agreeing = {name: b.fields[name] for name in equal}
+        if not in_shared(b.answer.shared, agreeing):
+            return False
+        # identical items: as many merges as the shared text holds copies of the item
+        key = (
+            id(b.answer),
+            b.first_pass,
+            tuple(sorted((n, normal(v)) for n, v in agreeing.items())),
+        )
+        taken = self.through_shared.get(key, 0)
+        if taken >= copies_in(b.answer.shared, agreeing):
+            return False
+        self.through_shared[key] = taken + 1
+        return True
 
     def better(self, item: _Item, kept: _Item) -> bool:
         if self.grounding:

@@ -190,3 +190,11 @@ def in_shared(shared: str, fields: Mapping[str, Any]) -> bool:
     if not leaves:
         return False
     return all(span.grounded for span in align(shared, leaves))
+
+
+def copies_in(shared: str, fields: Mapping[str, Any]) -> int:
+    """How many copies of an item ``shared`` holds: the fewest occurrences of one of its values
+    written as given (text folded), at least 1 (``in_shared`` found it, maybe written otherwise)."""
+    folded = fold(shared)
+    counts = [folded.count(fold(str(v))) for v in fields.values() if fold(str(v))]
+    return max(1, min(counts, default=1))
