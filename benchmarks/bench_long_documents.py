@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -68,8 +69,9 @@ def _langextract_python() -> str | None:
     return named if probe.returncode == 0 else None
 
 
-#: Documents of each kind (their seeds): figures are means over them.
-SEEDS = (1, 2, 3)
+#: Documents of each kind (their seeds): figures are means over them. ``KX_LONG_DOCUMENTS=1``
+#: makes one of each (a shorter run; the section says how many it measured).
+SEEDS = (1, 2, 3)[: int(os.environ.get("KX_LONG_DOCUMENTS", "3"))]
 
 
 def documents(folder: Path, quick: bool) -> list[tuple[str, Any]]:
@@ -191,7 +193,9 @@ def run_ours(
             grounding=grounding,
             concurrency=8,
         )
+        started = time.perf_counter()
         out = ex.run_documents(document.path, chunk_chars=CHUNK_CHARS[kind], **options)
+        print(f"12: {kind} {name}: {time.perf_counter() - started:.0f} s", file=sys.stderr)
         row = out.iloc[0]
         result = score(list(row["items"] or []), row["total"], document)
         result.update(_usage(sim))
@@ -300,6 +304,7 @@ def run_langextract(
         }
         spec_path, result_path = Path(tmp, "spec.json"), Path(tmp, "result.json")
         spec_path.write_text(json.dumps(spec), encoding="utf-8")
+        started = time.perf_counter()
         proc = subprocess.run(
             [python, str(HERE / "_langextract_extract.py"), str(spec_path), str(result_path)],
             capture_output=True,
@@ -309,6 +314,8 @@ def run_langextract(
         )
         if proc.returncode != 0:
             raise RuntimeError(f"LangExtract worker failed:\n{proc.stderr[-3000:]}")
+        took = time.perf_counter() - started
+        print(f"12: {kind} LangExtract {passes} pass(es): {took:.0f} s", file=sys.stderr)
         found = json.loads(result_path.read_text(encoding="utf-8"))
         usage = _usage(sim)
     extractions = found["documents"][0]["extractions"]

@@ -471,3 +471,30 @@ def test_estimate_documents_prices_every_pass_and_the_summary_shows_each(tmp_pat
     line = ex.last_run.summary()
     assert f"pass 2: +{passes[1].items:,} items (+" in line and "pass 3: +" in line
     assert any("pass 1: " in record.getMessage() for record in caplog.records)
+
+
+# -- command line ---------------------------------------------------------------------------------
+
+
+def test_cli_run_docs_takes_the_long_document_options(tmp_path, capsys):
+    from kimi_extract.cli import main as cli_main
+
+    path, _ = two_line_document(many_items(30), tmp_path)
+    schema = tmp_path / "schema.py"
+    schema.write_text(
+        "from pydantic import BaseModel\n"
+        "class Line(BaseModel):\n    sku: str\n    quantity: int | None\n"
+        "class Order(BaseModel):\n    total: float | None\n    items: list[Line]\n",
+        encoding="utf-8",
+    )
+    out = tmp_path / "out.jsonl"
+    common = ["run-docs", str(path), "--schema", f"{schema}:Order", "--chunk-chars", "600"]
+    common += ["--out", str(out), "--simulate", "--no-progress"]
+    long = ["--chunk-overlap", "100", "--passes", "2", "--merge", "total=last", "--dedupe-on", ""]
+    assert cli_main([*common, *long]) == 0
+    row = pd.read_json(out, lines=True).iloc[0]
+    assert row["kx_passes"] == 2 and len(row["kx_items_by_pass"]) == 2
+    assert row["kx_duplicates_removed"] == 0  # --dedupe-on "": lists concatenated
+    capsys.readouterr()
+    assert cli_main([*common, "--merge", "total=largest"]) != 0
+    assert "merge" in capsys.readouterr().err
