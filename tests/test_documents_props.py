@@ -14,6 +14,7 @@ from kimi_extract.media.chunks import (
     reach_back,
     split_offsets,
 )
+from kimi_extract.records import Span
 from kimi_extract.run.merge import ChunkAnswer, merge_chunks
 
 WORDS = st.sampled_from(["alpha", "beta", "gamma", "delta", "x", "SKU-001", "12.50", "7"])
@@ -122,12 +123,29 @@ def _line(item: dict[str, Any]) -> str:
     return f"{item['sku']} qty {item['qty']}"
 
 
+def _spans(whole: list[tuple[dict[str, Any], int]]) -> dict[str, Span]:
+    """Each listed item's values grounded where its line is (page offsets): the sku at the
+    line's start, the quantity at its end."""
+    spans = {}
+    for n, (item, start) in enumerate(whole):
+        sku, qty = item["sku"], str(item["qty"])
+        at = start + len(_line(item)) - len(qty)
+        for name, value, where in (("sku", sku, start), ("qty", qty, at)):
+            path = f"items[{n}].{name}"
+            spans[path] = Span(path, value, where, where + len(value), "exact", 100.0, page=1)
+    return spans
+
+
 @settings(max_examples=300, deadline=None)
-@given(document=listed_documents(), dedupe_on=st.sampled_from([None, ("sku", "qty")]))
-def test_a_perfect_reader_of_overlapping_chunks_gets_every_item_once(document, dedupe_on):
+@given(
+    document=listed_documents(),
+    dedupe_on=st.sampled_from([None, ("sku", "qty")]),
+    grounded=st.booleans(),
+)
+def test_a_perfect_reader_of_overlapping_chunks_gets_every_item_once(document, dedupe_on, grounded):
     """Each chunk lists the items whose line it holds whole (the overlap makes some whole in
-    two chunks): the merge gives the document's list back, identical items that are different
-    lines kept, in order."""
+    two chunks; with grounding, each value's span is where its line is): the merge gives the
+    document's list back, identical items that are different lines kept, in order."""
     items, chunk_chars, overlap = document
     text = "\n".join(_line(i) for i in items)
     starts = [sum(len(_line(i)) + 1 for i in items[:n]) for n in range(len(items))]
@@ -138,11 +156,19 @@ def test_a_perfect_reader_of_overlapping_chunks_gets_every_item_once(document, d
     for number, (chunk, context) in enumerate(zip(chunks, contexts, strict=True)):
         (piece,) = chunk
         a, b = piece.offset, piece.offset + len(piece.text)
-        seen = [
-            dict(i) for i, s in zip(items, starts, strict=True) if a <= s and s + len(_line(i)) <= b
+        whole = [
+            (i, s) for i, s in zip(items, starts, strict=True) if a <= s and s + len(_line(i)) <= b
         ]
-        value = {"total": None, "items": seen}
-        reach = reach_back(chunks, number)
-        answers.append(ChunkAnswer(value, number, pages=(1,), shared=context.shared, reach=reach))
-    merged = merge_chunks(answers, dedupe_on=list(dedupe_on) if dedupe_on else None)
+        answers.append(
+            ChunkAnswer(
+                {"total": None, "items": [dict(i) for i, _ in whole]},
+                number,
+                pages=(1,),
+                spans=_spans(whole) if grounded else None,
+                shared=context.shared,
+                reach=reach_back(chunks, number),
+            )
+        )
+    keys = list(dedupe_on) if dedupe_on else None
+    merged = merge_chunks(answers, dedupe_on=keys, page_base={1: 0})
     assert merged.value["items"] == items
