@@ -19,6 +19,8 @@ Runs, each against a fresh simulator, on the same documents and chunk size:
 
 - kimi_extract **naive** (the merge before this release): ``chunk_overlap=0, dedupe_on=[]``
   (lists concatenated, the first non-null scalar);
+- **overlap, lists concatenated**: the default overlap without merging (``dedupe_on=[]``): the
+  repeats the merge removes;
 - **overlap + merge** without grounding (fields decide), and **overlap + span merge**
   (``grounding=True``), with the default overlap;
 - **2 and 3 passes** (``passes=``) on top of the span merge, ``merge={"total": "last"}``;
@@ -330,6 +332,7 @@ def run_langextract(
 
 OURS = [
     ("naive (before)", {"chunk_overlap": 0, "dedupe_on": []}),
+    ("overlap, lists concatenated", {"dedupe_on": []}),
     ("overlap + merge on sku", {"dedupe_on": ["sku"]}),
     ("overlap + span merge", {"grounding": True}),
     ("span merge, 2 passes", {"grounding": True, "passes": 2, "merge": {"total": "last"}}),
@@ -453,7 +456,9 @@ def _targets(runs: list[dict[str, Any]], langextract: bool) -> tuple[list[Any], 
         f"LangExtract's max_char_buffer): {CHUNK_CHARS} characters; default overlap (10 % of a "
         "chunk, at most 1,000 characters) unless the method names another. 'naive (before)' "
         "is the earlier merge (no overlap, lists concatenated, the first total), its chunks "
-        "given this release's preamble and table header too; 'overlap + merge on sku': no "
+        "given this release's preamble and table header too; 'overlap, lists concatenated': "
+        "the default overlap without merging (what the merge removes); 'overlap + merge on "
+        "sku': no "
         "grounding, items merged by their SKU (dedupe_on); 'span merge': grounding=True; the "
         "passes keep the last total (merge), LangExtract's score takes its last total too.",
     ]
