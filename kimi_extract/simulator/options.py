@@ -309,7 +309,7 @@ class AnswerOptions:
 
     answer_keys: Sequence[Any] = ()
     """Answer keys of long documents whose values say where they are written (``"@at"``,
-    ``"@decoys"``; ``kimi_extract.simulator.recall``): a ``json_schema`` request without a key
+    ``"@decoys"``; ``kimi_extract/simulator/recall.py``): a ``json_schema`` request without a key
     of its own is answered from the one whose located texts its conversation shows, as much as
     its text shows and as its model's ``Recall`` finds (``QualityModel.recall``), pass by pass."""
 

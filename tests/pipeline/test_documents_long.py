@@ -30,7 +30,7 @@ from kimi_extract.simulator import Reply, Simulator
 from kimi_extract.simulator.quality import QualityModel
 from kimi_extract.simulator.recall import Recall
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _spec = importlib.util.spec_from_file_location("make_samples", ROOT / "examples/make_samples.py")
 assert _spec is not None and _spec.loader is not None
 samples = importlib.util.module_from_spec(_spec)
@@ -339,10 +339,8 @@ def test_gleaning_stops_after_the_second_pass_when_the_first_found_everything(mo
 
 
 CHILD = """
-import sys
 import kimi_extract as kx
-sys.path.insert(0, {tests!r})
-from test_documents_long import Invoice
+from tests.pipeline.test_documents_long import Invoice
 ex = kx.Extractor(Invoice, base_url={url!r}, api_key={key!r}, progress=False, store={store!r},
                   concurrency=1, **{mode!r})
 ex.run_documents({path!r}, chunk_chars=1000, chunk_overlap=200, passes=3)
@@ -364,7 +362,6 @@ def test_a_resume_after_a_kill_between_passes_sends_only_the_missing_passes(mode
     with simulator(key, recall) as sim:
         sim.responder = hang_at_pass_three
         script = CHILD.format(
-            tests=str(ROOT / "tests"),
             url=sim.base_url,
             key=sim.api_key,
             store=str(store),
