@@ -17,7 +17,8 @@ time, 7 the limiter matrix (every limiter shape, limits untold and told), 8 one 
 shared by a Dask cluster (4 worker processes), 9 grounding: alignment time and recall vs
 LangExtract's resolver (its interpreter named by ``KX_LANGEXTRACT_PYTHON``), 10 ``evaluate``
 on 100,000 rows against gold (no server), 11 the result store's backends (SQLite vs
-PostgreSQL; needs ``initdb``/``pg_ctl``) and 4 Dask workers on one PostgreSQL store. Peers
+PostgreSQL; needs ``initdb``/``pg_ctl``) and 4 Dask workers on one PostgreSQL store, 12 long
+documents: recall, duplicates and cost of overlap, merging and passes vs LangExtract. Peers
 (openai SDK, instructor) that are not installed are skipped and said so; install them with
 ``pip install -e '.[bench]'``.
 """
@@ -44,6 +45,7 @@ import bench_grounding  # noqa: E402
 import bench_import  # noqa: E402
 import bench_latency  # noqa: E402
 import bench_limiters  # noqa: E402
+import bench_long_documents  # noqa: E402
 import bench_memory  # noqa: E402
 import bench_rate_limit  # noqa: E402
 import bench_store_backends  # noqa: E402
@@ -62,6 +64,7 @@ MEASUREMENTS = {
     "9": bench_grounding.measure,
     "10": bench_evaluate.measure,
     "11": bench_store_backends.measure,
+    "12": bench_long_documents.measure,
 }
 
 

@@ -212,9 +212,15 @@ def cmd_run_docs(args: argparse.Namespace) -> int:
         "pages": args.pages,
         "chunk_pages": args.chunk_pages,
         "chunk_chars": args.chunk_chars,
+        "chunk_overlap": args.chunk_overlap,
+        "passes": args.passes,
         "explode": args.explode,
         "recursive": args.recursive,
     }
+    if args.merge:
+        options["merge"] = dict(rule.partition("=")[::2] for rule in args.merge)
+    if args.dedupe_on is not None:
+        options["dedupe_on"] = [name for name in args.dedupe_on.split(",") if name.strip()]
     return _run_command(args, run=lambda ex: ex.run_documents(args.sources, **options))
 
 
@@ -397,6 +403,21 @@ def build_parser() -> argparse.ArgumentParser:
     docs.add_argument("--pages", help="page numbers, e.g. '1-3,5' or '2-'")
     docs.add_argument("--chunk-pages", type=int, help="send at most N pages per request")
     docs.add_argument("--chunk-chars", type=int, help="send about N characters per request")
+    docs.add_argument(
+        "--chunk-overlap", type=int, help="characters (or pages) consecutive chunks share"
+    )
+    docs.add_argument(
+        "--passes", type=int, default=1, help="ask each chunk up to N times for missed items"
+    )
+    docs.add_argument(
+        "--merge",
+        action="append",
+        metavar="PATH=RULE",
+        help="a scalar's rule across chunks: first, last, most_grounded or all (repeatable)",
+    )
+    docs.add_argument(
+        "--dedupe-on", metavar="FIELDS", help="comma-separated key fields of list items"
+    )
     docs.add_argument("--recursive", action="store_true", help="also read subfolders")
     _add_run_args(docs)
     docs.set_defaults(func=cmd_run_docs)

@@ -22,7 +22,7 @@ from .config.location import Location
 from .exceptions import ConfigurationError, SchemaError
 from .media.documents import PageSpec, PdfMode
 from .pipeline.base import BaseExtractor
-from .pipeline.documents import extract_documents
+from .pipeline.documents import estimate_documents, extract_documents
 from .pipeline.output import write_rows
 from .records import Content
 from .run.estimate import Estimate
@@ -263,6 +263,13 @@ class Extractor(BaseExtractor[T]):
 
     # -- documents -----------------------------------------------------------------------------
 
+    def estimate_documents(self, sources: Any, **options: Any) -> Estimate:
+        """``estimate`` for ``run_documents(sources, **options)``: the documents are read and cut
+        as the run would cut them (no request); with ``passes=N`` every chunk is priced at N
+        passes (an upper bound: a chunk stops early when a pass adds nothing). Frame options
+        (``explode``, ``item_prefix``, ``text_column``) are accepted and play no part."""
+        return self._sync(estimate_documents(self, sources, **options))
+
     def run_documents(self, sources: Any, **options: Any) -> pd.DataFrame:
         """Extract from documents (.txt, .md, .html, .pdf): see ``kimi_extract.run.documents``.
 
@@ -278,6 +285,10 @@ class Extractor(BaseExtractor[T]):
         per_page: bool = False,
         chunk_pages: int | None = None,
         chunk_chars: int | None = None,
+        chunk_overlap: int | None = None,
+        passes: int = 1,
+        merge: dict[str, str] | None = None,
+        dedupe_on: Sequence[str] | None = None,
         explode: str | None = None,
         item_prefix: str = "",
         path_column: str = "path",
@@ -301,6 +312,10 @@ class Extractor(BaseExtractor[T]):
             per_page=per_page,
             chunk_pages=chunk_pages,
             chunk_chars=chunk_chars,
+            chunk_overlap=chunk_overlap,
+            passes=passes,
+            merge=merge,
+            dedupe_on=dedupe_on,
             explode=explode,
             item_prefix=item_prefix,
             path_column=path_column,

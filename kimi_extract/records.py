@@ -341,6 +341,17 @@ def is_missing(value: Any) -> bool:
     return type(value).__name__ in ("NAType", "NaTType")
 
 
+@dataclass(frozen=True)
+class Gleaning:
+    """A row's follow-up passes (``run_documents(passes=N)``, ``run.passes``): up to
+    ``passes`` answers in one conversation, each later one asked for the list items the
+    earlier ones missed; ``dedupe_on``: the key fields that decide "the same item" (None:
+    every field)."""
+
+    passes: int
+    dedupe_on: tuple[str, ...] | None = None
+
+
 @dataclass
 class RowInput:
     """One row ready to send: its index label, position, and content or the reason it has none."""
@@ -351,6 +362,22 @@ class RowInput:
     error: Exception | None = None
     #: The input values of the row, kept for streaming outputs (``run_to``, generator input).
     record: Mapping[str, Any] | None = None
+    #: Follow-up passes asking for missed list items (documents only), else None.
+    gleaning: Gleaning | None = None
+
+
+@dataclass
+class PassResult:
+    """One pass of a row with follow-up passes: its answer, what it cost, what it added.
+
+    ``added``: its list items that agree with no item of the earlier passes (None for the first
+    pass); ``spans``: with ``grounding="quotes"``, its leaves checked through its quotes."""
+
+    value: BaseModel
+    usage: Usage
+    added: int | None = None
+    from_store: bool = False
+    spans: list[Span] | None = None
 
 
 @dataclass
@@ -374,6 +401,9 @@ class RowResult:
     #: ``grounding=``: one ``Span`` per leaf of ``value`` (None when grounding is off or the row
     #: has no value).
     spans: list[Span] | None = field(default=None, repr=False)
+    #: Rows with follow-up passes (``RowInput.gleaning``): each pass run, in order (``value`` is
+    #: the first pass's answer); None otherwise.
+    passes: list[PassResult] | None = field(default=None, repr=False)
 
     @property
     def ok(self) -> bool:

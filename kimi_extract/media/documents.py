@@ -5,9 +5,10 @@
 pages at form feeds, an .html page is its visible text (``html_to_text``), a .pdf is read page by
 page (``pip install -e '.[pdf]'``) as its text layer or rendered as a PNG of at most
 ``pixels`` pixels and ``MAX_RENDER_DPI`` (with ``char_boxes=True`` a text-layer page also keeps
-its characters' boxes, ``Page.boxes``, for grounding). ``plan_chunks`` cuts one row's pages into
-chunks of at most N pages and about M characters (``split_text``). A document that cannot be read
-keeps the ``MediaError`` that says why. ``kimi_extract.run.documents`` turns these into rows.
+its characters' boxes, ``Page.boxes``, for grounding). ``plan_chunks`` (``media.chunks``) cuts one
+row's pages into chunks of at most N pages and about M characters, consecutive chunks sharing an
+overlap. A document that cannot be read keeps the ``MediaError`` that says why.
+``kimi_extract.run.documents`` turns these into rows.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import html.parser
 import math
 import re
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from ..exceptions import InputError, MediaError, install_hint
+from .chunks import Page, plan_chunks, split_text
 from .formats import png_bytes
 
 PdfMode = Literal["auto", "text", "images"]
@@ -37,20 +39,17 @@ MIN_TEXT_CHARS = 20
 MAX_RENDER_DPI = 200
 INSTALL_PDF = install_hint("pdf")
 
-
-@dataclass
-class Page:
-    """One page: its 1-based number, its text, and a PNG rendering when it is sent as an image.
-
-    ``boxes`` (PDF text layers read with ``char_boxes=True``): one row per character of ``text``,
-    ``(left, top, right, bottom)`` in PDF points from the page's top-left corner; NaN for a
-    character the text layer has no box for (a line break pdfium inserted).
-    """
-
-    number: int
-    text: str = ""
-    image: bytes | None = None
-    boxes: np.ndarray | None = field(default=None, repr=False)
+__all__ = [
+    "Document",
+    "Page",
+    "collect_sources",
+    "html_to_text",
+    "load_all",
+    "load_pages",
+    "page_selector",
+    "plan_chunks",
+    "split_text",
+]
 
 
 @dataclass
@@ -357,81 +356,3 @@ def html_to_text(source: str) -> str:
     parser.feed(source)
     parser.close()
     return parser.text()
-
-
-# -- chunks ----------------------------------------------------------------------------------------
-
-
-#: (where to cut, what joins the pieces back): a sentence end keeps its full stop on the left.
-_BOUNDARIES = (
-    (re.compile(r"\n\n"), "\n\n"),
-    (re.compile(r"\n"), "\n"),
-    (re.compile(r"(?<=[.!?]) "), " "),
-    (re.compile(r" "), " "),
-)
-
-
-def split_text(text: str, limit: int) -> list[str]:
-    """Cut ``text`` into pieces of at most ``limit`` characters at the widest boundary that works.
-
-    Boundaries tried in order: blank lines, line breaks, sentence ends, spaces, then anywhere.
-    """
-    if len(text) <= limit:
-        return [text]
-    for boundary, separator in _BOUNDARIES:
-        parts = boundary.split(text)
-        if len(parts) == 1:
-            continue
-        pieces: list[str] = []
-        current = ""
-        for part in parts:
-            candidate = f"{current}{separator}{part}" if current else part
-            if len(candidate) <= limit:
-                current = candidate
-                continue
-            if current:
-                pieces.append(current)
-            if len(part) > limit:
-                pieces += split_text(part, limit)
-                current = ""
-            else:
-                current = part
-        if current:
-            pieces.append(current)
-        return [p for p in pieces if p.strip()]
-    return [text[i : i + limit] for i in range(0, len(text), limit)]
-
-
-def plan_chunks(
-    pages: list[Page], chunk_pages: int | None = None, chunk_chars: int | None = None
-) -> list[list[Page]]:
-    """The chunks one row's pages are sent in: at most ``chunk_pages`` pages and about
-    ``chunk_chars`` characters each (a longer page is split by ``split_text``; rendered pages
-    count 0 characters)."""
-    groups = (
-        [pages[i : i + chunk_pages] for i in range(0, len(pages), chunk_pages)]
-        if chunk_pages
-        else [pages]
-    )
-    if not chunk_chars:
-        return groups
-    chunks: list[list[Page]] = []
-    for group in groups:
-        current: list[Page] = []
-        size = 0
-        for page in group:
-            if len(page.text) > chunk_chars:
-                if current:
-                    chunks.append(current)
-                pieces = split_text(page.text, chunk_chars)
-                chunks += [[replace(page, text=piece)] for piece in pieces[:-1]]
-                current, size = [replace(page, text=pieces[-1])], len(pieces[-1])
-                continue
-            if current and size + len(page.text) > chunk_chars:
-                chunks.append(current)
-                current, size = [], 0
-            current.append(page)
-            size += len(page.text)
-        if current:
-            chunks.append(current)
-    return chunks

@@ -2,15 +2,20 @@
 
 ``run.documents.plan_documents`` reads the sources and cuts them into chunks (pages, characters);
 every chunk is a row of one run; ``DocumentPlan.merge`` folds the chunk results back into one
-result per document (grounded in its pages when grounding is on, in a worker thread a Ctrl-C
-stops), and ``table.documents.document_frame`` makes the frame: one row per document (or per
-page, or per item with ``explode``), with ``kx_source`` / ``kx_page`` and the accounting columns.
+result per document (its chunks grounded in their pages when grounding is on, in a worker
+thread a Ctrl-C stops; list items found once, scalars by rule: ``run.merge``), and
+``table.documents.document_frame`` makes the frame: one row per document (or per page, or per
+item with ``explode``), with ``kx_source`` / ``kx_page`` and the accounting columns.
+``estimate_documents`` prices a ``run_documents`` call without sending anything.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import threading
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import pandas as pd
@@ -18,13 +23,16 @@ import pandas as pd
 from ..ground import Work
 from ..media.documents import PageSpec, PdfMode
 from ..records import RowResult
-from ..run.documents import plan_documents
+from ..run.documents import check_merge_options, plan_documents
+from ..run.estimate import Estimate
 from ..run.grounding import threaded
 from ..run.report import not_run_reason
 from ..table.documents import check_document_columns, document_frame
 from .base import BaseExtractor
 
-__all__ = ["extract_documents"]
+__all__ = ["estimate_documents", "extract_documents"]
+
+logger = logging.getLogger("kimi_extract")
 
 
 async def extract_documents(
@@ -36,6 +44,10 @@ async def extract_documents(
     per_page: bool = False,
     chunk_pages: int | None = None,
     chunk_chars: int | None = None,
+    chunk_overlap: int | None = None,
+    passes: int = 1,
+    merge: dict[str, str] | None = None,
+    dedupe_on: Sequence[str] | None = None,
     explode: str | None = None,
     item_prefix: str = "",
     path_column: str = "path",
@@ -53,6 +65,10 @@ async def extract_documents(
         per_page=per_page,
         chunk_pages=chunk_pages,
         chunk_chars=chunk_chars,
+        chunk_overlap=chunk_overlap,
+        passes=passes,
+        merge=merge,
+        dedupe_on=dedupe_on,
         path_column=path_column,
         recursive=recursive,
         max_image_pixels=max_image_pixels,
@@ -126,6 +142,21 @@ async def extract_documents(
         work.stop()
         ex.last_partial = frame_of("not run: interrupted")
         raise
+    if plan.passes > 1:  # the summary also says what each pass found and cost
+        report = dataclasses.replace(report, passes=plan.pass_stats())
+        ex.last_run = report
+        logger.info("kimi_extract: %s", report.pass_summary())
     if stop_cause is not None:
         raise ex._stopped(stop_cause, report, frame) from stop_cause
     return frame
+
+
+async def estimate_documents(ex: BaseExtractor[Any], sources: Any, **options: Any) -> Estimate:
+    """``ex.estimate_documents(sources, **options)``: the documents read and cut as a run would
+    cut them, priced at every pass (``run.estimate``)."""
+    for name in ("explode", "item_prefix", "text_column"):
+        options.pop(name, None)
+    plan = plan_documents(sources, media=ex._media(), **options)
+    check_merge_options(plan, ex.output)
+    await plan.load()
+    return ex.engine.estimate(plan.rows(), plan.chunk_count, passes=plan.passes)

@@ -60,6 +60,7 @@ from ..records import RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid
 from .budget import Reservation, RunBudget
 from .grounding import aground_row
+from .passes import glean
 from .request import (
     Answer,
     assistant_message,
@@ -237,6 +238,8 @@ class RowRunner:
                 if self._serve_stored(stored, result):
                     if settings.grounding:
                         await self._ground(row, result, stored.output)
+                    if row.gleaning is not None:  # the later passes (run.passes)
+                        await glean(self, row, user, result, stored.output, None)
                     return result
                 stale = stored is not None  # the output model rejects it: the answer replaces it
             prompt_estimate = settings.prefix_tokens + estimate_prompt_tokens([user])
@@ -248,8 +251,11 @@ class RowRunner:
             result.error, result.exception = one_line(exc), exc
             return result
         exchange = Exchange()
+        reply: dict[str, Any] | None = None
         try:
-            result.value, raw = await self._converse(user, prompt_estimate, result, exchange)
+            result.value, raw, reply = await self._converse(
+                [user], prompt_estimate, result, exchange
+            )
             self.successes += 1
         except _OverBudget as over:
             result.error = str(over)
@@ -280,7 +286,45 @@ class RowRunner:
                 self.stop_starting(exc)
         if settings.grounding:  # (no coroutine per row when grounding is off)
             await self._ground(row, result, raw)
+        if row.gleaning is not None and raw is not None and result.value is not None:
+            await glean(self, row, user, result, raw, reply)
         return result
+
+    async def turn(
+        self, turns: list[dict[str, Any]], result: RowResult
+    ) -> tuple[BaseModel, str, dict[str, Any]] | None:
+        """One more request of a row's conversation (a later pass, ``run.passes``): ``turns``
+        follow the shared prefix and end with the user's message. Returns the validated value,
+        the raw answer and the assistant message to echo (its ``reasoning_content`` kept), or
+        None when it failed: ``result.error`` says why (a budget hit or a run-stopping error is
+        noted as for a first request). ``result`` gets the turn's priced usage and attempts."""
+        settings = self.settings
+        exchange = Exchange()
+        try:
+            estimate = settings.prefix_tokens + estimate_prompt_tokens(turns)
+            return await self._converse(turns, estimate, result, exchange)
+        except _OverBudget as over:
+            result.error = str(over)
+        except Exception as exc:
+            result.error, result.exception = one_line(exc), exc
+            self._check_run_stop(exc)
+        finally:
+            result.latency_s = exchange.latency_s
+            result.usage = result.usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+        return None
+
+    def serve_stored(self, stored: Any, result: RowResult) -> bool:
+        """Fill ``result`` from a stored row (True), or False when there is none or the output
+        model no longer accepts it."""
+        return self._serve_stored(stored, result)
+
+    async def ground(self, row: RowInput, result: RowResult, raw: str | None) -> None:
+        """``_ground`` for ``run.passes``: the spans of a later pass's answer."""
+        await self._ground(row, result, raw)
 
     async def _ground(self, row: RowInput, result: RowResult, raw: str | None) -> None:
         """``grounding=``: the valid answer's spans in the row's text (recomputed for an answer
@@ -391,14 +435,16 @@ class RowRunner:
 
     async def _converse(
         self,
-        user: dict[str, Any],
+        turns: list[dict[str, Any]],
         prompt_estimate: int,
         result: RowResult,
         exchange: Exchange,
-    ) -> tuple[BaseModel, str]:
-        """The row's conversation; returns the validated value and the raw answer it came from."""
+    ) -> tuple[BaseModel, str, dict[str, Any]]:
+        """The row's conversation after the shared prefix (``turns``: the row's message, or a
+        later pass's history); returns the validated value, the raw answer it came from and the
+        assistant message that answer is echoed as."""
         settings = self.settings
-        messages = [*settings.static_messages, user]
+        messages = [*settings.static_messages, *turns]
         room = settings.context_window - prompt_estimate
         if room <= 0:
             raise ContextOverflowError(
@@ -459,7 +505,7 @@ class RowRunner:
                     f"token of max_completion_tokens={budget:,}); refused before parsing"
                 )
             try:
-                return settings.compiled.parse(raw), raw
+                return settings.compiled.parse(raw), raw, assistant_message(answer)
             except AnswerInvalid as invalid:
                 if reasks >= settings.validation_retries:
                     raise ValidationFailedError(

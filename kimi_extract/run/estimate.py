@@ -18,7 +18,11 @@ judged:
   reasoning varies with the input and is often longer) + the answer, the expected tokens of a
   JSON value of the output schema as the simulator writes one (``answer_tokens``: strings of 1-3
   words, arrays of 1-3 items, integers 0-99, numbers with 2 decimals; every quote, bracket,
-  comma and colon a token).
+  comma and colon a token);
+- ``passes=N`` (documents, ``run.passes``): every row runs all N passes (an upper bound: a row
+  stops early when a pass adds nothing). Pass k's prompt is pass k-1's plus its answer (with its
+  reasoning, echoed) and the follow-up message; it reads pass k-1's prompt from the cache
+  (whole blocks) and writes the rest; its completion is estimated like the first pass's.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from ..kimi import (
     EFFORT_ALIASES,
 )
 from ..records import Pricing, Usage
+from .passes import glean_message
 from .request import estimate_prompt_tokens
 
 if TYPE_CHECKING:
@@ -235,8 +240,10 @@ def predict(
     separate_cache_writes: bool,
     pricing: Pricing | None,
     cache_ttl: str,
+    passes: int = 1,
 ) -> Estimate:
-    """The estimate for rows whose prompt sizes are known (None = no content)."""
+    """The estimate for rows whose prompt sizes are known (None = no content); ``passes``: the
+    answers per row (module docstring)."""
     completion_each = round(reasoning_tokens(reasoning_effort) + answer_tokens(schema))
     sent = [
         tokens_
@@ -245,17 +252,31 @@ def predict(
     ]
     prompt = sum(sent)
     cached, writes = cache_usage(sent, prefix_tokens, separate_cache_writes)
+    follow_up = estimate_prompt_tokens([glean_message(), {"role": "assistant"}])
+    later = 0
+    for first in sent:
+        previous = first
+        for _ in range(passes - 1):
+            current = previous + completion_each + follow_up
+            read = (previous // CACHE_BLOCK_TOKENS) * CACHE_BLOCK_TOKENS
+            read = read if read > CACHE_MIN_TOKENS else 0
+            prompt += current
+            cached += read
+            if separate_cache_writes and current > CACHE_MIN_TOKENS:
+                writes += (current // CACHE_BLOCK_TOKENS) * CACHE_BLOCK_TOKENS - read
+            previous = current
+            later += 1
     usage = Usage(
         prompt_tokens=prompt,
         cached_tokens=cached,
         cache_write_tokens=writes,
-        completion_tokens=completion_each * len(sent),
-        requests=len(sent),
+        completion_tokens=completion_each * (len(sent) + later),
+        requests=len(sent) + later,
     )
     priced = usage.priced(pricing, separate_cache_writes=separate_cache_writes, ttl=cache_ttl)
     return Estimate(
         rows=len(row_prompt_tokens),
-        requests=len(sent),
+        requests=len(sent) + later,
         prompt_tokens=prompt,
         cached_tokens=cached,
         cache_write_tokens=writes,

@@ -12,6 +12,25 @@ from .conversation import BUDGET_ERROR
 
 
 @dataclass(frozen=True)
+class PassStats:
+    """One pass of a ``run_documents(passes=N)`` run: the merged list items it found first (that
+    no earlier pass found) and what it cost, over every document."""
+
+    number: int
+    items: int
+    usage: Usage
+
+    def describe(self, first_items: int, priced: bool) -> str:
+        """``"pass 2: +35 items (+7.3 %), 41,200 tokens, $0.0040"``."""
+        cost = f", ${self.usage.cost:.4f}" if priced else ""
+        tokens = f"{self.usage.total_tokens:,} tokens"
+        if self.number == 1:
+            return f"pass 1: {self.items:,} items, {tokens}{cost}"
+        gain = f" ({self.items / first_items:+.1%})" if first_items else ""
+        return f"pass {self.number}: +{self.items:,} items{gain}, {tokens}{cost}"
+
+
+@dataclass(frozen=True)
 class RunReport:
     """What one run did: rows ok/failed, usage by bucket, cost and wall time."""
 
@@ -31,6 +50,8 @@ class RunReport:
     #: The limit that held sends back most and the send rate, e.g. "RPM 3,000 (learned from a
     #: 429): 49.5 requests/s"; None when no limit held the run back.
     bound_by: str | None = None
+    #: ``run_documents(passes=N)``: what each pass found and cost (empty otherwise).
+    passes: tuple[PassStats, ...] = ()
 
     def summary(self) -> str:
         """The one-line summary logged at the end of a run."""
@@ -48,7 +69,13 @@ class RunReport:
             f"{u.reasoning_tokens:,}); {cost}"
             + (f"; {self.from_store:,} rows from the result store" if self.from_store else "")
             + (f"; bound by {self.bound_by}" if self.bound_by else "")
+            + (f"; {self.pass_summary()}" if self.passes else "")
         )
+
+    def pass_summary(self) -> str:
+        """What each pass found (its recall gain over the first pass) and cost, in one line."""
+        first = self.passes[0].items if self.passes else 0
+        return "; ".join(p.describe(first, self.priced) for p in self.passes)
 
 
 class Tally:

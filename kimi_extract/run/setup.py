@@ -192,9 +192,10 @@ class Engine:
         self.run_store = None  # still set after a Ctrl-C: the interrupted run's message reads it
         return result
 
-    def estimate(self, rows: Iterable[Any], total: int | None) -> Estimate:
+    def estimate(self, rows: Iterable[Any], total: int | None, *, passes: int = 1) -> Estimate:
         """Requests, tokens and cost of a run over ``rows``, without calling the API (rows
-        already in the result store cost nothing; ``run.estimate`` has the assumptions)."""
+        already in the result store cost nothing; ``run.estimate`` has the assumptions);
+        ``passes``: answers per row (documents' follow-up passes)."""
         config = self.config
         settings = self.settings(total)
         store = open_location(config.store_path) if config.store_path is not None else None
@@ -212,4 +213,5 @@ class Engine:
             separate_cache_writes=settings.separate_cache_writes,
             pricing=settings.pricing,
             cache_ttl=settings.cache_ttl,
+            passes=passes,
         )

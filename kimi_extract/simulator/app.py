@@ -39,6 +39,7 @@ from .protocol import (
     user_text,
 )
 from .quality import quality_model
+from .recall import KeyIndex
 from .streaming import send_json, send_stream
 
 #: Larger request bodies get a 413 in the API's error shape.
@@ -93,6 +94,8 @@ class Service:
         self.fault_rates = config.faults.rates()
         #: How answers to rows with an answer key go wrong (``quality``); None: keys ignored.
         self.quality = quality_model(config.quality)
+        #: Registered located answer keys (``recall``), or None.
+        self.answer_keys = KeyIndex(config.answer_keys) if config.answer_keys else None
         self._bearer = f"Bearer {config.api_key}"
         self._id_prefix = f"{random.Random(config.seed).getrandbits(40):010x}"
         #: USD per 1M tokens by model: the ``pricing`` option, else the model table's prices.
@@ -125,6 +128,8 @@ class Service:
             self.peak_requests = self.open_requests
             self.cache.clear()
             self.limits.reset()
+            #: How many times each request (by its seed) was answered from a registered key.
+            self._samples: dict[int, int] = {}
 
     def stats(self) -> dict[str, Any]:
         """The counters, as ``GET /stats`` returns them."""
@@ -382,6 +387,11 @@ class Service:
     def _prepare(self, body: dict[str, Any], prompt: Prompt, reply: Reply | None) -> SimAnswer:
         model = body["model"]
         seed = answers.request_seed(body, prompt.schema_text)
+        sample = 0
+        if self.answer_keys:  # a repeat of a request draws anew (recall)
+            with self.lock:
+                sample = self._samples.get(seed, 0)
+                self._samples[seed] = sample + 1
         outcome = completion.compose(
             body,
             seed,
@@ -392,6 +402,8 @@ class Service:
             perturb_kinds=self.config.perturb_kinds,
             quote_faults=self.config.quote_faults,
             quality=self.quality,
+            keys=self.answer_keys,
+            sample=sample,
         )
         if reply is None or reply.finish_reason is None:
             outcome = completion.fit(outcome, completion.output_budget(body, prompt.tokens))

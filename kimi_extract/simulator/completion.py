@@ -44,6 +44,7 @@ from .extractive import PERTURBATIONS, QUOTES, Source
 from .prompt import count_tokens
 from .protocol import Reply, invalid_request, to_compact_json, to_json, user_text
 from .quality import ANSWER_KEY, QualityModel, answer_from_key
+from .recall import KeyIndex
 from .rules import WEB_SEARCH, normalized_effort
 
 DEFAULT_MAX_COMPLETION_TOKENS = SERVER_DEFAULT_MAX_COMPLETION_TOKENS  # the reference's (kimi.py)
@@ -215,6 +216,8 @@ def compose(
     perturb_kinds: tuple[str, ...] = PERTURBATIONS,
     quote_faults: float = 0.0,
     quality: QualityModel | None = None,
+    keys: KeyIndex | None = None,
+    sample: int = 0,
 ) -> Outcome:
     """The model's answer to ``body`` (uncut); ``reply`` fields override the generated ones.
 
@@ -225,7 +228,9 @@ def compose(
 
     One ``random.Random(seed)`` draws the reasoning first, then the tool call or the content, so
     scripting the content does not change the reasoning. ``quality``: a json_schema answer to
-    a user text holding an answer key comes from the key, with mistakes (``quality``).
+    a user text holding an answer key comes from the key, with mistakes (``quality``); so does
+    one whose conversation shows the located texts of a key in ``keys`` (``recall``; ``sample``:
+    how many identical requests came before).
     """
     text = user_text(body["messages"])
     words = answers.words_of(text)
@@ -286,8 +291,18 @@ def compose(
             json_content = not isinstance(value, str)
         else:
             keyed = None
-            if quality is not None and ANSWER_KEY in text:
-                keyed = partial(answer_from_key, quality, body, text, effort, seed, words=words)
+            if quality is not None and (ANSWER_KEY in text or keys):
+                keyed = partial(
+                    answer_from_key,
+                    quality,
+                    body,
+                    text,
+                    effort,
+                    seed,
+                    words=words,
+                    keys=keys,
+                    sample=sample,
+                )
             try:
                 content, json_content = _content(body, rng, words, schema_key, keyed)
             except values.AnswerTooLarge as cut:  # as a model stopped by its output budget

@@ -27,6 +27,7 @@ from ..kimi import CACHE_MIN_TOKENS
 from .extractive import PERTURBATIONS
 from .limits import LATENCY_SHAPES, RATE_SHAPES, WINDOW_S, FaultRates
 from .quality import QualityModel, quality_model
+from .recall import KeyIndex
 
 __all__ = ["AnswerOptions", "CacheOptions", "FaultOptions", "LatencyOptions", "LimitOptions"]
 
@@ -306,6 +307,12 @@ class AnswerOptions:
     error rates per model and effort), ``"exact"`` (no mistakes), a ``QualityModel``, or None /
     ``"off"`` (answer keys ignored). Rows without a key are unaffected."""
 
+    answer_keys: Sequence[Any] = ()
+    """Answer keys of long documents whose values say where they are written (``"@at"``,
+    ``"@decoys"``; ``kimi_extract/simulator/recall.py``): a ``json_schema`` request without a key
+    of its own is answered from the one whose located texts its conversation shows, as much as
+    its text shows and as its model's ``Recall`` finds (``QualityModel.recall``), pass by pass."""
+
     def __post_init__(self) -> None:
         check_choice("answers", self.answers, ANSWER_MODES)
         check_rate("perturb", self.perturb)
@@ -323,6 +330,13 @@ class AnswerOptions:
         object.__setattr__(self, "perturb_kinds", tuple(kinds))
         check_rate("quote_faults", self.quote_faults)
         quality_model(self.quality)  # raises a ConfigurationError naming quality
+        keys = self.answer_keys
+        if isinstance(keys, str | bytes | dict) or not isinstance(keys, Sequence):
+            raise ConfigurationError(
+                f"answer_keys must be a list of answer keys (JSON objects), got {keys!r:.80}"
+            )
+        KeyIndex(keys)  # raises a ConfigurationError naming answer_keys
+        object.__setattr__(self, "answer_keys", tuple(keys))
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,14 @@ ITEM = "kx_item"
 SOURCE = "kx_source"
 PAGE = "kx_page"
 CHUNKS = "kx_chunks"
+#: ``run_documents`` with chunks: the list items dropped as repeats of items already kept, and
+#: the values chunks disagreed on (a list of ``{"path", "values", "pages"}``; ``[]`` when none).
+DUPLICATES_REMOVED = "kx_duplicates_removed"
+CONFLICTS = "kx_conflicts"
+#: ``run_documents(passes=N)``: the most passes a chunk of the row ran, and the merged list
+#: items by the first pass that found them (``[pass 1, pass 2, ...]``).
+PASSES = "kx_passes"
+ITEMS_BY_PASS = "kx_items_by_pass"
 #: The CLI's column for a named or non-trivial index when writing a file.
 INDEX = "kx_index"
 #: ``grounding=``: per row, a list of span dicts (``records.Span.to_dict``), one per leaf of the

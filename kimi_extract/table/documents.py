@@ -1,8 +1,10 @@
 """Document rows -> DataFrame: one row per document (or page), merged from its chunks.
 
 The columns: ``kx_source`` (the path), ``kx_page`` (``<NA>`` on document rows), the text column
-when asked, the source DataFrame's columns, one column per output field, the accounting columns,
-and ``kx_chunks`` when the documents were chunked. See ``kimi_extract.run.documents``.
+when asked, the source DataFrame's columns, one column per output field, the accounting columns;
+when the documents were chunked ``kx_chunks``, ``kx_duplicates_removed`` and ``kx_conflicts``;
+with ``passes`` above 1, ``kx_passes`` and ``kx_items_by_pass``. See
+``kimi_extract.run.documents``.
 """
 
 from __future__ import annotations
@@ -14,14 +16,22 @@ from pydantic import BaseModel
 
 from ..exceptions import InputError
 from ..records import RowResult
-from ..run.documents import DocumentPlan
+from ..run.documents import DocumentPlan, check_merge_options
 from . import columns as kx
 from .explode import check_explode
 from .explode import explode as explode_frame
 from .frame import build_frame, output_columns
 
 #: Columns every document frame may carry besides the source's and the output's.
-DOCUMENT_COLUMNS = (kx.SOURCE, kx.PAGE, kx.CHUNKS)
+DOCUMENT_COLUMNS = (
+    kx.SOURCE,
+    kx.PAGE,
+    kx.CHUNKS,
+    kx.DUPLICATES_REMOVED,
+    kx.CONFLICTS,
+    kx.PASSES,
+    kx.ITEMS_BY_PASS,
+)
 
 
 def check_document_columns(
@@ -34,7 +44,10 @@ def check_document_columns(
     item_prefix: str,
 ) -> None:
     """Output columns may not take a document column's name; ``explode`` must name a list
-    field (``InputError`` / ``ConfigurationError`` before anything is read)."""
+    field; ``merge``, ``dedupe_on`` and ``passes`` must fit the model
+    (``run.documents.check_merge_options``). ``InputError`` / ``ConfigurationError`` before
+    anything is read."""
+    check_merge_options(plan, model)
     fixed = [*DOCUMENT_COLUMNS, *([text_column] if text_column else [])]
     source_columns = list(plan.documents[0].record) if plan.documents else []
     taken = set(output_columns(model, prefix).values())
@@ -77,7 +90,7 @@ def document_frame(
         kx.PAGE: pd.Series([u.page for u in units], index=index, dtype="Int64"),
     }
     if text_column:
-        texts = ["\n\n".join(p.text for c in u.chunks for p in c if p.text) for u in units]
+        texts = ["\n\n".join(p.text for p in u.pages() if p.text) for u in units]
         data[text_column] = pd.Series(texts, index=index, dtype=object)
     for column, dtype in (source_dtypes or {}).items():
         cells = [u.document.record.get(column) for u in units]
@@ -91,8 +104,18 @@ def document_frame(
         web_search=web_search,
         grounding=grounding,
     )
-    if plan.chunk_pages is not None or plan.chunk_chars is not None:
+    outcomes = plan.outcomes if len(plan.outcomes) == len(units) else None
+    if plan.chunked:
         out[kx.CHUNKS] = pd.Series([len(u.chunks) for u in units], index=index, dtype="int64")
+        removed = [o.duplicates for o in outcomes] if outcomes else [0] * len(units)
+        out[kx.DUPLICATES_REMOVED] = pd.Series(removed, index=index, dtype="int64")
+        conflicts = [o.conflicts for o in outcomes] if outcomes else [[] for _ in units]
+        out[kx.CONFLICTS] = pd.Series(conflicts, index=index, dtype=object)
+    if plan.passes > 1:
+        passes = [o.passes for o in outcomes] if outcomes else [0] * len(units)
+        out[kx.PASSES] = pd.Series(passes, index=index, dtype="int64")
+        by_pass = [o.items_by_pass for o in outcomes] if outcomes else [[] for _ in units]
+        out[kx.ITEMS_BY_PASS] = pd.Series(by_pass, index=index, dtype=object)
     if explode is not None:
         out = explode_frame(out, model, explode, prefix=prefix, item_prefix=item_prefix)
     return out

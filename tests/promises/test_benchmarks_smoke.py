@@ -104,11 +104,11 @@ def check_quick_run(run: QuickRun) -> None:
     out = run.out
 
     sections = json.loads((out / "results.json").read_text())
-    assert [s["key"] for s in sections] == [str(n) for n in range(1, 12)]
+    assert [s["key"] for s in sections] == [str(n) for n in range(1, 13)]
     assert all(s["quick"] and s["rows"] and s["targets"] for s in sections)
 
     results = (out / "RESULTS.md").read_text()
     assert "--quick run" in results
-    for number in range(1, 12):
+    for number in range(1, 13):
         assert f"\n## {number}. " in results
     assert (out / "results.png").exists() == (importlib.util.find_spec("matplotlib") is not None)

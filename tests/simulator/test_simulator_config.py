@@ -88,6 +88,12 @@ VALID: dict[str, st.SearchStrategy[Any]] = {
     "cache_block_tokens": st.integers(1, 4096),
     "cache_min_tokens": st.integers(0, 10_000),
     "cache_refresh_on_read": st.booleans(),
+    "answer_keys": st.lists(
+        st.fixed_dictionaries(
+            {"items": st.lists(st.builds(lambda t: {"sku": t, "@at": f"line {t}"}, st.text()))}
+        ),
+        max_size=3,
+    ).map(tuple),
 }
 #: A value every setting refuses, by its flat name.
 BAD: dict[str, Any] = {
@@ -128,6 +134,7 @@ BAD: dict[str, Any] = {
     "cache_block_tokens": 0,
     "cache_min_tokens": -1,
     "cache_refresh_on_read": 1,
+    "answer_keys": ["not a JSON object"],
 }
 #: Every keyword ``Simulator(...)`` took before its settings were grouped.
 FLAT_KEYWORDS = (
@@ -138,12 +145,14 @@ FLAT_KEYWORDS = (
     "history_limit schema_level rate_shape window_s burst_s spurious_429_rate latency "
     "latency_median_s latency_p99_s answers perturb perturb_kinds quote_faults quality"
 ).split()
+#: Settings added since, each in a group.
+NEW_SETTINGS = {"answer_keys"}
 
 
 def test_every_keyword_of_the_flat_simulator_is_still_taken() -> None:
     settings_ = option_names() - set(GROUPS)
-    assert settings_ == set(FLAT_KEYWORDS) - {"responder", "port", "host"}
-    assert set(FLAT_KEYWORDS) <= set(inspect.signature(Simulator).parameters)
+    assert settings_ == set(FLAT_KEYWORDS) - {"responder", "port", "host"} | NEW_SETTINGS
+    assert set(FLAT_KEYWORDS) | NEW_SETTINGS <= set(inspect.signature(Simulator).parameters)
     assert set(VALID) == settings_ and set(BAD) == settings_
 
 
