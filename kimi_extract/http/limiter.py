@@ -84,6 +84,9 @@ PACING_SHARE = 0.99
 PACING_BURST_S = 0.05
 #: ...or, when a burst of ours showed what a learned window takes, this share of that burst.
 BURST_SHARE = 0.9
+#: A learned window is counted this much longer in the log: twice the time a 429 took to come
+#: back, within these bounds.
+EDGE_MIN_S, EDGE_MAX_S = 0.1, 0.5
 #: After a 429 that is the rest of our own burst and asks for at most a second (Kimi rounds up
 #: to whole seconds), every sender waits this long, not the whole second.
 LEFTOVER_WAIT_S = 0.25
@@ -139,6 +142,7 @@ class _Limit:
     window_s: float = MAX_WINDOW_S
     how: str = ""  # how the window was learned ("" when it is the default)
     burst_before: bool = False  # we were above it when we learned it
+    refused_at: float = -math.inf  # the last 429 naming it
     pacer: Pacer | None = None
 
 
@@ -596,8 +600,13 @@ class Limiter:
                 verdicts.append("leftover")  # the server still counts our burst from before
             elif self._recent_rate(now, kept) < BELOW_LIMIT * value / WINDOW_S:
                 verdicts.append("noise")
+            elif now - kept.refused_at > kept.window_s:
+                # At the limit but refused only once in a window: a send that met the edge of
+                # the server's window a moment early (clocks and the way differ). A short pause.
+                verdicts.append("leftover")
             else:
-                verdicts.append("congestion")
+                verdicts.append("congestion")  # again and again: someone else shares the quota
+            kept.refused_at = now
         for verdict in ("congestion", "leftover", "adopted"):
             if verdict in verdicts:
                 return verdict
@@ -640,7 +649,11 @@ class Limiter:
         limit.value, limit.source, limit.since = value, "learned", now
         limit.window_s, limit.how = length, how
         window_log = self.log.tokens if tokens else self.log.requests
-        self.log.set_length(window_log, length, now)
+        # The log holds the window's share of the limit over a little longer than the window:
+        # a send that takes the place of one a window ago may reach the server a moment sooner
+        # than that one did (the way there varies by about the time a 429 takes to come back).
+        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * self.congestion.refusal_rtt))
+        self.log.set_length(window_log, length + edge, now)
         per_s = value / WINDOW_S
         if recent is None:
             recent = self.log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)

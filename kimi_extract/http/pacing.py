@@ -134,7 +134,7 @@ class SendLog:
         self.requests.expire(now)
         self.tokens.expire(now)
         sends = self.sends
-        while sends and sends[0].sent_at <= now - MAX_WINDOW_S:
+        while sends and sends[0].sent_at <= now - MAX_WINDOW_S - 1.0:  # (a window's edge too)
             sends.popleft()
 
     def refuse(self, send: Send) -> None:
@@ -156,7 +156,7 @@ class SendLog:
 
     def set_length(self, window: _Window, length: float, now: float) -> None:
         """Count ``window`` over ``length`` seconds from now on (rebuilt from the log)."""
-        length = min(MAX_WINDOW_S, max(MIN_WINDOW_S, length))
+        length = min(MAX_WINDOW_S + 1.0, max(MIN_WINDOW_S, length))
         if length == window.length:
             return
         for send in window.queue:
