@@ -36,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .pacing import Pacer
+from .pacing import Pacer, Share
 
 BETA = 0.7  # multiplicative decrease (botocore's adaptive mode)
 #: Seconds the cubic curve takes to climb back to the rate it was cut from (first time).
@@ -70,18 +70,6 @@ PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
-
-
-@dataclass
-class Share:
-    """Judged sends and how many of them were refused."""
-
-    sends: int = 0
-    refused: int = 0
-
-    @property
-    def value(self) -> float:
-        return self.refused / self.sends if self.sends else 0.0
 
 
 @dataclass

@@ -12,31 +12,21 @@ adaptive send rate, and server-asked pauses.
   estimated before sending (prompt estimate + expected completion, the running mean of observed
   completions) and corrected to the real usage when the answer arrives; a refused request hands
   its reservation back, and a pacer never holds more than its capacity.
-- **The opening** (``adaptive``, nothing known yet): until the first answer, sends go at most
-  ``OPENING_RATE`` per second after ``OPENING_BURST`` at once (measured in
-  benchmarks/bench_rate_gateway.py: the first 429 of a server that allows less comes back before
-  more than a few more have gone). After the first answer the in-flight window starts at what is
-  in flight, grows by one per answer and doubles every ``GROWTH_DOUBLING_S`` of *seen* time: time
-  counts only as the event loop delivers responses, at most ``SEEN_STEP_S`` per response, so a
-  loop too busy to read the 429s waiting for it does not let the window grow meanwhile. The first
-  429 that signals a limit ends the opening and the growth.
+- **The opening** (``adaptive``, nothing known yet; ``opening.Opening``): sends paced at
+  ``OPENING_RATE`` until the first answer, then an in-flight window that grows by answers and by
+  the time the event loop could have seen a 429 in, until a 429 signals a limit.
 - **Learned limits**: Kimi's 429 messages name the limit that was hit ("max organization
   concurrency: 50", "max RPM: 3000", "max TPM: ..."). A named limit below the one in force is
-  adopted at once for every later send (sends waiting for their turn re-check it): the excess that
-  caused the 429 was ours. Its window is Kimi's 60 s unless the server shows a shorter one: the
-  longest window our accepted sends already fill (a server counting in 60 s would not have
-  refused), or the wait the server states when it is shorter than the log implies. When our own
-  burst showed how much a window takes, that much may go at once later (``BURST_SHARE`` of it).
-  A lower limit thus applies to the future: what the log still holds is owed only as long as the
-  server says it is owed. A 429 naming a limit we adopted while bursting above it, within a
-  window of adopting it, is the rest of that burst in the server's window: every sender waits the
-  time stated (``LEFTOVER_WAIT_S`` when that is "1 seconds", Kimi's rounding of any shorter wait).
-  A 429 naming a limit we are clearly below (under ``BELOW_LIMIT`` of it) is not a rate signal:
-  only the refused request waits. One naming a limit we have kept for a window, at its rate, is
-  congestion (someone else shares the quota): see below.
+  adopted at once for every later send (sends waiting for their turn check again): the excess
+  that caused the 429 was ours. RPM and TPM (``named.Limit``) are counted in Kimi's 60 s unless
+  the server shows a shorter window, and a lower limit applies from now on, owing the past only
+  as long as the server says. A 429 that is the rest of our own burst, or one at a window's edge,
+  pauses every sender for the time stated (``LEFTOVER_WAIT_S`` when that is "1 seconds", Kimi's
+  rounding of any shorter wait); one naming a limit we are clearly below only makes its request
+  wait; one naming a limit again and again at its rate is congestion (someone else shares it).
 - **429s that name nothing** and congestion: ``congestion.Congestion`` tells rate 429s from
-  random refusals by their pattern, cuts the rate (CUBIC on the delivered rate) and the in-flight
-  window, pauses every sender and probes when the server has no room at all.
+  random refusals by their pattern, cuts the rate (CUBIC on the delivered rate), pauses every
+  sender and probes when the server has no room at all.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -59,54 +49,29 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..kimi import LIMIT_MESSAGES
 from .clock import Clock, default_clock
-from .congestion import BEFORE_SENDS, SHARE_SENDS, Congestion, Share
-from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Pacer, Send, SendLog
+from .congestion import BEFORE_SENDS, SHARE_SENDS, Congestion
+from .named import (
+    BELOW_LIMIT,
+    PACING_SHARE,
+    Adoption,
+    Limit,
+    describe,
+    limits_in_message,
+)
+from .opening import Opening
+from .pacing import MAX_WINDOW_S, Send, SendLog, Share
 
 logger = logging.getLogger("kimi_extract")
 
 WINDOW_S = MAX_WINDOW_S
-#: The opening: this many at once, then at most ``OPENING_RATE`` per second until an answer.
-OPENING_BURST = 8
-OPENING_RATE = 50.0
-#: Slots the in-flight window keeps at least when the opening ends.
-SLOW_START = 8
-#: After the first answer, while no 429 signals a limit, the window doubles this often (seen
-#: time) and grows by one per answer.
-GROWTH_DOUBLING_S = 0.05
-#: Seen time: at most this much per response the loop delivers.
-SEEN_STEP_S = 0.025
 DEFAULT_COMPLETION_GUESS = 512
-#: RPM/TPM pacing: this share of the limit, so jitter on the way never tips a window over it...
-PACING_SHARE = 0.99
-#: ...and bursts of at most this many seconds' worth (at least one request)...
-PACING_BURST_S = 0.05
-#: ...or, when a burst of ours showed what a learned window takes, this share of that burst.
-BURST_SHARE = 0.9
-#: A learned window is counted this much longer in the log: twice the time a 429 took to come
-#: back, within these bounds.
-EDGE_MIN_S, EDGE_MAX_S = 0.1, 0.5
 #: After a 429 that is the rest of our own burst and asks for at most a second (Kimi rounds up
 #: to whole seconds), every sender waits this long, not the whole second.
 LEFTOVER_WAIT_S = 0.25
 #: The delivered rate is measured over at least this long (a cut in the opening's first moments
 #: reads the rate of the few sends judged so far).
 DELIVERY_FLOOR_S = 0.25
-#: A 429 naming a limit while our recent rate is below this share of it is not a rate signal.
-BELOW_LIMIT = 0.8
-
-_LABELS = {"concurrency": "concurrency", "rpm": "RPM", "tpm": "TPM"}
-
-
-def limits_in_message(message: str) -> dict[str, int]:
-    """The limits a Kimi 429 message names, e.g. ``{"rpm": 3000}``."""
-    found = {}
-    for name, pattern in LIMIT_MESSAGES.items():
-        match = pattern.search(message)
-        if match:
-            found[name] = int(match.group(1))
-    return found
 
 
 class OuterGate(Protocol):
@@ -131,21 +96,6 @@ class Permit:
     refused: bool = field(default=False)
 
 
-@dataclass
-class _Limit:
-    """A per-minute limit on requests or tokens: its value, where it came from, its window."""
-
-    name: str
-    value: int | None
-    source: str = "set"  # "set" or "learned"
-    since: float = 0.0  # when it was adopted
-    window_s: float = MAX_WINDOW_S
-    how: str = ""  # how the window was learned ("" when it is the default)
-    burst_before: bool = False  # we were above it when we learned it
-    refused_at: float = -math.inf  # the last 429 naming it
-    pacer: Pacer | None = None
-
-
 class Limiter:
     """See the module docstring. One per run; safe for many tasks of one event loop."""
 
@@ -166,18 +116,11 @@ class Limiter:
         self.outer = OUTER_GATE.get()
         now = self.clock()
         self.log = SendLog()
-        self.limits = {"rpm": _Limit("rpm", rpm, since=now), "tpm": _Limit("tpm", tpm, since=now)}
+        self.limits = {"rpm": Limit("rpm", rpm, since=now), "tpm": Limit("tpm", tpm, since=now)}
         for limit in self.limits.values():
-            limit.pacer = self._pacer(limit, now, full=True, burst=None)
-        self._concurrency_source = "set"
-        self.window_allowed = concurrency
-        #: The opening: paced until the first answer, then the window grows until a 429 signals.
-        self._opening = adaptive
-        self._opening_pacer = Pacer(OPENING_RATE, OPENING_BURST, now, full=True)
-        self._growing = adaptive
-        self._growth_base = float(SLOW_START)
-        self._seen = 0.0  # seen time since the growth started
-        self._last_event = now
+            limit.pacer = limit.new_pacer(now, full=True)
+        self.concurrency_source = "set"
+        self.opening = Opening(concurrency, adaptive=adaptive, now=now)
         self.congestion = Congestion()
         self.in_flight = 0
         self._refused_in_flight = 0
@@ -210,10 +153,16 @@ class Limiter:
         return self.congestion.rate
 
     @property
+    def window_allowed(self) -> int:
+        """The slow start's in-flight window (the concurrency once it has ended)."""
+        return self.opening.window
+
+    @property
     def concurrency(self) -> int:
         """The in-flight limit in force now (the growing window and learned limits included)."""
         learned = self.congestion.window
-        window = self._window() if learned is None else min(learned, self._window())
+        grown = self.opening.current(self.max_concurrency)
+        window = grown if learned is None else min(learned, grown)
         return max(1, min(self.max_concurrency, window))
 
     def estimate(self, prompt_tokens: int) -> int:
@@ -265,8 +214,7 @@ class Limiter:
             pacer = self.limits[name].pacer
             if pacer is not None:
                 pacer.take(amount)
-        if self._opening:
-            self._opening_pacer.take(1.0)
+        self.opening.took()
         congestion = self.congestion
         if congestion.pacer is not None:
             congestion.pacer.take(1.0)
@@ -312,12 +260,7 @@ class Limiter:
         """A request got an answer: end the opening, grow the window and the adaptive rate."""
         now = self.clock()
         self._saw_response()
-        if self._opening:
-            self._opening = False
-            self.window_allowed = max(SLOW_START, self.in_flight + 1)
-            self._growth_base, self._seen = float(self.window_allowed), 0.0
-        if self._growing and self.window_allowed < self.max_concurrency:
-            self.window_allowed += 1  # slow start: one more slot per answer
+        self.opening.answered(self.in_flight, self.max_concurrency)
         congestion = self.congestion
         if congestion.probing and permit is not None and permit.sent_at >= congestion.probe_sent:
             congestion.restart(now, self._delivered(now, None, whole=True))
@@ -345,17 +288,18 @@ class Limiter:
             return
         learned = limits_in_message(message)
         sent_at = permit.sent_at if permit is not None else None
-        window_before, growing_before = self.window_allowed, self._growing or self._opening
+        window_before = self.opening.window
+        growing_before = self.opening.growing or self.opening.pacing
         congestion = self.congestion
         recent = self._judged(now)
         verdict = self._read_named(learned, now, retry_after) if learned else None
         if learned and permit is not None:
             permit.send.named = True
         if verdict is None:
-            streak = self._refused_run(permit.send) if permit is not None else 1
+            streak = self.log.refused_run(permit.send) if permit is not None else 1
             verdict = congestion.refused(now, sent_at, recent, streak)
         if verdict != "noise" or learned:
-            self._stop_growing()
+            self.opening.stop(self.max_concurrency)
         if verdict == "leftover" and retry_after is not None:
             # Kimi rounds its wait up to whole seconds, so "1 seconds" means "within a second":
             # everyone else waits only a moment before trying again.
@@ -391,7 +335,7 @@ class Limiter:
         cause = self._main_cause()
         if cause is None:
             return None
-        text = f"{self._describe(cause)}: {self._run_rate():,.1f} requests/s"
+        text = f"{describe(cause, self)}: {self._run_rate():,.1f} requests/s"
         if self.throttles:
             share = self.throttles / max(1, self._sends)
             text += f"; {self.throttles:,} of {self._sends:,} requests refused ({share:.1%})"
@@ -400,46 +344,13 @@ class Limiter:
     def binding(self) -> str | None:
         """A short form of ``bound_by`` for the progress bar, e.g. ``"RPM 3,000 (learned)"``."""
         cause = self._main_cause()
-        return None if cause is None else self._describe(cause, short=True)
+        return None if cause is None else describe(cause, self, short=True)
 
     def _main_cause(self) -> str | None:
         if self._held:
             return self._held.most_common(1)[0][0]
         # Nothing waited, but the requests filled every slot: the concurrency bound the run.
         return "concurrency" if self.peak_in_flight >= self.max_concurrency else None
-
-    def _describe(self, cause: str, short: bool = False) -> str:
-        congestion = self.congestion
-        if cause == "concurrency":
-            learned = congestion.window
-            if learned is not None and learned < self.max_concurrency:
-                return (
-                    "adaptive concurrency"
-                    if short
-                    else (f"adaptive concurrency {learned:,} (from 429s that named no limit)")
-                )
-            if self.window_allowed < self.max_concurrency:
-                return "concurrency window (adaptive)"
-            value, source, how = self.max_concurrency, self._concurrency_source, ""
-            label = "concurrency"
-        elif cause in ("rpm", "tpm"):
-            limit = self.limits[cause]
-            value, source, label = limit.value or 0, limit.source, _LABELS[cause]
-            how = f", counted in {limit.window_s:g} s" if limit.how and not short else ""
-        elif cause == "rate":
-            if short:
-                return "adaptive rate"
-            rate = f"{congestion.w_max:,.1f}/s" if congestion.w_max else "?"
-            return (
-                f"adaptive rate (cut at {rate} after {congestion.cuts:,} rate signals among "
-                f"unnamed 429s; {congestion.random_refusals:,} read as random)"
-            )
-        else:
-            return "server-asked pauses"
-        if source == "set":
-            return f"{label} {value:,}"
-        suffix = " (learned)" if short else f" (learned from a 429 naming it{how})"
-        return f"{label} {value:,}{suffix}"
 
     def _run_rate(self) -> float:
         if self._first_send is None or self._sends < 2 or self._last_send <= self._first_send:
@@ -448,41 +359,8 @@ class Limiter:
 
     # -- internals -------------------------------------------------------------------------
 
-    @staticmethod
-    def _pacer(limit: _Limit, now: float, *, full: bool, burst: float | None) -> Pacer | None:
-        if limit.value is None:
-            return None
-        rate = limit.value * PACING_SHARE / WINDOW_S
-        capacity = max(rate * PACING_BURST_S, BURST_SHARE * burst if burst else 0.0)
-        return Pacer(rate, capacity, now, full=full)
-
-    def _window(self) -> int:
-        """The in-flight window now: the opening's, or slow start's grown by seen time."""
-        if self._opening:
-            return self.max_concurrency
-        if self._growing:
-            doublings = min(40.0, self._seen / GROWTH_DOUBLING_S)
-            grown = self._growth_base * 2**doublings
-            if grown >= self.max_concurrency:
-                self._growing = False
-                self.window_allowed = self.max_concurrency
-            elif grown > self.window_allowed:
-                self.window_allowed = int(grown)
-        return self.window_allowed
-
     def _saw_response(self) -> None:
-        """The loop delivered a response: time up to now was seen (at most ``SEEN_STEP_S``)."""
-        now = self.clock()
-        if self._growing and not self._opening:
-            self._seen += min(max(0.0, now - self._last_event), SEEN_STEP_S)
-        self._last_event = now
-
-    def _stop_growing(self) -> None:
-        """A 429 signalled a limit: the opening and the slow start end (the limit learned, or the
-        adaptive window and rate, hold sends from now on)."""
-        self._opening = False
-        self._growing = False
-        self.window_allowed = self.max_concurrency
+        self.opening.saw_response(self.clock())
 
     def _accepted_in_flight(self) -> int:
         """Requests in flight that the server has not refused (as far as we know)."""
@@ -501,35 +379,17 @@ class Limiter:
         return accepted / max(DELIVERY_FLOOR_S, span + (stated_wait or 0.0))
 
     def _judged(self, now: float, since: float | None = None, count: int = SHARE_SENDS) -> Share:
-        """The recent judged sends (the last ``count``, or all since ``since``): refused, or
-        gone long enough without a 429 to count as accepted; a 429 is seen within
-        ``judge_after()``."""
-        young = now - self.congestion.judge_after()
-        share = Share()
-        for send in self.log.newest():
-            if since is not None and send.sent_at < since:
-                break
-            # Only sends old enough to be judged both ways: counting the refusals of a moment
-            # before its acceptances are known would overstate the share. Refusals by a named
-            # limit are that limit's business, not a sign of an unnamed one.
-            if send.sent_at > young or send.named:
-                continue
-            share.sends += 1
-            share.refused += send.refused
-            if since is None and share.sends >= count:
-                break
-        return share
+        """The recent judged sends (``SendLog.judged``; a 429 is seen within
+        ``judge_after()``)."""
+        return self.log.judged(now - self.congestion.judge_after(), since, count)
 
-    def _refused_run(self, send: Send) -> int:
-        """Refused sends in a row, in the order sent, ending with ``send``."""
-        run = 0
-        for other in self.log.newest():
-            if other.sent_at > send.sent_at or (run == 0 and other is not send):
-                continue
-            if not other.refused:
-                break
-            run += 1
-        return run
+    def _adoption(self, name: str) -> Adoption:
+        return Adoption(
+            self.log,
+            self.clock() - self.congestion.judge_after(),
+            self.congestion.refusal_rtt,
+            float(self.estimate(0)),
+        )
 
     def _judge_trial(self, now: float) -> None:
         congestion = self.congestion
@@ -553,20 +413,7 @@ class Limiter:
         trial = self.congestion.undone
         self.congestion.undone = None
         if trial is not None:
-            self.window_allowed = max(1, min(self.max_concurrency, trial.limiter_window))
-            if trial.growing_before and self.window_allowed < self.max_concurrency:
-                self._growing = True
-                self._growth_base, self._seen = float(self.window_allowed), 0.0
-
-    def _recent_rate(self, now: float, limit: _Limit) -> float:
-        """Our accepted rate (requests or tokens per second) over two of the limit's windows
-        (sends may come in a window's worth at once), or the time it takes to allow 20 requests
-        when that is longer; at least 2 s, at most a minute."""
-        tokens = limit.name == "tpm"
-        per_s = (limit.value or 0) / WINDOW_S
-        span = 2.0 if tokens or not per_s else 20 / per_s
-        span = min(WINDOW_S, max(2.0, span, 2 * limit.window_s))
-        return self.log.accepted(now, span, tokens=tokens) / span
+            self.opening.resume(trial.limiter_window, trial.growing_before, self.max_concurrency)
 
     def _read_named(self, learned: dict[str, int], now: float, stated: float | None) -> str:
         """How to read a 429 that names limits: "adopted", "noise", "leftover" or
@@ -576,8 +423,8 @@ class Limiter:
             limit = learned["concurrency"]
             if limit < self.max_concurrency:
                 self.max_concurrency = limit
-                self.window_allowed = limit
-                self._concurrency_source = "learned"
+                self.opening.window = limit
+                self.concurrency_source = "learned"
                 logger.info("server limit learned from a 429: concurrency %d", limit)
             in_flight = self._accepted_in_flight() + 1  # the refused one was in flight too
             if in_flight > limit:
@@ -587,84 +434,13 @@ class Limiter:
             else:
                 verdicts.append("congestion")  # someone else uses the org's slots too
         for name in ("rpm", "tpm"):
-            if name not in learned:
-                continue
-            value = learned[name]
-            kept = self.limits[name]
-            if kept.value is None or value < kept.value:
-                self._adopt(kept, value, now, stated)
-                verdicts.append("adopted")
-            elif value > kept.value:
-                verdicts.append("noise")  # a limit above ours: not what holds us
-            elif kept.burst_before and now - kept.since < kept.window_s:
-                verdicts.append("leftover")  # the server still counts our burst from before
-            elif self._recent_rate(now, kept) < BELOW_LIMIT * value / WINDOW_S:
-                verdicts.append("noise")
-            elif now - kept.refused_at > kept.window_s:
-                # At the limit but refused only once in a window: a send that met the edge of
-                # the server's window a moment early (clocks and the way differ). A short pause.
-                verdicts.append("leftover")
-            else:
-                verdicts.append("congestion")  # again and again: someone else shares the quota
-            kept.refused_at = now
+            if name in learned:
+                verdict = self.limits[name].read(learned[name], now, stated, self._adoption(name))
+                verdicts.append(verdict)
         for verdict in ("congestion", "leftover", "adopted"):
             if verdict in verdicts:
                 return verdict
         return "noise"
-
-    def _adopt(self, limit: _Limit, value: int, now: float, stated: float | None) -> None:
-        """Adopt a named limit: its window (learned from our sends and the stated wait), its
-        pacer and its log; from now on, not as a debt beyond what the server says it is owed."""
-        tokens = limit.name == "tpm"
-        previous = limit.value
-        judged_before = now - self.congestion.judge_after()
-        window = (
-            # Only an opening burst shows a window: after a while at a steady rate every window
-            # of the log is full of a lower limit.
-            self.log.window_for(now, value, tokens=tokens, judged_before=judged_before)
-            if previous is None
-            else None
-        )
-        length, how = (window, "burst") if window is not None else (limit.window_s, limit.how)
-        # What a window took at once, as our burst showed (a later burst goes up to that much).
-        burst = value * window / WINDOW_S if window is not None else None
-        if stated is not None:
-            # What the log would make the next send wait may not exceed what the server says
-            # (Kimi rounds its wait up to whole seconds): a shorter window shows instead.
-            # The log must let the limit's pace go on once the wait is over: what it allows by
-            # then, and the next send, fit.
-            each = float(self.estimate(0)) if tokens else 1.0
-            amount = each + value / WINDOW_S * stated
-            owed = self.log.wait_under(now, value, length, tokens=tokens, amount=amount)
-            allowed = stated + min(1.0, 0.2 * stated)  # (whole seconds, rounded up)
-            if owed > allowed:
-                low, high = MIN_WINDOW_S, length
-                for _ in range(20):
-                    middle = (low + high) / 2
-                    owes = self.log.wait_under(now, value, middle, tokens=tokens, amount=amount)
-                    low, high = (middle, high) if owes <= allowed else (low, middle)
-                length, how = low, "stated wait"
-            length = max(length, min(stated, MAX_WINDOW_S))
-        recent = self._recent_rate(now, limit) if previous is not None else None
-        limit.value, limit.source, limit.since = value, "learned", now
-        limit.window_s, limit.how = length, how
-        window_log = self.log.tokens if tokens else self.log.requests
-        # The log holds the window's share of the limit over a little longer than the window:
-        # a send that takes the place of one a window ago may reach the server a moment sooner
-        # than that one did (the way there varies by about the time a 429 takes to come back).
-        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * self.congestion.refusal_rtt))
-        self.log.set_length(window_log, length + edge, now)
-        per_s = value / WINDOW_S
-        if recent is None:
-            recent = self.log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
-        limit.burst_before = recent >= BELOW_LIMIT * per_s
-        limit.pacer = self._pacer(limit, now, full=burst is not None, burst=burst)
-        logger.info(
-            "server limit learned from a 429: %s %d (counted in %g s)",
-            _LABELS[limit.name],
-            value,
-            length,
-        )
 
     def _wake_slots(self) -> None:
         """Wake as many slot waiters as there are free slots (they re-check on waking)."""
@@ -702,8 +478,7 @@ class Limiter:
             waits.append((window.wait(now, amount, capacity), name))
             if limit.pacer is not None:
                 waits.append((limit.pacer.wait(now, amount), name))
-        if self._opening:
-            waits.append((self._opening_pacer.wait(now, 1.0), "opening"))
+        waits.append((self.opening.wait(now), "opening"))
         if congestion.pacer is not None:
             waits.append((congestion.pacer.wait(now, 1.0), "rate"))
         wait, cause = max(waits)

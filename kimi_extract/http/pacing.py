@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 #: The longest window any limit is counted in (Kimi's), and how long sends are remembered.
 MAX_WINDOW_S = 60.0
@@ -55,6 +56,18 @@ class Pacer:
     def give_back(self, amount: float) -> None:
         """Return ``amount`` taken earlier (unused): up to the capacity, never above it."""
         self.level = min(self.capacity, self.level + amount)
+
+
+@dataclass
+class Share:
+    """Judged sends and how many of them were refused."""
+
+    sends: int = 0
+    refused: int = 0
+
+    @property
+    def value(self) -> float:
+        return self.refused / self.sends if self.sends else 0.0
 
 
 class Send:
@@ -181,6 +194,34 @@ class SendLog:
             if not send.refused:
                 total += send.tokens if tokens else 1.0
         return total
+
+    def judged(self, young: float, since: float | None = None, count: int = 50) -> Share:
+        """The recent judged sends (the last ``count``, or all since ``since``), refused or
+        accepted: only sends made by ``young`` (a later one's 429 may still be on the way;
+        counting the refusals of a moment before its acceptances would overstate the share),
+        and not refusals by a named limit (that limit's business, not a sign of another)."""
+        share = Share()
+        for send in reversed(self.sends):
+            if since is not None and send.sent_at < since:
+                break
+            if send.sent_at > young or send.named:
+                continue
+            share.sends += 1
+            share.refused += send.refused
+            if since is None and share.sends >= count:
+                break
+        return share
+
+    def refused_run(self, send: Send) -> int:
+        """Refused sends in a row, in the order sent, ending with ``send``."""
+        run = 0
+        for other in reversed(self.sends):
+            if other.sent_at > send.sent_at or (run == 0 and other is not send):
+                continue
+            if not other.refused:
+                break
+            run += 1
+        return run
 
     def window_for(
         self, now: float, per_minute: float, *, tokens: bool, judged_before: float

@@ -19,15 +19,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import kimi_extract as kx
-from kimi_extract.http.limiter import (
+from kimi_extract.http.limiter import LEFTOVER_WAIT_S, PACING_SHARE, Limiter, limits_in_message
+from kimi_extract.http.opening import (
     GROWTH_DOUBLING_S,
-    LEFTOVER_WAIT_S,
     OPENING_BURST,
     OPENING_RATE,
-    PACING_SHARE,
     SEEN_STEP_S,
-    Limiter,
-    limits_in_message,
 )
 from kimi_extract.http.pacing import Pacer
 from kimi_extract.http.transport import RetryPolicy

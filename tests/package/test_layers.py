@@ -75,6 +75,8 @@ LAYERS: dict[str, int] = {
     "http.clock": 2,
     "http.congestion": 2,
     "http.limiter": 2,
+    "http.named": 2,
+    "http.opening": 2,
     "http.pacing": 2,
     "http.routing": 2,
     "http.secret": 2,
