@@ -13,12 +13,13 @@ come back at once; answers take longer). The two are then told apart by their pa
   second over the recent span; all of it when the server said how long to wait, the wait counted
   in the span, so a burst into an empty window does not read as the server's rate), and the
   in-flight window to the requests the server accepted and still holds (a concurrency limit).
-- The cut is then checked. At ``BETA`` of the rate, random refusals keep their share ``s``, while a
-  rate limit's refusals fall at least to ``1 - (1 - s) / BETA`` (none once below the limit). When
-  enough sends have been judged at the lower rate (``TRIAL_SENDS``, more when ``s`` is small), a
-  share above the midpoint of the two says the refusals did not follow the rate: they read as
-  random, and the cut is undone. When two trials in a row say so, their share is learned as the
-  **noise** share; a trial that finds a rate limit halves it.
+- The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
+  limit's refusals fall, to none once below the limit. When enough sends have been judged at the
+  lower rate (``TRIAL_SENDS``, more when the share is small), a share that fell to ``FELL`` of
+  the one before is a rate limit; one that stayed (``STAYED`` to ``ROSE`` of it) is random: the
+  cut is undone and the share learned as the **noise** share. In between, the next 429 cuts
+  again; after ``DEEPEST`` cuts in a row a share that has still not fallen so far is random too,
+  and every cut of the row is undone. A trial that finds a rate limit halves the noise share.
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that; at
   ``UNPACED_AT`` times it, pacing ends. The window is held where it was clamped for as long, then
@@ -50,17 +51,19 @@ UNPACED_AT = 4.0
 CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion event
 #: A cut is judged after this many judged sends at the lower rate (or 6 / share, if more),
 #: sent from ``settle_s()`` after the cut (a bucket or window refills meanwhile)...
-TRIAL_SENDS = 40
+TRIAL_SENDS = 20
 #: ...against the share over this many judged sends before it: at most ``FELL`` of it after the
 #: cut says "rate", between ``STAYED`` and ``ROSE`` times it says "random", else nothing.
 BEFORE_SENDS = 100
-FELL, STAYED, ROSE = 0.5, 0.5, 1.5
+FELL, STAYED, ROSE = 0.25, 0.5, 1.5
+#: Cuts in a row after which a share that has not fallen with the rate reads as random.
+DEEPEST = 2
 #: The recent share of refusals is measured over at most this many judged sends.
 SHARE_SENDS = 50
 #: Fewer judged sends than this say nothing yet.
-MIN_JUDGED = 10
+MIN_JUDGED = 20
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
-STALL_STREAK = 4
+STALL_STREAK = 6
 #: How unlikely a streak of random refusals must be before it reads as a stall.
 STALL_CHANCE = 1e-4
 NOISE_MARGIN = 0.05
@@ -86,16 +89,23 @@ class Trial:
     growing_before: bool
     #: Enough sends were judged before the cut for a steady share to read as random.
     settled: bool = True
+    #: Cuts in the row before this one, and the share before the first of them.
+    depth: int = 0
+    first_before: float = 0.0
+    cut_from: float = 0.0  # the rate the first cut of the row was cut from
 
     def verdict(self, after: Share) -> str | None:
-        """Returns "rate" (the share fell at least by half with the rate), "noise" (it stayed about
-        the same: random refusals), "unclear", or None (not enough sends judged yet)."""
-        if after.sends >= TRIAL_SENDS // 2 and after.value > ROSE * self.before + NOISE_MARGIN:
+        """Returns "rate" (the share fell to a quarter or less with the rate), "noise" (it stayed
+        about the same: random refusals; or, after ``DEEPEST`` cuts in a row, it still has not
+        fallen so far), "unclear", or None (not enough sends judged yet)."""
+        if after.sends >= TRIAL_SENDS and after.value > ROSE * self.before + NOISE_MARGIN:
             return "unclear"  # risen after the cut: not random, and no need to wait longer
         if after.sends < self.needed:
             return None
         if after.value <= FELL * self.before:
             return "rate"
+        if self.depth >= DEEPEST and after.value > FELL * self.first_before:
+            return "noise"  # the rate is down to BETA ** DEEPEST, the refusals are not
         # Random refusals keep their share: neither fallen nor risen by much (a share that rose
         # is a limit's dynamics, a bucket still empty or a window still full).
         steady = STAYED * self.before <= after.value <= ROSE * self.before
@@ -118,6 +128,8 @@ class Congestion:
         self._window_credit = 0.0
         self.noise = 0.0  # the learned share of random refusals
         self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
+        self._clamped = False  # the window was clamped since the last verdict...
+        self._window_before_clamp: int | None = None  # ...and was this before
         self.trial: Trial | None = None
         self.undone: Trial | None = None  # a cut a trial found random (the caller restores)
         self.stalls = 0  # pauses in a row with no room
@@ -198,7 +210,7 @@ class Congestion:
         ``told`` when it has room) and clamp the window to ``accepted_in_flight``; start a trial
         against ``before``, the judged share before the cut (``limiter_window`` /
         ``growing_before``: the limiter's window before, to restore)."""
-        window_before = self.window
+        window_before = self._window_before_clamp if self._clamped else self.window
         if now - self.cut_at < CUT_EPOCH_S:
             return  # the same congestion event
         chained = self._chain
@@ -211,9 +223,17 @@ class Congestion:
             chained.limiter_window if chained else limiter_window,
             chained.growing_before if chained else growing_before,
             before.sends >= SETTLED_SENDS,
+            chained.depth + 1 if chained else 0,
+            chained.first_before if chained else before.value,
         )
-        self._chain = self.trial
         current = max(MIN_RATE, min(self.rate or math.inf, delivered))
+        if chained is not None:
+            # A row of cuts goes down from where the first was cut from, BETA each time (the
+            # rate delivered under a cut is lower by the refusals too: no spiral down on them).
+            current = max(MIN_RATE, chained.cut_from * BETA ** (chained.depth + 1))
+            told = False
+        self.trial.cut_from = current if chained is None else chained.cut_from
+        self._chain = self.trial
         self._new_level(current)
         self.cut_at = now
         self.cuts += 1
@@ -225,7 +245,9 @@ class Congestion:
         return max(0.2, 2 * self.judge_after())
 
     def clamp(self, now: float, accepted_in_flight: int) -> None:
-        """Hold the in-flight window at what the server took (a stall or a cut)."""
+        """Hold the in-flight window at what the server took (a stall)."""
+        if not self._clamped:  # the window before this episode, for a trial to restore
+            self._clamped, self._window_before_clamp = True, self.window
         window = max(1, accepted_in_flight)
         if self.window is None or window < self.window:
             self.window = window
@@ -277,6 +299,7 @@ class Congestion:
         if trial is None or verdict is None:
             return None
         self.trial = None
+        self._clamped = False
         if verdict == "noise":
             self.noise = max(self.noise, after.value)
             self.rate = trial.rate_before

@@ -13,6 +13,7 @@ import itertools
 import math
 import random
 import re
+import statistics
 
 import pytest
 from hypothesis import given
@@ -282,13 +283,16 @@ def test_a_pacer_never_holds_more_than_its_capacity(operations):
 # -- 429s that name nothing -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("seed", [1, 2, 3])
-def test_random_refusals_at_a_steady_share_cost_little(seed):
-    # Concurrency 50, 1 s answers, 30 % of requests refused at random ("engine overloaded").
-    clean = run(Shape("concurrency", concurrency=50, seed=seed), rows=2000)
-    noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
-    assert noisy.ok == 2000, dumps(noisy)
-    assert clean.end / noisy.end >= 0.85, (dumps(clean), dumps(noisy))
+def test_random_refusals_at_a_steady_share_cost_little():
+    # Concurrency 50, 1 s answers, 30 % of requests refused at random ("engine overloaded"),
+    # over six seeds: the refusals do not follow the rate, so the rate is not cut for long.
+    clean = run(Shape("concurrency", concurrency=50), rows=2000)
+    kept = []
+    for seed in range(1, 7):
+        noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
+        assert noisy.ok == 2000, dumps(noisy)
+        kept.append(clean.end / noisy.end)
+    assert statistics.median(kept) >= 0.9 and min(kept) >= 0.75, kept
 
 
 @pytest.mark.parametrize("style", ["bare", "retry-after"])
