@@ -49,7 +49,8 @@ MIN_RATE = 0.2  # requests per second; the adaptive rate never drops below this
 #: Pacing ends when the rate has grown to this multiple of the rate of the last cut.
 UNPACED_AT = 4.0
 CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion event
-#: A cut is judged after this many judged sends at the lower rate (or 6 / share, if more),
+#: A cut is judged after this many judged sends at the lower rate (6 / share, if more, up to
+#: twice as many),
 #: sent from ``settle_s()`` after the cut (a bucket or window refills meanwhile)...
 TRIAL_SENDS = 20
 #: ...against the share over this many judged sends before it: at most ``FELL`` of it after the
@@ -217,7 +218,7 @@ class Congestion:
         self.trial = Trial(
             now,
             before.value,
-            max(TRIAL_SENDS, math.ceil(6 / max(before.value, 1e-3))),
+            min(2 * TRIAL_SENDS, max(TRIAL_SENDS, math.ceil(6 / max(before.value, 1e-3)))),
             chained.rate_before if chained else self.rate,
             chained.window_before if chained else window_before,
             chained.limiter_window if chained else limiter_window,

@@ -316,7 +316,7 @@ class Limiter:
                 now,
                 # The lower of the last 2 s and 10 s: a burst the server took once (a bucket's
                 # saved tokens) does not make its rate look higher than it is.
-                min(self._delivered(now, retry_after), self._delivered(now, retry_after, span=2.0)),
+                min(self._delivered(now, retry_after), self._delivered(now, None, span=2.0)),
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
                 told=retry_after is not None and verdict == "cut",
