@@ -5,8 +5,9 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
 (``read``). The ``Limiter`` keeps one per kind and checks its log and pacer before every send.
 
 - **Adopting** a named limit below the one in force (``adopt``): its window is the longest in
-  which our accepted sends already fill it, as a burst of ours shows (only an opening burst can:
-  after a while at a steady rate every window is full of a lower limit), and no longer than makes
+  which our accepted sends already fill it, as a burst of ours shows (only an opening burst of
+  requests can: its tokens are still estimates, and after a while at a steady rate every window
+  is full of a lower limit), and no longer than makes
   the log owe more than the wait the server states (Kimi rounds it up to whole seconds): a lower
   limit applies from now on, and the past is owed only as long as the server says. When a burst
   showed what the window takes, ``BURST_SHARE`` of it may go at once later. The log counts the
@@ -126,8 +127,11 @@ class Limit:
         """Keep to ``value`` from now on: its window, pacer and log (module docstring)."""
         log, tokens, previous = context.log, self.tokens, self.value
         window = (
-            log.window_for(now, value, tokens=tokens, judged_before=context.judged_before)
-            if previous is None
+            log.window_for(now, value, tokens=False, judged_before=context.judged_before)
+            # Only an opening burst of requests shows a window: tokens are still estimates then
+            # (no answer has said what they cost), and after a while at a steady rate every
+            # window of the log is full of a lower limit.
+            if previous is None and not tokens
             else None
         )
         length, how = (window, "burst") if window is not None else (self.window_s, self.how)

@@ -303,7 +303,7 @@ def test_unnamed_429s_of_a_token_bucket_settle_at_its_rate(style):
     sent = out.gateway.sent(since=15.0)
     assert out.ok == 200, dumps(out)
     assert sent / (out.end - 15.0) <= 1.2 * 5, dumps(out)
-    assert out.gateway.refused(since=15.0) <= 0.05 * sent, dumps(out)
+    assert out.gateway.refused(since=15.0) <= 0.08 * sent, dumps(out)
 
 
 def test_a_full_window_that_names_nothing_pauses_everyone_and_probes():
