@@ -182,10 +182,16 @@ class Limiter:
 
         Check-and-take runs without an ``await`` in between, so on one event loop no lock is
         needed: waiting for a concurrency slot parks on a FIFO of futures, other waits sleep, and
-        every waiter checks again when it wakes (a limit learned meanwhile holds it).
+        every waiter checks again when it wakes (a limit learned meanwhile holds it). ``tokens``
+        is an ``estimate`` made just before: while the request waits, its expected completion
+        follows the answers that come in (an estimate made before the first answer is mostly a
+        guess, and a paced TPM would charge it for every request that waited since).
         """
         held: str | None = None
+        guessed_with = self._completion_mean
         while True:
+            tokens = max(1, tokens + round(self._completion_mean - guessed_with))
+            guessed_with = self._completion_mean
             wait, cause = self._wait_needed(tokens)
             if wait <= 0:
                 break
