@@ -205,7 +205,9 @@ class Limiter:
                     if not waiter.done():
                         waiter.cancel()
             else:
+                due = self.clock() + wait
                 await self.sleep(wait)
+                self.opening.woke(max(0.0, self.clock() - due))
         if held is not None and held != "opening":
             self._held[held] += 1
         now = self.clock()

@@ -126,20 +126,23 @@ class Limit:
     def adopt(self, value: int, now: float, stated: float | None, context: Adoption) -> None:
         """Keep to ``value`` from now on: its window, pacer and log (module docstring)."""
         log, tokens, previous = context.log, self.tokens, self.value
-        window = (
+        # Only an opening burst of requests shows a window: tokens are still estimates then (no
+        # answer has said what they cost), and after a while at a steady rate every window of
+        # the log is full of a lower limit. The window is read long (sends whose 429 may still
+        # be on the way counted as taken) and what may go at once short (only those judged).
+        shows = previous is None and not tokens
+        window = log.window_for(now, value, tokens=False, judged_before=now) if shows else None
+        judged = (
             log.window_for(now, value, tokens=False, judged_before=context.judged_before)
-            # Only an opening burst of requests shows a window: tokens are still estimates then
-            # (no answer has said what they cost), and after a while at a steady rate every
-            # window of the log is full of a lower limit.
-            if previous is None and not tokens
+            if shows
             else None
         )
         length, how = (window, "burst") if window is not None else (self.window_s, self.how)
-        burst = value * window / WINDOW_S if window is not None else None
+        burst = value * judged / WINDOW_S if judged is not None else None
         if stated is not None:
-            # The log must let the limit's pace go on once the stated wait is over: what it
-            # allows by then, and the next send, fit; else a shorter window shows.
-            amount = (context.each_tokens if tokens else 1.0) + value / WINDOW_S * stated
+            # Once the stated wait is over the log must let sends go on (the next two fit: the
+            # next alone may slip into the one place left); else a shorter window shows.
+            amount = 2 * (context.each_tokens if tokens else 1.0)
             allowed = stated + min(1.0, 0.2 * stated)  # (whole seconds, rounded up)
             if log.wait_under(now, value, length, tokens=tokens, amount=amount) > allowed:
                 low, high = MIN_WINDOW_S, length

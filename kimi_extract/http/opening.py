@@ -7,9 +7,10 @@ refuses only the few sent before its first 429 comes back (benchmarks/bench_limi
 After the first answer the in-flight window starts at what is in flight, grows by one per answer
 and doubles every ``GROWTH_DOUBLING_S`` of *seen* time: time counts only as the event loop
 delivers responses (``saw_response``), at most ``SEEN_STEP_S`` per response, so a loop too busy
-to read the 429s waiting for it does not let the window grow meanwhile. The first 429 that
-signals a limit ends both (``stop``); a cut that proves to be about random refusals resumes the
-growth (``resume``).
+to read the 429s waiting for it does not let the window grow meanwhile; and a loop that wakes its
+sleepers late (it reads its 429s as late) doubles it only every ``LAG_DOUBLINGS`` times that
+lag. The first 429 that signals a limit ends both (``stop``); a cut that proves to be about
+random refusals resumes the growth (``resume``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ SLOW_START = 8
 GROWTH_DOUBLING_S = 0.05
 #: Seen time: at most this much per response the loop delivers.
 SEEN_STEP_S = 0.025
+#: A loop that wakes its sleepers late (by ``lag``) reads a 429 that late too: the window then
+#: doubles no faster than every ``LAG_DOUBLINGS * lag``, so what goes out meanwhile stays a small
+#: share of it.
+LAG_DOUBLINGS = 7.0
 
 
 class Opening:
@@ -39,13 +44,15 @@ class Opening:
         self._base = float(SLOW_START)
         self._seen = 0.0  # seen time since the growth started
         self._last_event = now
+        self.lag = 0.0  # how late the loop woke a sleeper lately (decaying maximum)
 
     def current(self, most: int) -> int:
         """The in-flight window now (at most ``most``, the concurrency in force)."""
         if self.pacing:
             return most
         if self.growing:
-            grown = self._base * 2 ** min(40.0, self._seen / GROWTH_DOUBLING_S)
+            doubling = max(GROWTH_DOUBLING_S, LAG_DOUBLINGS * self.lag)
+            grown = self._base * 2 ** min(40.0, self._seen / doubling)
             if grown >= most:
                 self.growing = False
                 self.window = most
@@ -60,6 +67,10 @@ class Opening:
     def took(self) -> None:
         if self.pacing:
             self.pacer.take(1.0)
+
+    def woke(self, late: float) -> None:
+        """A sleeper woke ``late`` seconds after its time (the loop was busy)."""
+        self.lag = max(self.lag * 0.9, late)
 
     def saw_response(self, now: float) -> None:
         """The loop delivered a response: time up to now was seen (at most ``SEEN_STEP_S``)."""
