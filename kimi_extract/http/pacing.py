@@ -213,10 +213,13 @@ class SendLog:
         return share
 
     def refused_run(self, send: Send) -> int:
-        """Refused sends in a row, in the order sent, ending with ``send``."""
+        """Refused sends in a row, in the order sent, ending with ``send`` (refusals by a named
+        limit are passed over: they are that limit's, not a sign of another)."""
         run = 0
         for other in reversed(self.sends):
             if other.sent_at > send.sent_at or (run == 0 and other is not send):
+                continue
+            if other.named:
                 continue
             if not other.refused:
                 break
