@@ -22,10 +22,11 @@ from typing import Any
 
 from multidict import CIMultiDict
 
+from kimi_extract.config.groups import Connection
 from kimi_extract.exceptions import KimiExtractError
 from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
-from kimi_extract.http.transport import Exchange, RetryPolicy, Secret, Transport
+from kimi_extract.http.transport import Exchange, Secret, Transport
 
 _PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "ratelimits.py"
 _spec = importlib.util.spec_from_file_location("kx_bench_ratelimits", _PATH)
@@ -160,7 +161,8 @@ def run(
     workers: int = 100,
     style: str = "kimi",
     latency_s: float = 1.0,
-    retry: RetryPolicy | None = None,
+    max_retries: int = 8,
+    max_retry_wait: float = 60.0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
@@ -172,8 +174,7 @@ def run(
         base_url="http://gateway.invalid",
         api_key=Secret("sk-virtual-0123456789"),
         concurrency=workers,
-        timeout=600,
-        retry=retry,
+        connection=Connection(timeout=600, max_retries=max_retries, max_retry_wait=max_retry_wait),
         gate=limiter,
         clock=vt,
         backend=gateway,

@@ -169,7 +169,7 @@ class Limit:
         )
 
 
-class Limits(Protocol):
+class LimiterView(Protocol):
     """What ``describe`` reads of a limiter."""
 
     limits: dict[str, Limit]
@@ -181,7 +181,7 @@ class Limits(Protocol):
     def window_allowed(self) -> int: ...
 
 
-def describe(cause: str, limiter: Limits, short: bool = False) -> str:
+def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
     """The limit behind ``cause`` ("concurrency", "rpm", "tpm", "rate" or "pause"), where it
     came from and, unless ``short``, how it was learned, e.g. "RPM 300 (learned from a 429
     naming it, counted in 10 s)"."""

@@ -28,7 +28,6 @@ from kimi_extract.http.opening import (
     SEEN_STEP_S,
 )
 from kimi_extract.http.pacing import Pacer
-from kimi_extract.http.transport import RetryPolicy
 
 from .virtual_gateway import Shape, VirtualTime, dumps, longest_gap, run
 
@@ -329,7 +328,7 @@ def test_429s_do_not_use_up_a_rows_retries_while_the_run_makes_progress():
         rows=20,
         workers=20,
         style="bare",
-        retry=RetryPolicy(max_retries=2),
+        max_retries=2,
     )
     assert out.ok == 20 and not out.lost, dumps(out)
 
@@ -342,7 +341,8 @@ def test_a_server_that_refuses_everything_still_ends_the_rows():
         rows=3,
         workers=3,
         style="bare",
-        retry=RetryPolicy(max_retries=2, max_wait=5.0),
+        max_retries=2,
+        max_retry_wait=5.0,
     )
     assert out.ok == 0 and len(out.lost) == 3, dumps(out)
     assert all(lost.startswith("RateLimitError") for lost in out.lost)
