@@ -27,6 +27,9 @@ the halving limit, the old pace until the change and the new one after. A window
 burst into its first window can let a run beat that (over 100 %). "refused": 429s of the limit
 over all requests (random refusals not counted). Cells run ``KX_BENCH_JOBS`` at a time (default
 2; each cell runs two clients and two servers at once).
+
+``limiters_virtual.py`` runs the same cells for kimi_extract alone on a virtual clock (no peer, no
+HTTP, no CPU load): what the limiter's decisions achieve, apart from this machine's load.
 """
 
 from __future__ import annotations

@@ -163,10 +163,12 @@ def run(
     latency_s: float = 1.0,
     max_retries: int = 8,
     max_retry_wait: float = 60.0,
+    pad: int = 0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
-    keyword arguments besides ``concurrency=workers``) against ``shape``."""
+    keyword arguments besides ``concurrency=workers``) against ``shape``; ``pad`` characters
+    added to each prompt (a larger body: more tokens per request)."""
     vt = VirtualTime()
     gateway = VirtualGateway(vt, shape, style, latency_s)
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
@@ -189,7 +191,7 @@ def run(
         while (index := next(counter)) < rows:
             body = {
                 "model": "kimi-k3.1-pro",
-                "messages": [{"role": "user", "content": f"Review {index}: fine."}],
+                "messages": [{"role": "user", "content": f"Review {index}: fine." + " " * pad}],
             }
             try:
                 await transport.complete(body, Exchange(), prompt_tokens=30)

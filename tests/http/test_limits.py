@@ -463,3 +463,29 @@ def test_a_trial_that_finds_the_refusals_random_undoes_the_cut():
     assert congestion.rate is None and congestion.window is None
     assert congestion.undone is not None and congestion.undone.limiter_window == 50
     assert congestion.noise == pytest.approx(0.3)
+
+
+def test_the_virtual_limiter_matrix_runs():
+    # benchmarks/limiters_virtual.py: section 7's cells on the virtual clock, so it cannot rot.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/limiters_virtual.py",
+            "--rows",
+            "40",
+            "--cells",
+            "token bucket",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 40 | token bucket")]
+    assert len(rows) == 3 and all(row.split("|")[8].strip() == "0" for row in rows), done.stdout
