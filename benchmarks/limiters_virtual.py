@@ -5,7 +5,7 @@
 
 The same cells, limits, 429 styles and "limit rows/s" as section 7, but each run is the real
 ``Transport`` and ``Limiter`` against the same ``ratelimits.Shape`` inside one process, on the
-virtual clock of ``tests/virtual_gateway.py``: a run of minutes takes a fraction of a second of
+virtual clock of ``tests/http/virtual_gateway.py``: a run of minutes takes a fraction of a second of
 CPU, and the figures do not depend on this machine's load. Answers take 1 s, refusals come back
 at once, prompts are padded to about the tokens per row the real run's server counts.
 
@@ -28,7 +28,7 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import bench_limiters  # noqa: E402
 
-from tests import virtual_gateway  # noqa: E402
+from tests.http import virtual_gateway  # noqa: E402
 
 #: Characters added to each prompt: ~195 tokens per row as the server counts them (a quarter of
 #: the body's bytes plus the answer's 20), as in section 7's runs.

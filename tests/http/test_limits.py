@@ -2,8 +2,8 @@
 (their windows included), 429s that name nothing, and what the run summary says.
 
 Most tests run the real ``Transport`` and ``Limiter`` against the benchmark's independent
-rate-limit shapes (``tests/virtual_gateway.py``): a run of minutes takes a fraction of a second,
-and no assertion depends on how fast this machine is.
+rate-limit shapes (``tests/http/virtual_gateway.py``): a run of minutes takes a fraction of a
+second, and no assertion depends on how fast this machine is.
 """
 
 from __future__ import annotations
@@ -420,7 +420,7 @@ def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
     from kimi_extract.cli import summary_table
     from kimi_extract.simulator import Simulator
 
-    from .conftest import Review
+    from ..conftest import Review
 
     with Simulator(max_concurrency=3, ttft_s=0.05) as sim:
         ex = kx.Extractor(
@@ -474,7 +474,7 @@ def test_the_virtual_limiter_matrix_runs():
     import sys
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     done = subprocess.run(
         [
             sys.executable,

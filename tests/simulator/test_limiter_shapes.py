@@ -214,7 +214,7 @@ def test_an_untold_client_learns_a_token_bucket_with_few_refusals() -> None:
     # first 429 is read (the in-process simulator shares this process's loop: on a loaded
     # machine that takes 0.1-0.2 s), then the named limit is adopted and the sends are paced
     # under it (opening at 20 at once, then pausing everyone on every refusal, was refused 15
-    # times and more; tests/test_limits.py checks the opening on a virtual clock).
+    # times and more; tests/http/test_limits.py checks the opening on a virtual clock).
     assert refused <= 12
     assert ex.last_run is not None and ex.last_run.bound_by is not None
-    assert ex.last_run.bound_by.startswith("RPM 600 (learned from a 429 naming it)")
+    assert ex.last_run.bound_by.startswith("RPM 600 (learned from a 429 naming it")

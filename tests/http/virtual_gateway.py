@@ -28,7 +28,7 @@ from kimi_extract.http.backends import HttpReply
 from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.transport import Exchange, Secret, Transport
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "ratelimits.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "ratelimits.py"
 _spec = importlib.util.spec_from_file_location("kx_bench_ratelimits", _PATH)
 assert _spec is not None and _spec.loader is not None
 ratelimits = importlib.util.module_from_spec(_spec)
