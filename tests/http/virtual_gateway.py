@@ -103,6 +103,7 @@ class VirtualGateway:
     shape: Any
     style: str = "kimi"
     latency_s: float = 1.0
+    refusal_s: float = 0.0  # how long a 429 takes to come back (a loaded loop reads it late)
     attempts: list[Attempt] = field(default_factory=list)
 
     async def open(self) -> None:
@@ -118,6 +119,8 @@ class VirtualGateway:
         if refusal is not None:
             self.attempts.append(Attempt(now, refusal.limit))
             headers, body = ratelimits.refusal_reply(refusal, self.style)
+            if self.refusal_s:
+                await self.vt.sleep(self.refusal_s)
             return HttpReply(429, CIMultiDict(headers), body)
         self.attempts.append(Attempt(now, None))
         try:
@@ -164,13 +167,15 @@ def run(
     max_retries: int = 8,
     max_retry_wait: float = 60.0,
     pad: int = 0,
+    refusal_s: float = 0.0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
     keyword arguments besides ``concurrency=workers``) against ``shape``; ``pad`` characters
-    added to each prompt (a larger body: more tokens per request)."""
+    added to each prompt (a larger body: more tokens per request); ``refusal_s``: how long each
+    429 takes to come back."""
     vt = VirtualTime()
-    gateway = VirtualGateway(vt, shape, style, latency_s)
+    gateway = VirtualGateway(vt, shape, style, latency_s, refusal_s)
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
     transport = Transport(
         base_url="http://gateway.invalid",
