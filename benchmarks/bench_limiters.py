@@ -1,314 +1,324 @@
-"""7. The limiter matrix: every limiter shape, with no limits told and with the limits told.
+"""7. The limiter matrix on an independent rate-limited server, with the cookbook's peer.
 
-    python benchmarks/run.py --only 7          # writes the table into RESULTS.md
-    python benchmarks/bench_limiters.py        # the same, printed only (--quick: smaller)
+    python benchmarks/run.py --only 7             # writes the table into RESULTS.md
+    python benchmarks/bench_limiters.py           # the same, printed only
+    python benchmarks/bench_limiters.py --cells "sliding 10 s,token bucket" --rows 200
 
-Each cell runs kimi_extract in its own process against a fresh simulator process
-(``_server.served``) and counts every request the client really sent from the server's
-``GET /stats``. "Untold" runs set only ``concurrency=100`` and must find the server's limits from
-its 429s (Kimi's messages, no Retry-After header); "told" runs also pass the server's limits as
-``rpm=`` / ``tpm=`` / ``concurrency=``.
+Every cell starts two fresh ``gateway_server.py`` processes (not the simulator: their limits are
+``ratelimits.Shape``) with the same limit, and runs in the same moment kimi_extract against one
+and the openai SDK + tenacity (the OpenAI cookbook's rate-limit pattern, ``_gateway_client.py``)
+against the other, each in its own process, each told only ``concurrency=100``. Answers take 1 s;
+refusals come back at once. Requests, refusals and tokens are counted by the servers.
 
-Shapes (all 1 s = 1 s; RPM-bound shapes: RPM 3000 = 50 requests/s, concurrency 50, 200 ms per
-request, so RPM binds at 50 rows/s):
+Shapes, for runs of 200 rows (limits per minute RPM 300 = 5/s, or as noted) and 2,000 rows (ten
+times the limits): fixed window and sliding log in 10 s windows (each window holds a sixth of the
+RPM) and in 60 s windows (RPM 120 / 1,200, so the limit binds within the run); a token bucket
+with 2 s of burst; concurrency 5 / 50; TPM 60,000 / 600,000 in a sliding 10 s window (the tokens
+a server counts are a quarter of the body's bytes plus 20); and an RPM that halves 30 s into the
+run (sliding 10 s). Each in three 429 styles: Kimi's text naming the limit and the wait; a
+generic "Rate limit reached" with ``Retry-After``; the same with nothing. Random refusals: 30 % of
+requests refused as "engine overloaded" on a concurrency-limited server, against the same server
+without them.
 
-- fixed window: at most 300 requests per 6 s window (see below), the count starting again at
-  each boundary (windows start at the first request);
-- sliding window: at most 300 requests in any 6 s;
-- token bucket: 50/s refilled, 0.1 s worth (5 requests) of burst;
-- concurrency only: 50 in flight, 1 s per request (50 rows/s);
-- TPM-bound: the long (~3,200-token) instructions, TPM 7.8 M in a sliding 6 s window (about 40
-  rows/s), concurrency 50, 200 ms;
-- heavy-tailed latency: lognormal (median 1 s, p99 10 s, mean 1.63 s), concurrency 50 (about 31
-  rows/s);
-- latency-bound: no limits, 1 s per request, concurrency 500, 10,000 rows (as section 2 and
-  #16), with ``adaptive=True`` (the default) and ``adaptive=False``;
-- random 429s: concurrency 50, 1 s per request, RPM 6000 (twice what the run needs), and 30 % of
-  requests refused with "max RPM: 6000, please try again after 1 seconds" whatever the load;
-  compared with the same server without them. 2,000 rows: a refused row must wait the second it
-  is told and may be refused again, so the last rows of any run straggle for ~3 s (50 rows in the
-  last round, each refused k times in a row with probability 0.3^k), a fixed cost that a longer
-  run dilutes.
+"limit rows/s" is what the binding limit sustains over the run: for rates, the last row sent at
+the limit's pace and answered (``rows / ((rows - 1) / rate + 1 s)``; TPM: at the client's own
+tokens per row as counted by the server); for concurrency, ``ceil(rows / C)`` rounds of 1 s; for
+the halving limit, the old pace until the change and the new one after. A window that takes a
+burst into its first window can let a run beat that (over 100 %). "refused": 429s of the limit
+over all requests (random refusals not counted). Cells run ``KX_BENCH_JOBS`` at a time (default
+2; each cell runs two clients and two servers at once).
 
-The windows are 6 s, not Kimi's 60 s, so a run of ~20 s sees several windows: the simulator's
-``window_s=6`` keeps the limits per minute (the 429 message says "max RPM: 3000") and lets each
-6 s window hold a tenth of them. That is harder on a client that bursts (a 1 s burst is a sixth of
-a window rather than a sixtieth) and the same for one that paces smoothly; the client is not told
-the window. "limit rows/s" is the rate the binding limit sustains (RPM / 60; TPM / 60 / tokens per
-row, as billed), over a run whose last request is sent at that pace and then answered (with the
-long instructions, after one cache-warming round trip first: ``cache_warm``); for the
-concurrency-bound shapes it is the best schedule of this run's rows (``ceil(rows /
-concurrency)`` rounds for a fixed latency; greedy list scheduling of the server's seeded latency
-draws for the lognormal one), so a finite run's tail is not counted against the client. A run
-that bursts into an empty first window can exceed 100 %.
+``limiters_virtual.py`` runs the same cells for kimi_extract alone on a virtual clock (no peer, no
+HTTP, no CPU load): what the limiter's decisions achieve, apart from this machine's load.
 """
 
 from __future__ import annotations
 
-import heapq
+import contextlib
 import json
 import math
+import os
+import subprocess
 import sys
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
-from _common import Section, run_worker
-from _server import served, stats
+from _common import Section, peer_available, run_worker
+from _server import free_port
 
-RPM, CONCURRENCY, LATENCY_S, WINDOW_S = 3000, 50, 0.2, 6.0
-TPM = 7_800_000
-CLIENT_CONCURRENCY = 100
-TARGET_UNTOLD, TARGET_TOLD, TARGET_429 = 0.95, 0.98, 0.02
-TARGET_LATENCY, TARGET_RANDOM_429 = 0.95, 0.90
+HERE = Path(__file__).resolve().parent
+LATENCY_S = 1.0
+CONCURRENCY = 100
+STYLES = ("kimi", "retry-after", "bare")
+PEER = "openai+tenacity"
+TARGET_SHARE, TARGET_DROP, TARGET_KEPT = 0.90, 0.85, 0.90
+TARGET_REFUSED = {200: 0.05, 2000: 0.02}
 
-RPM_SERVER = {"rpm": RPM, "max_concurrency": CONCURRENCY, "ttft_s": LATENCY_S}
 
-
-def _shapes(quick: bool) -> list[dict[str, Any]]:
-    rows = 100 if quick else 1000
-    window = {"window_s": WINDOW_S}
-    # --quick (the test suite's smoke run): a lognormal latency ten times shorter.
-    tail = {"latency_median_s": 0.1, "latency_p99_s": 1.0} if quick else {}
-    return [
-        {
-            "name": "fixed window",
-            "server": {**RPM_SERVER, **window, "rate_shape": "fixed"},
-            "told": {"rpm": RPM, "concurrency": CONCURRENCY},
-            "binding": f"RPM {RPM}",
-            "rows": rows,
-        },
-        {
-            "name": "sliding window",
-            "server": {**RPM_SERVER, **window, "rate_shape": "sliding"},
-            "told": {"rpm": RPM, "concurrency": CONCURRENCY},
-            "binding": f"RPM {RPM}",
-            "rows": rows,
-        },
-        {
-            "name": "token bucket",
-            "server": {**RPM_SERVER, "rate_shape": "bucket", "burst_s": 0.1},
-            "told": {"rpm": RPM, "concurrency": CONCURRENCY},
-            "binding": f"RPM {RPM}",
-            "rows": rows,
-        },
-        {
-            "name": "concurrency only",
-            "server": {"max_concurrency": CONCURRENCY, "ttft_s": 1.0},
-            "told": {"concurrency": CONCURRENCY},
-            "binding": f"concurrency {CONCURRENCY}",
-            "rows": rows,
-        },
-        {
-            "name": "TPM-bound",
-            "server": {"tpm": TPM, "max_concurrency": CONCURRENCY, "ttft_s": LATENCY_S, **window},
-            "told": {"tpm": TPM, "concurrency": CONCURRENCY},
-            "binding": f"TPM {TPM:,}",
-            "rows": rows,
-            "instructions": "long",
-        },
-        {
-            "name": "heavy-tailed latency",
-            "server": {"max_concurrency": CONCURRENCY, "latency": "lognormal", **tail},
-            "told": {"concurrency": CONCURRENCY},
-            "binding": f"concurrency {CONCURRENCY}",
-            "rows": rows,
-        },
+def cells(rows: int, scale: float | None = None) -> list[dict[str, Any]]:
+    """The matrix for runs of ``rows``: the base limits for 200 rows, scaled by ``scale``
+    (default ``rows / 200``)."""
+    k = rows / 200 if scale is None else scale
+    rpm, rpm60, tpm, slots = int(300 * k), int(120 * k), int(60_000 * k), int(5 * k)
+    out: list[dict[str, Any]] = []
+    shapes = [
+        ("fixed 10 s", {"kind": "fixed", "per_minute": rpm, "window_s": 10.0}, "rate"),
+        ("sliding 10 s", {"kind": "sliding", "per_minute": rpm, "window_s": 10.0}, "rate"),
+        ("fixed 60 s", {"kind": "fixed", "per_minute": rpm60, "window_s": 60.0}, "rate"),
+        ("sliding 60 s", {"kind": "sliding", "per_minute": rpm60, "window_s": 60.0}, "rate"),
+        ("token bucket", {"kind": "bucket", "per_minute": rpm, "burst": 2 * rpm / 60}, "rate"),
+        ("concurrency", {"kind": "concurrency", "concurrency": slots}, "concurrency"),
+        (
+            "TPM 10 s",
+            {"kind": "sliding", "per_minute": tpm, "unit": "tokens", "window_s": 10.0},
+            "tpm",
+        ),
+        (
+            "halves at 30 s",
+            {
+                "kind": "sliding",
+                "per_minute": rpm,
+                "window_s": 10.0,
+                "change_at": 30.0,
+                "change_to": rpm // 2,
+            },
+            "halving",
+        ),
     ]
+    for name, shape, kind in shapes:
+        for style in STYLES:
+            out.append({"name": name, "shape": shape, "kind": kind, "style": style, "rows": rows})
+    for share in (0.0, 0.3):
+        shape = {"kind": "concurrency", "concurrency": slots, "random_share": share, "seed": 1}
+        label = "random 30 %" if share else "random: none"
+        out.append({"name": label, "shape": shape, "kind": "random", "style": "kimi", "rows": rows})
+    return out
 
 
-def best_makespan(durations: list[float], slots: int) -> float:
-    """Greedy list scheduling of ``durations`` (in order) on ``slots``: when the last ends."""
-    ends = [0.0] * slots
-    heapq.heapify(ends)
-    for duration in durations:
-        heapq.heappush(ends, heapq.heappop(ends) + duration)
-    return max(ends)
+@contextlib.contextmanager
+def served(shape: dict[str, Any], style: str) -> Iterator[str]:
+    """A fresh ``gateway_server.py`` process; yields its base URL."""
+    import socket
+    import time
+
+    port = free_port()
+    spec = {"port": port, "shape": shape, "style": style, "latency_s": LATENCY_S}
+    proc = subprocess.Popen(
+        [sys.executable, str(HERE / "gateway_server.py"), json.dumps(spec)],
+        cwd=HERE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"gateway server exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("gateway server did not start")
+            time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
 
 
-def _limit_rate(shape: dict[str, Any], rows: int, tokens_per_row: float) -> float:
-    server = shape["server"]
-    # With the long (cacheable) instructions the client first sends one request and fans out
-    # after its answer, so the shared prefix is written to Kimi's cache once (``cache_warm``, on
-    # by default): the fastest run that does so starts one round trip later.
-    warm_s = server["ttft_s"] if shape.get("instructions") == "long" else 0.0
-    rate = None
-    if "rpm" in server and server["rpm"] / 60 < server["max_concurrency"] / server["ttft_s"]:
-        rate = server["rpm"] / 60
-    if "tpm" in server:
-        rate = server["tpm"] / 60 / tokens_per_row
-    if rate is not None:  # the last request sent at the limit's pace, then answered
-        return rows / (warm_s + (rows - 1) / rate + server["ttft_s"])
-    slots = server["max_concurrency"]
-    if server.get("latency") == "lognormal":
-        from kimi_extract.simulator.limits import Latency
-
-        latency = Latency(
-            0.0,
-            shape="lognormal",
-            median_s=server.get("latency_median_s", 1.0),
-            p99_s=server.get("latency_p99_s", 10.0),
-            seed=0,
-        )
-        return rows / best_makespan([latency.draw() for _ in range(rows)], slots)
-    return rows / (math.ceil(rows / slots) * server["ttft_s"])
+def _stats(base_url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(base_url + "/stats", timeout=10) as response:
+        data: dict[str, Any] = json.loads(response.read())
+    return data
 
 
-def _run(
-    server: dict[str, Any], rows: int, options: dict[str, Any], instructions: str = "short"
-) -> dict[str, Any]:
-    with served(**server) as base_url:
+def _client(cell: dict[str, Any], client: str) -> dict[str, Any]:
+    with served(cell["shape"], cell["style"]) as base_url:
         spec = {
-            "client": "kimi_extract",
+            "client": client,
             "base_url": base_url,
-            "rows": rows,
-            "concurrency": options.pop("concurrency", CLIENT_CONCURRENCY),
-            "options": options,
-            "instructions": instructions,
+            "rows": cell["rows"],
+            "concurrency": CONCURRENCY,
         }
-        run = run_worker("_client", spec)["runs"][0]
-        counters = stats(base_url)
-    by_status = counters["by_status"]
-    requests = sum(by_status.values())
-    refused = by_status.get("429", 0)
-    tokens = counters["tokens"]["prompt"] + counters["tokens"]["completion"]
+        run = run_worker("_gateway_client", spec, timeout=3600)
+        stats = _stats(base_url)
+    refused = sum(n for kind, n in stats["refused"].items() if kind != "random")
+    requests = stats["requests"]
     return {
-        "ok": run["ok"],
-        "lost": rows - run["ok"],
-        "wall_s": run["wall_s"],
+        **run,
         "rate": run["ok"] / run["wall_s"],
+        "lost": cell["rows"] - run["ok"],
         "requests": requests,
-        "429": refused,
-        "share_429": refused / requests if requests else 0.0,
-        "tokens_per_row": tokens / max(1, run["ok"]),
-        "bound_by": run.get("bound_by"),
+        "refused": refused,
+        "refused_share": refused / requests if requests else 0.0,
+        "tokens_per_row": stats["tokens"] / max(1, stats["accepted"]),
     }
 
 
-def _row(label: str, told: str, binding: str, limit: float, r: dict[str, Any]) -> list[Any]:
-    return [
-        label,
-        told,
-        binding,
-        f"{limit:.1f}",
-        f"{r['rate']:.1f}",
-        f"{r['rate'] / limit:.0%}",
-        r["requests"],
-        r["429"],
-        f"{r['share_429']:.1%}",
-        r["lost"],
-        f"{r['wall_s']:.1f}",
-        r["bound_by"] or "",
-    ]
+def limit_rate(cell: dict[str, Any], tokens_per_row: float) -> float:
+    """Rows per second the binding limit sustains over the cell's run (module docstring)."""
+    rows, shape = cell["rows"], cell["shape"]
+    if cell["kind"] in ("concurrency", "random"):
+        return rows / (math.ceil(rows / shape["concurrency"]) * LATENCY_S)
+    rate = shape["per_minute"] / 60
+    if cell["kind"] == "tpm":
+        rate /= tokens_per_row
+    if cell["kind"] == "halving":
+        before = rate * shape["change_at"]
+        if rows > before:
+            end = shape["change_at"] + (rows - before) / (shape["change_to"] / 60) + LATENCY_S
+            return rows / end
+    return rows / ((rows - 1) / rate + LATENCY_S)
 
 
-def measure(quick: bool) -> Section:
+def run_cell(cell: dict[str, Any], with_peer: bool) -> dict[str, Any]:
+    """Both clients at once, each against its own fresh server."""
+    clients = ["kimi_extract", *([PEER] if with_peer else [])]
+    with ThreadPoolExecutor(len(clients)) as pool:
+        results = dict(zip(clients, pool.map(lambda c: _client(cell, c), clients), strict=True))
+    for result in results.values():
+        result["limit"] = limit_rate(cell, result["tokens_per_row"])
+        result["share"] = result["rate"] / result["limit"]
+    key = f"{cell['rows']} {cell['name']} {cell['style']}"
+    print(
+        json.dumps(
+            {key: {c: {k: v for k, v in r.items() if k != "errors"} for c, r in results.items()}}
+        ),
+        flush=True,
+    )
+    return results
+
+
+def _fmt(r: dict[str, Any] | None, key: str, spec: str) -> str:
+    return "" if r is None else format(r[key], spec)
+
+
+def measure(quick: bool, only: list[str] | None = None, sizes: list[int] | None = None) -> Section:
+    sizes = sizes or ([40] if quick else [200, 2000])
+    matrix = [c for rows in sizes for c in cells(rows, 1.0 if quick else None)]
+    if quick:  # the suite's smoke run: two cells of 40 rows at the 200-row limits (~10 s)
+        matrix = [
+            c
+            for c in matrix
+            if (c["name"], c["style"]) in {("sliding 10 s", "kimi"), ("token bucket", "bare")}
+        ]
+    if only:
+        matrix = [c for c in matrix if c["name"] in only]
+    with_peer = peer_available("openai")
+    jobs = int(os.environ.get("KX_BENCH_JOBS", "2"))
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        outcomes = list(pool.map(lambda c: run_cell(c, with_peer), matrix))
     table: list[list[Any]] = []
     targets: list[tuple[str, str, bool | None]] = []
     data: dict[str, Any] = {}
-    for shape in _shapes(quick):
-        rows = shape["rows"]
-        instructions = shape.get("instructions", "short")
-        # --quick tells the limits for one shape only, to keep the smoke run short.
-        for told in (False, True) if not quick or shape["name"] == "token bucket" else (False,):
-            options = dict(shape["told"]) if told else {}
-            result = _run(shape["server"], rows, options, instructions)
-            limit = _limit_rate(shape, rows, result["tokens_per_row"])
-            share = result["rate"] / limit
-            label = "told" if told else "untold"
-            table.append(_row(shape["name"], label, shape["binding"], limit, result))
-            data[f"{shape['name']} {label}"] = {**result, "limit": limit, "share": share}
-            if told:
-                met = share >= TARGET_TOLD and result["429"] == 0 and result["lost"] == 0
-                goal = f">= {TARGET_TOLD:.0%}, 0 refused, 0 lost"
-            else:
-                met = (
-                    share >= TARGET_UNTOLD
-                    and result["share_429"] <= TARGET_429
-                    and result["lost"] == 0
-                )
-                goal = f">= {TARGET_UNTOLD:.0%}, <= {TARGET_429:.0%} refused, 0 lost"
-            targets.append(
-                (
-                    f"{shape['name']}, {label}: {goal}",
-                    f"{share:.0%}, {result['share_429']:.1%} refused, {result['lost']} lost",
-                    met,
-                )
-            )
-            print(
-                json.dumps({shape["name"]: label, **data[f"{shape['name']} {label}"]}), flush=True
-            )
-    # Latency-bound: the slow start's cost.
-    latency_rows, slots = (400, 200) if quick else (10_000, 500)
-    rows = latency_rows
-    ideal = rows / math.ceil(rows / slots)
-    for adaptive in (True, False):
-        result = _run({"ttft_s": 1.0}, rows, {"concurrency": slots, "adaptive": adaptive})
-        label = f"adaptive={adaptive}"
-        table.append(_row("latency-bound", label, f"concurrency {slots}", ideal, result))
-        data[f"latency-bound {label}"] = {**result, "limit": ideal}
-        if adaptive:
-            share = result["rate"] / ideal
-            targets.append(
-                (
-                    f"latency-bound, adaptive=True: >= {TARGET_LATENCY:.0%} of ideal",
-                    f"{share:.0%}",
-                    share >= TARGET_LATENCY,
-                )
-            )
-    # Random 429s that are not a rate signal. Twice the rows: a refused row waits 1 s and may be
-    # refused again, so a run ends with a ~3 s tail of retries whatever the client does.
-    rows = 100 if quick else 2000
-    base = {"max_concurrency": CONCURRENCY, "ttft_s": 1.0, "rpm": 2 * RPM, "window_s": WINDOW_S}
-    limit = rows / (math.ceil(rows / CONCURRENCY) * 1.0)
-    clean = _run(base, rows, {})
-    table.append(_row("random 429s: none", "untold", f"concurrency {CONCURRENCY}", limit, clean))
-    noisy = _run({**base, "spurious_429_rate": 0.3}, rows, {})
-    table.append(_row("random 429s: 30 %", "untold", f"concurrency {CONCURRENCY}", limit, noisy))
-    kept = noisy["rate"] / clean["rate"]
-    data["random 429s"] = {"clean": clean, "noisy": noisy, "kept": kept}
-    targets.append(
-        (
-            f"30 % random 429s: >= {TARGET_RANDOM_429:.0%} of the no-fault rate, 0 lost",
-            f"{kept:.0%} ({noisy['rate']:.1f} / {clean['rate']:.1f} rows/s), {noisy['lost']} lost",
-            kept >= TARGET_RANDOM_429 and noisy["lost"] == 0,
+    clean: dict[int, dict[str, Any]] = {}
+    for cell, results in zip(matrix, outcomes, strict=True):
+        ours, peer = results["kimi_extract"], results.get(PEER)
+        key = f"{cell['rows']} {cell['name']} {cell['style']}"
+        data[key] = {"cell": cell, **results}
+        if cell["name"] == "random: none":
+            clean[cell["rows"]] = results
+        ratio = ours["rate"] / peer["rate"] if peer and peer["rate"] else math.inf
+        table.append(
+            [
+                cell["rows"],
+                cell["name"],
+                cell["style"],
+                f"{ours['limit']:.2f}",
+                f"{ours['rate']:.2f}",
+                f"{ours['share']:.0%}",
+                f"{ours['refused_share']:.1%}",
+                ours["lost"],
+                _fmt(peer, "rate", ".2f"),
+                _fmt(peer, "share", ".0%"),
+                _fmt(peer, "refused_share", ".1%"),
+                "" if peer is None else peer["lost"],
+                "" if peer is None else f"{ratio:.2f}",
+                ours.get("bound_by") or "",
+            ]
         )
-    )
+        cap = TARGET_REFUSED.get(cell["rows"], 0.05)
+        if cell["kind"] == "random":
+            if cell["name"] == "random 30 %" and cell["rows"] in clean:
+                kept = ours["rate"] / clean[cell["rows"]]["kimi_extract"]["rate"]
+                targets.append(
+                    (
+                        f"{cell['rows']} rows, 30 % random refusals: >= {TARGET_KEPT:.0%} of the "
+                        "no-fault rate, 0 lost",
+                        f"{kept:.0%}, {ours['lost']} lost",
+                        kept >= TARGET_KEPT and ours["lost"] == 0,
+                    )
+                )
+            continue
+        floor = TARGET_DROP if cell["kind"] == "halving" else TARGET_SHARE
+        met = (
+            ours["share"] >= floor
+            and ours["refused_share"] <= cap
+            and ours["lost"] == 0
+            and (peer is None or ratio >= 1.0)
+        )
+        targets.append(
+            (
+                f"{key}: >= {floor:.0%} of the limit, <= {cap:.0%} refused, 0 lost, >= peer",
+                f"{ours['share']:.0%}, {ours['refused_share']:.1%}, {ours['lost']} lost, "
+                + ("no peer" if peer is None else f"{ratio:.2f}x"),
+                met,
+            )
+        )
     return Section(
         key="7",
-        title="Limiter matrix",
+        title="Limiter matrix (independent rate-limited server)",
         command="python benchmarks/run.py --only 7",
         headers=[
+            "rows",
             "shape",
-            "limits",
-            "binding limit",
+            "429s",
             "limit rows/s",
             "rows/s",
             "of limit",
-            "requests",
-            "429s",
-            "429 share",
+            "refused",
             "lost",
-            "wall s",
+            "peer rows/s",
+            "peer of limit",
+            "peer refused",
+            "peer lost",
+            "x peer",
             "client says bound by",
         ],
         rows=table,
         targets=targets,
         notes=[
-            "Untold: only `concurrency=100`; told: the server's limits as `rpm=` / `tpm=` / "
-            "`concurrency=`. Kimi-style 429 messages without Retry-After. Each cell: a fresh "
-            "simulator process and a fresh client process; requests and 429s from the server's "
-            "/stats.",
-            f"Rows per cell: {_shapes(quick)[0]['rows']:,} (latency-bound: {latency_rows:,}). "
-            "The shapes, the 6 s windows (limits stay per minute) and 'limit rows/s' are "
-            "described in benchmarks/bench_limiters.py's docstring.",
-            "'client says bound by': the limit RunReport.bound_by names (what the client learned "
-            "or was told, and the rate it sent at).",
+            "Server: benchmarks/gateway_server.py (aiohttp; limits from benchmarks/ratelimits.py, "
+            "not the simulator), 1 s answers, refusals at once. Both clients told only "
+            f"concurrency={CONCURRENCY}; peer: {PEER} (the OpenAI cookbook's pattern, "
+            "benchmarks/_gateway_client.py). Same limits, two fresh servers, run at once.",
+            "Shapes, styles and 'limit rows/s' are described in benchmarks/bench_limiters.py's "
+            "docstring. 'refused': the limit's 429s over all requests (random refusals not "
+            "counted); 'x peer': kimi_extract rows/s over the peer's.",
         ],
         data=data,
     )
 
 
 if __name__ == "__main__":
+    import argparse
+
     import report
 
-    section = measure("--quick" in sys.argv)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--cells", default="", help="comma-separated shape names")
+    parser.add_argument("--rows", default="", help="comma-separated run sizes (200,2000)")
+    args = parser.parse_args()
+    section = measure(
+        args.quick,
+        [c.strip() for c in args.cells.split(",") if c.strip()] or None,
+        [int(r) for r in args.rows.split(",") if r.strip()] or None,
+    )
     print(report.console_table(section))

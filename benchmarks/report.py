@@ -94,7 +94,8 @@ def write_markdown(path: Path, sections: list[Section], *, plot: str | None, qui
             if quick
             else "Figures made on the machine described below. "
         )
-        + "Every measurement runs against the project's simulator in its own process; each "
+        + "Every measurement runs against the project's simulator in its own process (section "
+        "7: an independent rate-limited server, benchmarks/gateway_server.py); each "
         "client runs in its own fresh process, so client CPU (`time.process_time` of that "
         "process) excludes the server; figures are medians or ratios. Made by: "
         + ", ".join(f"`{c}`" for c in commands)

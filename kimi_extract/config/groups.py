@@ -58,8 +58,10 @@ class Limits:
     60-second window (None: no limit)."""
 
     adaptive: bool = True
-    """Slow start (by answers and by time), limits learned from Kimi's 429 messages, and a CUBIC
-    send rate that backs off on 429s that signal congestion."""
+    """A paced opening (8 at once, then 50/s until the first answer) and a window that grows by
+    answers; limits named in 429s adopted with their window; 429s that name nothing read by
+    their pattern (a rate limit cuts a CUBIC send rate, random refusals cut nothing). See
+    docs/reliability.md, "Rate limits"."""
 
     def __post_init__(self) -> None:
         check_positive("concurrency", self.concurrency)
@@ -83,11 +85,13 @@ class Connection:
     """
 
     max_retries: int = 8
-    """Extra attempts after the first for a transient failure (0: none)."""
+    """Extra attempts after the first for a transient failure (0: none). 429s that ask to slow
+    down do not count while some request got an answer within ``max_retry_wait``."""
 
     max_retry_wait: float = 60.0
     """Longest wait in seconds before a retry; a server that asks for a longer wait fails the
-    row instead (never shortened)."""
+    row instead (never shortened). Also how long a run may go without an answer before its 429s
+    count toward ``max_retries`` again."""
 
     timeout: float = 600.0
     """Deadline in seconds for each HTTP attempt, from connect to last byte; a stream also fails

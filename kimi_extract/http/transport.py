@@ -10,7 +10,9 @@ backoff capped at ``max_wait`` (60 s). A server-given wait is honoured exactly, 
 ``retry-after-ms``, ``Retry-After`` (seconds or an HTTP date) or, when no header is present, Kimi's
 message form "please try again after N seconds" (real Kimi 429s carry no header:
 docs/reference/KIMI-NOTES.md). A wait
-longer than ``max_wait`` is never shortened: the request fails instead. Never retried: 400, 401,
+longer than ``max_wait`` is never shortened: the request fails instead. 429s that ask the client
+to slow down do not count toward ``max_retries`` while the run makes progress (``_Budget``): the
+limiter paces their retries. Never retried: 400, 401,
 403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance). Waits sleep on the
 transport's ``clock.Clock`` (``clock=``), so tests can run them on virtual time.
 """
@@ -23,6 +25,7 @@ import email.utils
 import json
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -33,7 +36,6 @@ from tenacity import (
     AsyncRetrying,
     RetryCallState,
     retry_if_exception,
-    stop_after_attempt,
     wait_random_exponential,
 )
 
@@ -234,33 +236,64 @@ def is_retryable(exc: BaseException) -> bool:
     return bool(getattr(exc, "retryable", False))
 
 
-class _Wait:
-    """Tenacity wait: the server's time when given, else full-jitter exponential backoff."""
+class _Budget:
+    """One request's retries: the wait before each and when to stop (tenacity's wait and stop).
 
-    def __init__(self, policy: RetryPolicy) -> None:
+    A server-given wait is honoured exactly, and one over ``max_wait`` fails the request. Errors
+    (5xx, timeouts, connection errors, ...) count toward ``max_retries`` and back off with full
+    jitter. 429s that ask the client to slow down (``RateLimitError``) and state no wait are
+    retried after a jitter of at most ``base`` (the gate paces retries, and pauses every sender
+    when the server has no room). They do not count while the run makes progress, that is while
+    some request got an answer within the last ``max_wait`` seconds (``since_answer``): a row is
+    never lost to a rate limit the run is working through. When nothing has been answered for
+    that long they count like errors, so a server that refuses everything still ends the run.
+    """
+
+    def __init__(self, policy: RetryPolicy, since_answer: Callable[[], float]) -> None:
+        self.policy = policy
+        self.since_answer = since_answer
         self.backoff = wait_random_exponential(multiplier=policy.base, max=policy.max_wait)
+        self._free: dict[int, bool] = {}  # attempt number -> a 429 not counted
 
-    def __call__(self, state: RetryCallState) -> float:
+    def _is_free(self, state: RetryCallState) -> bool:
+        number = state.attempt_number
+        if number not in self._free:
+            exc = state.outcome.exception() if state.outcome else None
+            self._free[number] = isinstance(exc, RateLimitError) and (
+                self.since_answer() <= self.policy.max_wait
+            )
+        return self._free[number]
+
+    def counted(self, state: RetryCallState) -> int:
+        """Failed attempts so far that count toward ``max_retries``."""
+        self._is_free(state)
+        return state.attempt_number - sum(self._free.values())
+
+    def wait(self, state: RetryCallState) -> float:
         exc = state.outcome.exception() if state.outcome else None
         server_wait = getattr(exc, "retry_after", None)
         if server_wait is not None:
             return float(server_wait)
-        return float(self.backoff(state))
+        if self._is_free(state):
+            # A jitter so refused rows do not come back together; the gate does the pacing.
+            return random.uniform(0, min(self.policy.max_wait, self.policy.base))
+        # Backoff by the failures that count, so free 429s do not inflate an error's wait.
+        counted = max(1, self.counted(state))
+        return float(self.backoff(_AtAttempt(counted)))  # type: ignore[arg-type]
 
-
-class _Stop:
-    """Stop after ``max_retries`` retries, or when the server asks for more than ``max_wait``."""
-
-    def __init__(self, policy: RetryPolicy) -> None:
-        self.attempts = stop_after_attempt(policy.max_retries + 1)
-        self.max_wait = policy.max_wait
-
-    def __call__(self, state: RetryCallState) -> bool:
+    def stop(self, state: RetryCallState) -> bool:
         exc = state.outcome.exception() if state.outcome else None
         server_wait = getattr(exc, "retry_after", None)
-        if server_wait is not None and server_wait > self.max_wait:
+        if server_wait is not None and server_wait > self.policy.max_wait:
             return True
-        return bool(self.attempts(state))
+        return self.counted(state) >= self.policy.max_retries + 1
+
+
+@dataclass
+class _AtAttempt:
+    """The one field tenacity's exponential backoff reads."""
+
+    attempt_number: int
 
 
 @dataclass
@@ -279,11 +312,11 @@ class Gate(Protocol):
 
     def release(self, permit: Any, actual_tokens: int | None = None) -> None: ...
 
-    def succeeded(self) -> None: ...
+    def succeeded(self, permit: Any = None) -> None: ...
 
     def observe_completion(self, completion_tokens: int) -> None: ...
 
-    def throttled(self, retry_after: float | None, message: str) -> None: ...
+    def throttled(self, retry_after: float | None, message: str, permit: Any = None) -> None: ...
 
 
 class Transport:
@@ -331,6 +364,8 @@ class Transport:
         self.on_retry = on_retry
         self.gate = gate
         self.retries = 0
+        #: When the last answer (any request's) arrived, on ``clock``: the run's progress.
+        self.last_answer = self.clock.now()
         #: Retries after a connection failure (shown by the progress bar).
         self.connection_retries = 0
         #: Some attempt of this run reached a server (any answer, even an error status).
@@ -384,7 +419,9 @@ class Transport:
         """One HTTP attempt, admitted by the gate (when there is one) and reported back to it."""
         gate = self.gate
         if gate is None:
-            return await self._send(body, exchange)
+            answer = await self._send(body, exchange)
+            self.last_answer = self.clock.now()
+            return answer
         permit = await gate.acquire(gate.estimate(prompt_tokens))
         actual: int | None = None  # unknown: the charge stays at the estimate
         try:
@@ -393,15 +430,16 @@ class Transport:
         except RateLimitError as exc:
             actual = 0  # rejected before any work: no tokens
             # Everyone pauses for the server's time, but never longer than a retry may wait: a
-            # longer ask fails the row that got it (see _Wait), it does not stall the whole run.
+            # longer ask fails the row that got it (see _Budget), it does not stall the whole run.
             pause = exc.retry_after
             if pause is not None:
                 pause = min(pause, self.retry.max_wait)
-            gate.throttled(pause, exc.message)
+            gate.throttled(pause, exc.message, permit)
             raise
         finally:
             gate.release(permit, actual)
-        gate.succeeded()
+        self.last_answer = self.clock.now()
+        gate.succeeded(permit)
         gate.observe_completion(answer.usage.completion_tokens)
         return answer
 
@@ -493,6 +531,10 @@ class Transport:
             self._declare_unreachable()
             return True
         return False
+
+    def since_answer(self) -> float:
+        """Seconds since any request got an answer (since the transport was made, before)."""
+        return self.clock.now() - self.last_answer
 
     def _read_reply(self, reply: HttpReply) -> Answer:
         secret = self._api_key
@@ -612,10 +654,10 @@ class Transport:
             if not is_retryable(exc):
                 raise
             first: BaseException | None = exc
-        policy_stop = _Stop(self.retry)
+        budget = _Budget(self.retry, self.since_answer)
         retrying = AsyncRetrying(
-            stop=lambda state: policy_stop(state) or self._stop_unreachable(state),
-            wait=_Wait(self.retry),
+            stop=lambda state: budget.stop(state) or self._stop_unreachable(state),
+            wait=budget.wait,
             retry=retry_if_exception(is_retryable),
             reraise=True,
             before_sleep=self._before_sleep,

@@ -47,8 +47,9 @@ class RunReport:
     from_store: int = 0
     saved: Usage = field(default_factory=Usage)
     store: str | None = None
-    #: The limit that held sends back most and the send rate, e.g. "RPM 3,000 (learned from a
-    #: 429): 49.5 requests/s"; None when no limit held the run back.
+    #: The limit that held sends back most, where it came from, the send rate and the requests
+    #: refused, e.g. "RPM 3,000 (learned from a 429 naming it, counted in 10 s): 49.5
+    #: requests/s; 2 of 1,000 requests refused (0.2%)"; None when no limit held the run back.
     bound_by: str | None = None
     #: ``run_documents(passes=N)``: what each pass found and cost (empty otherwise).
     passes: tuple[PassStats, ...] = ()

@@ -303,6 +303,8 @@ class Progress:
         binding = self.limiter.binding() if self.limiter is not None else None
         if binding is not None:
             text += f" bound={binding}"
+        if self.limiter is not None and self.limiter.throttles:
+            text += f" refused={self.limiter.throttles:,}"
         return text
 
     def close(self) -> None:

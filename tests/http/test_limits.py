@@ -1,49 +1,37 @@
-"""The limiter on a simulated clock: no 60 s window over RPM/TPM, concurrency never exceeded,
-adaptive cut and recovery, limits learned from Kimi's 429 messages."""
+"""The limiter on a virtual clock: limits never exceeded, the opening, limits learned from 429s
+(their windows included), 429s that name nothing, and what the run summary says.
+
+Most tests run the real ``Transport`` and ``Limiter`` against the benchmark's independent
+rate-limit shapes (``tests/http/virtual_gateway.py``): a run of minutes takes a fraction of a
+second, and no assertion depends on how fast this machine is.
+"""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 import itertools
+import math
 import random
 import re
-from collections.abc import Callable, Coroutine
-from typing import Any
+import statistics
 
 import pytest
 
 import kimi_extract as kx
-from kimi_extract.http.limiter import (
-    BETA,
-    LEFTOVER_WAIT_S,
-    PACING_SHARE,
-    Limiter,
-    limits_in_message,
+from kimi_extract.http.limiter import LEFTOVER_WAIT_S, PACING_SHARE, Limiter, limits_in_message
+from kimi_extract.http.opening import (
+    GROWTH_DOUBLING_S,
+    OPENING_BURST,
+    OPENING_RATE,
+    SEEN_STEP_S,
 )
-from kimi_extract.testing import VirtualClock
+
+from .virtual_gateway import Shape, VirtualTime, dumps, longest_gap, run
+
+# -- limits told: never exceeded, paced ------------------------------------------------------
 
 
-def on_virtual_clock(test: Callable[..., Coroutine[Any, Any, None]]) -> Callable[..., None]:
-    """Run an async test on a ``VirtualClock``'s own event loop (``kimi_extract.testing``), the
-    clock passed as its first argument: waits take no real time, and the clock jumps to the next
-    wake-up only once every task is waiting."""
-
-    def run(*args: Any, **kwargs: Any) -> None:
-        clock = VirtualClock()
-        clock.run(test(clock, *args, **kwargs))
-
-    signature = inspect.signature(test)
-    run.__signature__ = signature.replace(  # type: ignore[attr-defined]
-        parameters=list(signature.parameters.values())[1:]
-    )
-    run.__name__, run.__qualname__, run.__doc__ = test.__name__, test.__qualname__, test.__doc__
-    return run
-
-
-async def run_workers(
-    limiter: Limiter, vt: VirtualClock, *, workers: int, requests: int, seed: int
-):
+async def run_workers(limiter: Limiter, vt: VirtualTime, *, workers: int, requests: int, seed: int):
     rng = random.Random(seed)
     sends: list[tuple[float, int]] = []
     in_flight = 0
@@ -66,17 +54,17 @@ async def run_workers(
             limiter.succeeded()
 
     tasks = [asyncio.create_task(worker()) for _ in range(workers)]
-    await asyncio.gather(*tasks)
+    await vt.drive(tasks)
     return sends, peak
 
 
-def max_window(sends: list[tuple[float, int]], *, tokens: bool) -> float:
-    """The largest count (or token sum) of sends in any 60-second window."""
+def max_window(sends: list[tuple[float, int]], *, tokens: bool, window: float = 60.0) -> float:
+    """The largest count (or token sum) of sends in any ``window`` seconds."""
     times = sorted(sends)
     best, start, total = 0.0, 0, 0.0
     for end, (t_end, amount) in enumerate(times):
         total += amount if tokens else 1
-        while times[start][0] <= t_end - 60.0:
+        while times[start][0] <= t_end - window:
             total -= times[start][1] if tokens else 1
             start += 1
         best = max(best, total)
@@ -85,8 +73,8 @@ def max_window(sends: list[tuple[float, int]], *, tokens: bool) -> float:
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
-@on_virtual_clock
-async def test_rpm_tpm_and_concurrency_never_exceeded(vt, seed):
+async def test_rpm_tpm_and_concurrency_never_exceeded(seed):
+    vt = VirtualTime()
     limiter = Limiter(concurrency=40, rpm=300, tpm=400_000, clock=vt)
     sends, peak = await run_workers(limiter, vt, workers=120, requests=1000, seed=seed)
     assert len(sends) == 1000
@@ -99,122 +87,16 @@ async def test_rpm_tpm_and_concurrency_never_exceeded(vt, seed):
     assert vt.time <= needed_min * 60 * 1.1 + 60
 
 
-@on_virtual_clock
-async def test_sends_are_paced_not_bursted(vt):
+async def test_sends_are_paced_not_bursted():
+    vt = VirtualTime()
     limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=200, seed=0)
     first_second = [t for t, _ in sends if t < 1.0]
     assert len(first_second) <= 11  # 600/min = 10/s (+1 for the bucket's first token)
 
 
-async def test_slow_start_doubles_each_round_trip_until_the_limit():
-    limiter = Limiter(concurrency=200)
-    assert limiter.concurrency == 8
-    for expected in (16, 32, 64, 128, 200, 200):
-        for _ in range(limiter.concurrency):  # one round trip: every slot answered once
-            limiter.succeeded()
-        assert limiter.concurrency == expected
-
-
-@on_virtual_clock
-async def test_slow_start_also_grows_with_time_when_answers_are_slow(vt):
-    # 1 s answers: growth by answers alone would hold the first second to the opening 8 slots.
-    limiter = Limiter(concurrency=500, clock=vt)
-    sent: list[float] = []
-
-    async def one() -> None:
-        permit = await limiter.acquire(10)
-        sent.append(vt.time)
-        await vt.sleep(1.0)
-        limiter.release(permit, 10)
-        limiter.succeeded()
-
-    tasks = [asyncio.create_task(one()) for _ in range(500)]
-    await asyncio.gather(*tasks)
-    assert len(sent) == 500
-    assert max(sent) <= 0.35  # 8 doubling every 50 ms passes 500 at 0.3 s
-    assert sorted(sent)[100] > 0.0  # ...and it did not open with a burst of all 500
-
-
-@on_virtual_clock
-async def test_adaptive_cut_and_cubic_recovery(vt):
-    limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
-    vt.time = 10.0
-    limiter.rate = 40.0
-    for _ in range(100):  # unnamed 429s that are most of what comes back: an overload
-        limiter.throttled(None, "The engine is currently overloaded, please try again later")
-    assert limiter.rate == pytest.approx(40.0 * BETA)  # one cut for the burst of them
-    assert limiter.send_rate() == pytest.approx(28.0)
-    rates = []
-    for step in range(1, 40):
-        vt.time = 10.0 + step * 0.5
-        limiter.succeeded()
-        rates.append(limiter.rate if limiter.rate is not None else 100.0)
-    assert all(b >= a - 1e-9 for a, b in zip(rates, rates[1:], strict=False))  # never drops
-    assert rates[-1] > 40.0  # recovered past the old maximum (then stops adapting at the RPM)
-
-
-@on_virtual_clock
-async def test_random_unnamed_429s_cut_nothing(vt):
-    limiter = Limiter(concurrency=50, clock=vt)
-    rng = random.Random(3)
-    for step in range(5000):  # 30 % of answers refused, at random, for 50 s
-        vt.time = step * 0.01
-        if rng.random() < 0.3:
-            limiter.throttled(1.0, "The engine is currently overloaded, please try again later")
-        else:
-            limiter.succeeded()
-    assert limiter.rate is None and limiter.pause_until == 0.0
-
-
-@on_virtual_clock
-async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing(vt):
-    limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
-    for _ in range(40):  # 20 requests/s for 2 s: a third of 6000 RPM
-        permit = await limiter.acquire(10)
-        limiter.release(permit, 10)
-        vt.time += 0.05
-    limiter.throttled(1.0, "reached organization max RPM: 6000, please try again after 1 seconds")
-    assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
-
-
-@on_virtual_clock
-async def test_a_named_rpm_is_adopted_and_paced_then_its_leftover_pauses_then_it_cuts(vt):
-    limiter = Limiter(concurrency=100, clock=vt)
-    message = "reached organization max RPM: 3000, please try again after 4 seconds"
-    for _ in range(100):  # a burst far above 50/s
-        limiter.release(await limiter.acquire(10), 10)
-        vt.time += 0.001
-    limiter.throttled(4.0, message)
-    # Our own burst explains it: adopt the limit and pace at it, nobody else waits.
-    assert limiter.rpm == 3000 and limiter.pause_until == 0.0 and limiter.rate is None
-    assert limiter.send_rate() == pytest.approx(3000 * PACING_SHARE / 60)
-    start = vt.time
-    times = []
-
-    async def send() -> None:
-        limiter.release(await limiter.acquire(10), 10)
-        times.append(vt.time)
-
-    await asyncio.gather(*[asyncio.create_task(send()) for _ in range(50)])
-    assert max(times) - start >= 49 / (50 * PACING_SHARE) - 1e-6  # 50 sends paced at 49.5/s
-    # Refused again while we keep the limit, within a window of adopting it: the server still
-    # counts our earlier burst. Everyone waits the stated time; nothing is cut.
-    limiter.throttled(4.0, message)
-    assert limiter.pause_until == pytest.approx(vt.time + 4.0) and limiter.rate is None
-    vt.time += 4.0
-    limiter.throttled(1.0, message)  # "1 seconds": Kimi's rounding of any shorter wait
-    assert limiter.pause_until == pytest.approx(vt.time + LEFTOVER_WAIT_S)
-    # Refused while keeping it for more than a window: someone else uses the quota. Cut.
-    vt.time += 61.0
-    await asyncio.gather(*[asyncio.create_task(send()) for _ in range(100)])
-    limiter.throttled(1.0, message)
-    assert limiter.rate is not None and limiter.rate < 50
-    assert limiter.bound_by() is not None
-
-
-@on_virtual_clock
-async def test_told_tpm_is_paced_not_front_loaded(vt):
+async def test_told_tpm_is_paced_not_front_loaded():
+    vt = VirtualTime()
     limiter = Limiter(concurrency=100, tpm=60_000, adaptive=False, clock=vt)
     sends, _ = await run_workers(limiter, vt, workers=100, requests=100, seed=4)
     early = sum(tokens for t, tokens in sends if t < 5.0)
@@ -222,8 +104,8 @@ async def test_told_tpm_is_paced_not_front_loaded(vt):
     assert limiter.bound_by() is not None and limiter.bound_by().startswith("TPM 60,000")
 
 
-@on_virtual_clock
-async def test_server_wait_pauses_every_sender(vt):
+async def test_server_wait_pauses_every_sender():
+    vt = VirtualTime()
     limiter = Limiter(concurrency=10, adaptive=False, clock=vt)
     limiter.throttled(2.5, "please try again after 2.5 seconds")
     times: list[float] = []
@@ -234,7 +116,7 @@ async def test_server_wait_pauses_every_sender(vt):
         limiter.release(permit, 10)
 
     tasks = [asyncio.create_task(send()) for _ in range(5)]
-    await asyncio.gather(*tasks)
+    await vt.drive(tasks)
     assert min(times) >= 2.5
 
 
@@ -253,22 +135,288 @@ def test_limits_learned_from_kimi_messages():
     assert limiter.pause_until == 0.0  # adopting a limit pauses no one
 
 
-@on_virtual_clock
-async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit(vt):
+async def test_the_progress_bar_says_which_limit_binds():
+    from kimi_extract.run.scheduler import Progress
+
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
+    await run_workers(limiter, vt, workers=100, requests=50, seed=0)
+    postfix = Progress(None, enabled=False, limiter=limiter).postfix()
+    assert "bound=RPM 600" in postfix
+    assert limiter.bound_by() is not None and limiter.bound_by().startswith("RPM 600: ")
+
+
+# -- the opening ---------------------------------------------------------------------------------
+
+
+def test_the_opening_sends_no_faster_than_its_rate_until_the_first_answer():
+    # 5 s answers, no limit: nothing says how fast the server takes requests until then.
+    out = run(Shape("concurrency", concurrency=10**6), rows=500, workers=500, latency_s=5.0)
+    assert out.ok == 500
+    assert out.gateway.sent(until=5.0) <= OPENING_BURST + OPENING_RATE * 5.0 + 1, dumps(out)
+    # After the first answer the window grows to the whole concurrency within moments.
+    assert out.gateway.sent(until=6.0) == 500, dumps(out)
+
+
+async def test_growth_counts_only_the_time_in_which_a_429_could_have_been_seen():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=1000, clock=vt)
+    sent: list[object] = []
+
+    async def one() -> None:
+        sent.append(await limiter.acquire(10))
+
+    tasks = [asyncio.create_task(one()) for _ in range(300)]
+    await vt.run_due()
+    assert len(sent) == OPENING_BURST
+    vt.time += 1.0  # the loop is busy for a second: no response is read meanwhile
+    await vt.run_due()
+    assert len(sent) <= 2 * OPENING_BURST  # the opening's pacer saves at most one burst
+    permit = sent[0]
+    limiter.release(permit, 10)  # type: ignore[arg-type]
+    limiter.succeeded(permit)  # type: ignore[arg-type]
+    await vt.run_due()
+    window = limiter.concurrency
+    vt.time += 1.0  # busy again: the window does not grow with time nobody could see
+    await vt.run_due()
+    assert limiter.concurrency == window and len(sent) <= window + 1
+    limiter.release(sent[1], 10)  # type: ignore[arg-type]  # one response is read...
+    await vt.run_due()
+    # ...and counts for at most SEEN_STEP_S of growth.
+    assert limiter.concurrency <= (window + 1) * 2 ** (SEEN_STEP_S / GROWTH_DOUBLING_S) + 1
+    for task in tasks:
+        task.cancel()
+
+
+async def test_a_named_limit_holds_back_requests_already_waiting_to_go():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, clock=vt)
+    sent: list[object] = []
+
+    async def one() -> None:
+        sent.append(await limiter.acquire(10))
+
+    tasks = [asyncio.create_task(one()) for _ in range(60)]
+    await vt.run_due()
+    assert len(sent) == OPENING_BURST
+    refused = sent[-1]
+    message = "request reached organization max concurrency: 5, please try again after 1 seconds"
+    limiter.throttled(1.0, message, refused)  # type: ignore[arg-type]
+    limiter.release(refused, 0)  # type: ignore[arg-type]
+    vt.time += 5.0  # every waiter's pacing is long over...
+    await vt.run_due()
+    assert len(sent) == OPENING_BURST  # ...yet none goes while 7 are in flight above 5
+    for permit in sent[:3]:
+        limiter.release(permit, 10)  # type: ignore[arg-type]
+    await vt.run_due()
+    assert limiter.in_flight == 5 and len(sent) == OPENING_BURST + 1
+    for task in tasks:
+        task.cancel()
+
+
+# -- limits named in 429s: learned, with their windows ------------------------------------------
+
+
+def test_a_window_shorter_than_a_minute_is_learned_from_the_opening_burst():
+    # RPM 300 counted in 10 s windows (50 per window), 200 rows, only concurrency=100 told.
+    for kind in ("sliding", "fixed"):
+        out = run(Shape(kind, per_minute=300, window_s=10), rows=200)
+        assert out.ok == 200 and out.gateway.refused() <= 4, dumps(out)  # <= 2 %
+        bound = out.limiter.bound_by() or ""
+        assert re.search(r"counted in (9|10|11)(\.\d+)? s", bound), bound
+        # The window's worth goes again as soon as the window frees: faster than RPM / 60.
+        assert out.end <= (199 / 5 + 1), dumps(out)
+
+
+@pytest.mark.parametrize("told", [False, True], ids=["learned", "told"])
+def test_a_limit_that_halves_mid_run_applies_to_the_future(told):
+    # RPM 300 -> 150 after 30 s, counted in 10 s: the server's own window holds ~5 s of debt.
+    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
+    out = run(shape, rows=200, **({"rpm": 300} if told else {}))
+    accepted = out.gateway.accepted_times()
+    assert out.ok == 200, dumps(out)
+    assert longest_gap(accepted, since=25.0) <= 7.0, dumps(out)  # 5 s stated, rounded, an edge
+    after = [t for t in accepted if t >= 36.0]
+    rate = (len(after) - 1) / (max(after) - min(after))
+    assert rate >= 0.85 * 2.5, (rate, dumps(out))
+    assert out.gateway.refused() <= 4, dumps(out)
+
+
+# -- 429s that name nothing -----------------------------------------------------------------------
+
+
+def test_random_refusals_at_a_steady_share_cost_little():
+    # Concurrency 50, 1 s answers, 30 % of requests refused at random ("engine overloaded"),
+    # over six seeds: the refusals do not follow the rate, so the rate is not cut for long.
+    clean = run(Shape("concurrency", concurrency=50), rows=2000)
+    kept = []
+    for seed in range(1, 7):
+        noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
+        assert noisy.ok == 2000, dumps(noisy)
+        kept.append(clean.end / noisy.end)
+    assert statistics.median(kept) >= 0.9 and min(kept) >= 0.75, kept
+
+
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_unnamed_429s_of_a_token_bucket_settle_at_its_rate(style):
+    # A 5/s token bucket (10 of burst) whose 429s name nothing. The rate 429s fall when the send
+    # rate falls: in steady state the client sends near 5/s, not a multiple of it.
+    out = run(Shape("bucket", per_minute=300, burst=10), rows=200, style=style)
+    sent = out.gateway.sent(since=15.0)
+    assert out.ok == 200, dumps(out)
+    assert sent / (out.end - 15.0) <= 1.2 * 5, dumps(out)
+    assert out.gateway.refused(since=15.0) <= 0.08 * sent, dumps(out)
+
+
+def test_a_full_window_that_names_nothing_pauses_everyone_and_probes():
+    # 50 per 10 s, generic 429s with nothing: the opening fills the window, then a stall.
+    out = run(Shape("sliding", per_minute=300, window_s=10), rows=200, style="bare")
+    assert out.ok == 200, dumps(out)
+    assert out.refused_share <= 0.10, dumps(out)
+    # While the window is full, only probes go: a handful, not a send per row and second.
+    assert out.gateway.sent(since=1.0, until=10.0) <= 8, dumps(out)
+
+
+# -- rows are not lost to 429s --------------------------------------------------------------------
+
+
+def test_429s_do_not_use_up_a_rows_retries_while_the_run_makes_progress():
+    # One slot, twenty rows, no retries for errors: every row refused even once would be lost
+    # if its 429s counted. Two retries each, and a 1-of-5 slot server, the same.
+    for slots, rows, retries in ((1, 20, 0), (1, 20, 2), (5, 200, 0)):
+        out = run(
+            Shape("concurrency", concurrency=slots),
+            rows=rows,
+            workers=rows,
+            style="bare",
+            max_retries=retries,
+        )
+        assert out.ok == rows and not out.lost, dumps(out)
+        assert out.gateway.refused() > 0, dumps(out)  # (the 429s happened)
+
+
+def test_a_server_that_refuses_everything_still_ends_the_rows():
+    # No answer for max_retry_wait: the 429s count again, so the rows fail instead of waiting
+    # forever.
+    out = run(
+        Shape("concurrency", concurrency=0),
+        rows=3,
+        workers=3,
+        style="bare",
+        max_retries=2,
+        max_retry_wait=5.0,
+    )
+    assert out.ok == 0 and len(out.lost) == 3, dumps(out)
+    assert all(lost.startswith("RateLimitError") for lost in out.lost)
+    assert len(out.gateway.attempts) <= 30
+
+
+# -- what bound the run ---------------------------------------------------------------------------
+
+
+def test_the_summary_and_the_bar_say_which_limit_bound_the_run_and_what_was_refused():
+    from kimi_extract.run.scheduler import Progress
+
+    out = run(Shape("sliding", per_minute=300, window_s=10), rows=200)
+    text = out.limiter.bound_by() or ""
+    assert re.fullmatch(
+        r"RPM 300 \(learned from a 429 naming it, counted in [\d.]+ s\): [\d.]+ requests/s; "
+        r"(\d+) of (\d+) requests refused \([\d.]+%\)",
+        text,
+    ), text
+    refused, sent = (int(n) for n in re.findall(r"(\d+) of (\d+) requests", text)[0])
+    assert (refused, sent) == (out.gateway.refused(), len(out.gateway.attempts))
+    postfix = Progress(None, enabled=False, limiter=out.limiter).postfix()
+    assert "bound=RPM 300 (learned)" in postfix and f"refused={refused}" in postfix
+    unnamed = run(Shape("bucket", per_minute=300, burst=10), rows=100, style="bare")
+    text = unnamed.limiter.bound_by() or ""
+    assert text.startswith("adaptive ") and "requests refused" in text, text
+
+
+# -- reading 429s one by one ---------------------------------------------------------------------
+
+
+async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=50, rpm=6000, clock=vt)
+    for _ in range(40):  # 20 requests/s for 2 s: a third of 6000 RPM
+        permit = await limiter.acquire(10)
+        limiter.release(permit, 10)
+        vt.time += 0.05
+    limiter.throttled(1.0, "reached organization max RPM: 6000, please try again after 1 seconds")
+    assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
+
+
+async def test_a_named_rpm_is_adopted_and_kept_then_its_leftover_pauses_then_it_cuts():
+    vt = VirtualTime()
+    limiter = Limiter(concurrency=100, clock=vt)
+    message = "reached organization max RPM: 3000, please try again after 1 seconds"
+    times: list[float] = []
+
+    async def send() -> None:
+        limiter.release(await limiter.acquire(10), 10)
+        times.append(vt.time)
+
+    await vt.drive([asyncio.create_task(send()) for _ in range(100)])  # the opening: 2 s
+    limiter.throttled(1.0, message)
+    # Our own sends explain it: adopt the limit and pace at it, nobody else waits. 100 sends
+    # in 2 s fill 3000 per minute in a 2 s window: that is the window learned.
+    assert limiter.rpm == 3000 and limiter.pause_until == 0.0 and limiter.rate is None
+    assert limiter.send_rate() == pytest.approx(3000 * PACING_SHARE / 60)
+    window = limiter.limits["rpm"].window_s
+    assert 1.9 <= window <= 2.1
+    start, times = vt.time, []
+    await vt.drive([asyncio.create_task(send()) for _ in range(200)])
+    assert max_window([(t, 1) for t in times], tokens=False, window=window) <= 100
+    assert max(times) - start >= 100 / 50 - 1e-6  # at most a window's worth went at once
+    # Refused again while we keep the limit, within a window of adopting it: the server still
+    # counts our earlier burst. Everyone waits the stated time; nothing is cut.
+    limiter.limits["rpm"].since = vt.time  # (as if adopted just now)
+    limiter.throttled(1.0, message)  # "1 seconds": Kimi's rounding of any shorter wait
+    assert limiter.pause_until == pytest.approx(vt.time + LEFTOVER_WAIT_S)
+    limiter.throttled(4.0, message.replace("after 1", "after 4"))
+    assert limiter.pause_until == pytest.approx(vt.time + 4.0) and limiter.rate is None
+    # Refused at its rate while keeping it for more than a window: someone else uses the
+    # quota. Cut.
+    vt.time += 61.0
+    rates: list[float | None] = []
+
+    async def refused_meanwhile() -> None:
+        await vt.sleep(8.0)  # while the sends go on at the limit's rate
+        limiter.throttled(1.0, message)  # once in a window: a send at the window's edge
+        rates.append(limiter.rate)
+        await vt.sleep(0.5)
+        limiter.throttled(1.0, message)  # again: someone else uses the quota
+        rates.append(limiter.rate)
+
+    await vt.drive(
+        [asyncio.create_task(send()) for _ in range(600)]
+        + [asyncio.create_task(refused_meanwhile())]
+    )
+    assert rates[0] is None and rates[1] is not None and rates[1] < 50
+    assert limiter.bound_by() is not None
+
+
+async def test_a_429_explained_by_our_own_concurrency_only_adopts_the_limit():
+    vt = VirtualTime()
     limiter = Limiter(concurrency=100, adaptive=True, clock=vt)
-    limiter.window_allowed = 100
-    permits = [await limiter.acquire(10) for _ in range(60)]
+    permits: list[object] = []
+
+    async def take() -> None:
+        permits.append(await limiter.acquire(10))
+
+    await vt.drive([asyncio.create_task(take()) for _ in range(60)])
     message = "reached organization max concurrency: 50, please try again after 1 seconds"
     limiter.throttled(1.0, message)
     # 60 in flight > 50: our excess explains it. Adopt 50; no pause, no rate cut.
     assert limiter.concurrency == 50 and limiter.pause_until == 0.0 and limiter.rate is None
     for permit in permits[:20]:
-        limiter.release(permit, 10)
+        limiter.release(permit, 10)  # type: ignore[arg-type]
     # 40 in flight <= 50: someone else uses the org's slots too, so slow down and pause.
     limiter.throttled(1.0, message)
     assert limiter.pause_until == vt.time + 1.0 and limiter.rate is not None
     for permit in permits[20:]:
-        limiter.release(permit, 10)
+        limiter.release(permit, 10)  # type: ignore[arg-type]
 
 
 def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
@@ -285,17 +433,65 @@ def test_the_run_summary_names_the_limit_learned_from_kimis_429s():
     assert out["kx_error"].isna().all()
     report = ex.last_run
     assert report is not None and report.bound_by is not None
-    assert report.bound_by.startswith("concurrency 3 (learned from a 429): ")
-    assert "; bound by concurrency 3 (learned from a 429): " in report.summary()
+    assert report.bound_by.startswith("concurrency 3 (learned from a 429 naming it): ")
+    assert "; bound by concurrency 3 (learned from a 429 naming it): " in report.summary()
     assert re.search(r"^bound by +concurrency 3 \(learned", summary_table(report), re.M)
 
 
-@on_virtual_clock
-async def test_the_progress_bar_says_which_limit_binds(vt):
-    from kimi_extract.run.scheduler import Progress
+def test_a_cut_recovers_along_a_cubic_curve_past_where_it_was_cut():
+    from kimi_extract.http.congestion import BETA, Congestion, Share
 
-    limiter = Limiter(concurrency=100, rpm=600, adaptive=False, clock=vt)
-    await run_workers(limiter, vt, workers=100, requests=50, seed=0)
-    postfix = Progress(None, enabled=False, limiter=limiter).postfix()
-    assert "bound=RPM 600" in postfix
-    assert limiter.bound_by() is not None and limiter.bound_by().startswith("RPM 600: ")
+    congestion = Congestion()
+    before = Share(sends=100, refused=20)
+    congestion.cut(10.0, 40.0, 30, before, told=False, limiter_window=50, growing_before=False)
+    congestion.cut(10.5, 40.0, 30, before, told=False, limiter_window=50, growing_before=False)
+    assert congestion.rate == pytest.approx(40.0 * BETA) and congestion.cuts == 1  # one event
+    assert congestion.judge(11.0, Share(sends=40, refused=0)) == "rate"  # the share fell
+    rates = []
+    for step in range(1, 60):
+        congestion.accepted(10.0 + step * 0.5)
+        rates.append(congestion.rate if congestion.rate is not None else math.inf)
+    assert all(b >= a - 1e-9 for a, b in zip(rates, rates[1:], strict=False))  # never drops
+    assert rates[-1] > 40.0  # recovered past the rate it was cut from...
+    finite = [rate for rate in rates if rate != math.inf]
+    # ...along the curve (concave up to 40, then convex past it), not by a jump to no limit.
+    assert any(28.5 < rate < 39.5 for rate in finite) and any(40.5 < rate for rate in finite)
+
+
+def test_a_trial_that_finds_the_refusals_random_undoes_the_cut():
+    from kimi_extract.http.congestion import Congestion, Share
+
+    congestion = Congestion()
+    before = Share(sends=100, refused=30)
+    congestion.cut(10.0, 35.0, 30, before, told=False, limiter_window=50, growing_before=True)
+    assert congestion.rate is not None
+    assert congestion.judge(12.0, Share(sends=40, refused=12)) == "noise"  # the share stayed
+    assert congestion.rate is None and congestion.window is None
+    assert congestion.undone is not None and congestion.undone.limiter_window == 50
+    assert congestion.noise == pytest.approx(0.3)
+
+
+def test_the_virtual_limiter_matrix_runs():
+    # benchmarks/limiters_virtual.py: section 7's cells on the virtual clock, so it cannot rot.
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/limiters_virtual.py",
+            "--rows",
+            "40",
+            "--cells",
+            "token bucket",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 40 | token bucket")]
+    assert len(rows) == 3 and all(row.split("|")[8].strip() == "0" for row in rows), done.stdout

@@ -210,9 +210,11 @@ def test_an_untold_client_learns_a_token_bucket_with_few_refusals() -> None:
         out = ex.run([f"review {i}: the battery is fine" for i in range(30)])
         refused = sim.stats()["by_status"].get("429", 0)
     assert out["kx_error"].isna().all()
-    # Slow start opens at 8 against a 5-request burst: a few refusals, then the named limit is
-    # adopted and the sends are paced under it (opening at 20 at once, then pausing everyone on
-    # every refusal, was refused 15 times and more).
-    assert refused <= 6
+    # The opening sends 8 at once against a 5-request burst, then 50/s: a few refusals until the
+    # first 429 is read (the in-process simulator shares this process's loop: on a loaded
+    # machine that takes 0.1-0.2 s), then the named limit is adopted and the sends are paced
+    # under it (opening at 20 at once, then pausing everyone on every refusal, was refused 15
+    # times and more; tests/http/test_limits.py checks the opening on a virtual clock).
+    assert refused <= 12
     assert ex.last_run is not None and ex.last_run.bound_by is not None
-    assert ex.last_run.bound_by.startswith("RPM 600 (learned from a 429)")
+    assert ex.last_run.bound_by.startswith("RPM 600 (learned from a 429 naming it")

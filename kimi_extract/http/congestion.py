@@ -1,0 +1,328 @@
+"""Congestion control for 429s that name no limit (a gateway's "Rate limit reached", Kimi's
+"engine overloaded") and for named limits someone else shares.
+
+A 429 that names nothing is either a **rate signal** (the client sends faster than some unnamed
+limit: such 429s correlate with the send rate and fall when it falls) or a **random refusal** (an
+overloaded engine, a flaky gateway: a steady share whatever the rate). The limiter judges each
+send from its log: refused, or accepted once it has gone ``judge_after()`` without a 429 (429s
+come back at once; answers take longer). The two are then told apart by their pattern, as a trial:
+
+- When the share of refusals among the recent judged sends exceeds what the learned random share
+  explains (three binomial standard deviations plus ``NOISE_MARGIN``; none learned: the margin),
+  the send rate is **cut** to ``BETA`` of the rate the server delivered (accepted sends per
+  second over the recent span; all of it when the server said how long to wait, the wait counted
+  in the span, so a burst into an empty window does not read as the server's rate), and the
+  in-flight window to the requests the server accepted and still holds (a concurrency limit).
+- The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
+  limit's refusals fall, to none once below the limit. When enough sends have been judged at the
+  lower rate (``TRIAL_SENDS``, more when the share is small), a share that fell to ``FELL`` of
+  the one before is a rate limit; one that stayed (``STAYED`` to ``ROSE`` of it) is random: the
+  cut is undone and the share learned as the **noise** share. In between, the next 429 cuts
+  again; after ``DEEPEST`` cuts in a row a share that has still not fallen so far is random too,
+  and every cut of the row is undone. A trial that finds a rate limit halves the noise share.
+- After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
+  mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that; at
+  ``UNPACED_AT`` times it, pacing ends. The window is held where it was clamped for as long, then
+  grows by one slot per window of answers. A limit that refuses again at the same level is held
+  twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+- **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
+  at all (a full window). Every sender pauses: the time the server stated when it said one, else
+  ``PROBE_FIRST_S`` doubling per refused probe (up to ``PROBE_MAX_S``). After the pause one request
+  goes alone as a probe; the others wait until it is refused or judged accepted. When a probe is
+  accepted the rate restarts at what the server delivered over the whole span of the stall.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .pacing import Pacer, Share
+
+BETA = 0.7  # multiplicative decrease (botocore's adaptive mode)
+#: Seconds the cubic curve takes to climb back to the rate it was cut from (first time).
+CUBIC_K_S = 8.0
+MAX_HOLD_S = 60.0
+#: Cuts within this share of the last cut's rate count as the same limit refusing again.
+SAME_LEVEL = 0.15
+MIN_RATE = 0.2  # requests per second; the adaptive rate never drops below this
+#: Pacing ends when the rate has grown to this multiple of the rate of the last cut.
+UNPACED_AT = 4.0
+CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion event
+#: A cut is judged after this many judged sends at the lower rate (6 / share, if more, up to
+#: twice as many),
+#: sent from ``settle_s()`` after the cut (a bucket or window refills meanwhile)...
+TRIAL_SENDS = 20
+#: ...against the share over this many judged sends before it: at most ``FELL`` of it after the
+#: cut says "rate", between ``STAYED`` and ``ROSE`` times it says "random", else nothing.
+BEFORE_SENDS = 100
+FELL, STAYED, ROSE = 0.25, 0.5, 1.5
+#: Cuts in a row after which a share that has not fallen with the rate reads as random.
+DEEPEST = 2
+#: The recent share of refusals is measured over at most this many judged sends.
+SHARE_SENDS = 50
+#: Fewer judged sends than this say nothing yet.
+MIN_JUDGED = 20
+#: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
+STALL_STREAK = 6
+#: How unlikely a streak of random refusals must be before it reads as a stall.
+STALL_CHANCE = 1e-4
+NOISE_MARGIN = 0.05
+#: Refusal shares above this are never read as random, whatever a trial says.
+MAX_NOISE = 0.6
+PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
+#: A trial finds random refusals only against at least this many judged sends before its cut.
+SETTLED_SENDS = 20
+PACED_BURST_S = 0.05
+
+
+@dataclass
+class Trial:
+    """A cut being checked: the share of refusals before it, and what to restore if the
+    refusals prove random (as it was before the first of the cuts in a row)."""
+
+    at: float
+    before: float
+    needed: int
+    rate_before: float | None
+    window_before: int | None
+    limiter_window: int
+    growing_before: bool
+    #: Enough sends were judged before the cut for a steady share to read as random.
+    settled: bool = True
+    #: Cuts in the row before this one, and the share before the first of them.
+    depth: int = 0
+    first_before: float = 0.0
+    cut_from: float = 0.0  # the rate the first cut of the row was cut from
+
+    def verdict(self, after: Share) -> str | None:
+        """Returns "rate" (the share fell to a quarter or less with the rate), "noise" (it stayed
+        about the same: random refusals; or, after ``DEEPEST`` cuts in a row, it still has not
+        fallen so far), "unclear", or None (not enough sends judged yet)."""
+        if after.sends >= TRIAL_SENDS and after.value > ROSE * self.before + NOISE_MARGIN:
+            return "unclear"  # risen after the cut: not random, and no need to wait longer
+        if after.sends < self.needed:
+            return None
+        if after.value <= FELL * self.before:
+            return "rate"
+        if self.depth >= DEEPEST and after.value > FELL * self.first_before:
+            return "noise"  # the rate is down to BETA ** DEEPEST, the refusals are not
+        # Random refusals keep their share: neither fallen nor risen by much (a share that rose
+        # is a limit's dynamics, a bucket still empty or a window still full).
+        steady = STAYED * self.before <= after.value <= ROSE * self.before
+        if steady and after.value <= MAX_NOISE and self.settled:
+            return "noise"
+        return "unclear"
+
+
+class Congestion:
+    """The adaptive rate and window, the stall probe and the random-refusal test."""
+
+    def __init__(self) -> None:
+        self.rate: float | None = None  # requests per second; None: unpaced
+        self.pacer: Pacer | None = None
+        self.w_max = 0.0
+        self.cut_at = -math.inf
+        self.repeats = 0  # cuts in a row at about the same rate
+        self.window: int | None = None  # in-flight limit learned from 429s; None: none
+        self.window_at = -math.inf
+        self._window_credit = 0.0
+        self.noise = 0.0  # the learned share of random refusals
+        self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
+        self._clamped = False  # the window was clamped since the last verdict...
+        self._window_before_clamp: int | None = None  # ...and was this before
+        self.trial: Trial | None = None
+        self.undone: Trial | None = None  # a cut a trial found random (the caller restores)
+        self.stalls = 0  # pauses in a row with no room
+        self.probing = False  # a probe is out: nobody else goes
+        self.probe_sent = 0.0
+        self.refusal_rtt = 0.0  # the longest recent time from a send to its 429
+        self.cuts = 0
+        self.random_refusals = 0
+
+    # -- reading a 429 ---------------------------------------------------------------------
+
+    def saw_refusal(self, rtt: float) -> None:
+        """A 429 came back ``rtt`` seconds after its request went."""
+        self.refusal_rtt = max(self.refusal_rtt * 0.9, rtt)
+
+    def judge_after(self) -> float:
+        """How long a send must go without a 429 to count as accepted."""
+        return max(0.05, 3 * self.refusal_rtt)
+
+    def hold_s(self) -> float:
+        """How long a cut rate or a clamped window is held before probing above it."""
+        return min(MAX_HOLD_S, CUBIC_K_S * 2**self.repeats)
+
+    def stall_streak(self, recent: Share) -> int:
+        """Refusals in a row that random refusals would rarely make, at the learned share or the
+        ``recent`` one (whichever is higher)."""
+        share = min(max(self.noise, recent.value if recent.sends >= MIN_JUDGED else 0.0), 0.9)
+        if share <= 0:
+            return STALL_STREAK
+        return max(STALL_STREAK, math.ceil(math.log(STALL_CHANCE) / math.log(share)))
+
+    def explained(self, share: Share) -> bool:
+        """Whether ``share`` is no more than the learned random share (or says nothing yet)."""
+        if share.sends < MIN_JUDGED:
+            return True
+        p = self.noise
+        bound = p + 3 * math.sqrt(p * (1 - p) / share.sends) + NOISE_MARGIN
+        return share.value <= bound
+
+    def refused(self, now: float, sent_at: float | None, recent: Share, streak: int) -> str:
+        """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share and
+        ``streak`` the refused sends in a row up to it (in the order they were sent): "stall",
+        "noise" or "cut" (the caller acts on it)."""
+        if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
+            self.probing = False
+            self.stalls += 1
+            self.trial = None
+            return "stall"
+        if streak >= self.stall_streak(recent):
+            self.stalls = max(self.stalls, 1)
+            self.trial = None
+            return "stall"
+        if self.explained(recent):
+            self.random_refusals += self.noise > 0
+            return "noise"
+        if self.trial is not None:
+            return "noise"  # a cut is on trial: wait for its verdict
+        return "cut"
+
+    def stall_pause(self, stated: float | None) -> float:
+        """How long every sender waits in a stall before the next probe."""
+        if stated is not None:
+            return stated
+        return min(PROBE_MAX_S, PROBE_FIRST_S * 2 ** max(0, self.stalls - 1))
+
+    def cut(
+        self,
+        now: float,
+        delivered: float,
+        accepted_in_flight: int,
+        before: Share,
+        *,
+        told: bool,
+        limiter_window: int,
+        growing_before: bool,
+    ) -> None:
+        """Cut the rate to ``BETA`` of ``delivered`` (requests/s; all of it when the server
+        ``told`` when it has room) and clamp the window to ``accepted_in_flight``; start a trial
+        against ``before``, the judged share before the cut (``limiter_window`` /
+        ``growing_before``: the limiter's window before, to restore)."""
+        window_before = self._window_before_clamp if self._clamped else self.window
+        if now - self.cut_at < CUT_EPOCH_S:
+            return  # the same congestion event
+        chained = self._chain
+        self.trial = Trial(
+            now,
+            before.value,
+            min(2 * TRIAL_SENDS, max(TRIAL_SENDS, math.ceil(6 / max(before.value, 1e-3)))),
+            chained.rate_before if chained else self.rate,
+            chained.window_before if chained else window_before,
+            chained.limiter_window if chained else limiter_window,
+            chained.growing_before if chained else growing_before,
+            before.sends >= SETTLED_SENDS,
+            chained.depth + 1 if chained else 0,
+            chained.first_before if chained else before.value,
+        )
+        current = max(MIN_RATE, min(self.rate or math.inf, delivered))
+        if chained is not None:
+            # A row of cuts goes down from where the first was cut from, BETA each time (the
+            # rate delivered under a cut is lower by the refusals too: no spiral down on them).
+            current = max(MIN_RATE, chained.cut_from * BETA ** (chained.depth + 1))
+            told = False
+        self.trial.cut_from = current if chained is None else chained.cut_from
+        self._chain = self.trial
+        self._new_level(current)
+        self.cut_at = now
+        self.cuts += 1
+        self.w_max = current
+        self._set_rate(now, current if told else max(MIN_RATE, current * BETA))
+
+    def settle_s(self) -> float:
+        """Sends this soon after a cut are not judged in its trial."""
+        return max(0.2, 2 * self.judge_after())
+
+    def clamp(self, now: float, accepted_in_flight: int) -> None:
+        """Hold the in-flight window at what the server took (a stall)."""
+        if not self._clamped:  # the window before this episode, for a trial to restore
+            self._clamped, self._window_before_clamp = True, self.window
+        window = max(1, accepted_in_flight)
+        if self.window is None or window < self.window:
+            self.window = window
+        self.window_at = now
+        self._window_credit = 0.0
+
+    def restart(self, now: float, delivered: float) -> None:
+        """A probe was accepted after a stall: go on at the rate the server delivered."""
+        self.probing = False
+        self.stalls = 0
+        current = max(MIN_RATE, delivered)
+        self._new_level(current)
+        self.cut_at = now
+        self.w_max = current
+        self._set_rate(now, current)
+
+    def _new_level(self, rate: float) -> None:
+        if self.w_max and abs(rate - self.w_max) <= SAME_LEVEL * self.w_max:
+            self.repeats += 1
+        else:
+            self.repeats = 0
+
+    # -- answers and trials ----------------------------------------------------------------
+
+    def accepted(self, now: float) -> None:
+        """One send answered: grow the rate along the cubic curve and the window."""
+        if self.window is not None and now - self.window_at >= self.hold_s():
+            self._window_credit += 1 / self.window
+            if self._window_credit >= 1:
+                self._window_credit = 0.0
+                self.window += 1
+        if self.rate is None or self.trial is not None:
+            return  # (a cut on trial holds its rate until judged)
+        k = self.hold_s()
+        elapsed = now - self.cut_at
+        scale = self.w_max * (1 - BETA) / k**3
+        rate = max(MIN_RATE, scale * (elapsed - k) ** 3 + self.w_max)
+        if rate >= UNPACED_AT * self.w_max:
+            self.rate, self.pacer = None, None
+        elif rate > self.rate:  # growth never lowers it
+            self._set_rate(now, rate)
+
+    def judge(self, now: float, after: Share) -> str | None:
+        """Judge the trial with ``after``, the judged sends since the cut settled: "noise" (the
+        cuts in a row are undone; ``undone`` says what to restore), "rate" (kept), "unclear"
+        (kept; a next cut continues the row), or None (not enough sends yet)."""
+        trial = self.trial
+        verdict = None if trial is None else trial.verdict(after)
+        if trial is None or verdict is None:
+            return None
+        self.trial = None
+        self._clamped = False
+        if verdict == "noise":
+            self.noise = max(self.noise, after.value)
+            self.rate = trial.rate_before
+            self.pacer = None if self.rate is None else self._pacer(now, self.rate)
+            self.window = trial.window_before
+            self.cut_at = -math.inf
+            self.undone, self._chain = trial, None
+        elif verdict == "rate":
+            self.noise /= 2  # the share fell with the rate: less of it was random
+            self._chain = None
+        return verdict
+
+    def _set_rate(self, now: float, rate: float) -> None:
+        self.rate = rate
+        if self.pacer is None:
+            self.pacer = self._pacer(now, rate)
+        else:
+            self.pacer.refill(now)
+            self.pacer.rate = rate
+            self.pacer.capacity = max(1.0, rate * PACED_BURST_S)
+            self.pacer.level = min(self.pacer.level, self.pacer.capacity)
+
+    @staticmethod
+    def _pacer(now: float, rate: float) -> Pacer:
+        return Pacer(rate, rate * PACED_BURST_S, now, full=False)

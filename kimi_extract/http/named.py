@@ -1,0 +1,216 @@
+"""Per-minute limits (RPM, TPM): told, or named in a 429 and learned with their window.
+
+A ``Limit`` is one of them: its value and where it came from, the window it is counted in (Kimi's
+60 s unless the server shows a shorter one), its ``Pacer`` and how a 429 that names it is read
+(``read``). The ``Limiter`` keeps one per kind and checks its log and pacer before every send.
+
+- **Adopting** a named limit below the one in force (``adopt``): its window is the longest in
+  which our accepted sends already fill it, as a burst of ours shows (only an opening burst of
+  requests can: its tokens are still estimates, and after a while at a steady rate every window
+  is full of a lower limit), and no longer than makes
+  the log owe more than the wait the server states (Kimi rounds it up to whole seconds): a lower
+  limit applies from now on, and the past is owed only as long as the server says. When a burst
+  showed what the window takes, ``BURST_SHARE`` of it may go at once later. The log counts the
+  window a little longer (``EDGE_MIN_S`` .. ``EDGE_MAX_S``), so a send that takes the place of one
+  a window ago does not reach the server first.
+- **Reading** a 429 that names a limit we keep (``read``): within a window of adopting it while we
+  were above it, it is the rest of that burst in the server's window ("leftover": everyone waits
+  the stated time); below ``BELOW_LIMIT`` of it, not a rate signal ("noise": only that request
+  waits); at its rate but the first in a window, a send at the window's edge ("leftover"); again
+  within a window, someone else shares the quota ("congestion").
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+from ..kimi import LIMIT_MESSAGES
+from .congestion import Congestion
+from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Pacer, SendLog
+
+logger = logging.getLogger("kimi_extract")
+
+WINDOW_S = MAX_WINDOW_S
+#: Pacing at this share of the limit, so jitter on the way never tips a window over it...
+PACING_SHARE = 0.99
+#: ...and bursts of at most this many seconds' worth (at least one request)...
+PACING_BURST_S = 0.05
+#: ...or, when a burst of ours showed what a learned window takes, this share of that burst.
+BURST_SHARE = 0.9
+#: A learned window is counted this much longer in the log: twice the time a 429 took to come
+#: back, within these bounds.
+EDGE_MIN_S, EDGE_MAX_S = 0.1, 0.5
+#: A 429 naming a limit while our recent rate is below this share of it is not a rate signal.
+BELOW_LIMIT = 0.8
+LABELS = {"concurrency": "concurrency", "rpm": "RPM", "tpm": "TPM"}
+
+
+def limits_in_message(message: str) -> dict[str, int]:
+    """The limits a Kimi 429 message names, e.g. ``{"rpm": 3000}``."""
+    found = {}
+    for name, pattern in LIMIT_MESSAGES.items():
+        match = pattern.search(message)
+        if match:
+            found[name] = int(match.group(1))
+    return found
+
+
+@dataclass
+class Adoption:
+    """What adopting a limit reads from the limiter: its log, the time a 429 takes to come back
+    (sends younger than ``judged_before`` may still be refused), and one request's tokens."""
+
+    log: SendLog
+    judged_before: float
+    refusal_rtt: float
+    each_tokens: float
+
+
+@dataclass
+class Limit:
+    """A per-minute limit on requests (``"rpm"``) or tokens (``"tpm"``); module docstring."""
+
+    name: str
+    value: int | None
+    source: str = "set"  # "set" or "learned"
+    since: float = 0.0  # when it was adopted
+    window_s: float = MAX_WINDOW_S
+    how: str = ""  # how the window was learned ("" when it is the default)
+    burst_before: bool = False  # we were above it when we learned it
+    refused_at: float = -math.inf  # the last 429 naming it
+    pacer: Pacer | None = None
+
+    @property
+    def tokens(self) -> bool:
+        return self.name == "tpm"
+
+    def new_pacer(self, now: float, *, full: bool, burst: float | None = None) -> Pacer | None:
+        """A pacer at ``PACING_SHARE`` of the limit (None when there is no limit)."""
+        if self.value is None:
+            return None
+        rate = self.value * PACING_SHARE / WINDOW_S
+        capacity = max(rate * PACING_BURST_S, BURST_SHARE * burst if burst else 0.0)
+        return Pacer(rate, capacity, now, full=full)
+
+    def recent_rate(self, log: SendLog, now: float) -> float:
+        """Our accepted rate (requests or tokens per second) over two of the limit's windows
+        (sends may come in a window's worth at once), or the time it takes to allow 20 requests
+        when that is longer; at least 2 s, at most a minute."""
+        per_s = (self.value or 0) / WINDOW_S
+        span = 2.0 if self.tokens or not per_s else 20 / per_s
+        span = min(WINDOW_S, max(2.0, span, 2 * self.window_s))
+        return log.accepted(now, span, tokens=self.tokens) / span
+
+    def read(self, value: int, now: float, stated: float | None, context: Adoption) -> str:
+        """A 429 named this limit as ``value``: "adopted", "leftover", "noise" or "congestion"
+        (module docstring)."""
+        try:
+            if self.value is None or value < self.value:
+                self.adopt(value, now, stated, context)
+                return "adopted"
+            if value > self.value:
+                return "noise"  # a limit above ours: not what holds us
+            if self.burst_before and now - self.since < self.window_s:
+                return "leftover"  # the server still counts our burst from before
+            if self.recent_rate(context.log, now) < BELOW_LIMIT * value / WINDOW_S:
+                return "noise"
+            if now - self.refused_at > self.window_s:
+                return "leftover"  # once in a window, at its edge: a short pause
+            return "congestion"  # again and again: someone else shares the quota
+        finally:
+            self.refused_at = now
+
+    def adopt(self, value: int, now: float, stated: float | None, context: Adoption) -> None:
+        """Keep to ``value`` from now on: its window, pacer and log (module docstring)."""
+        log, tokens, previous = context.log, self.tokens, self.value
+        # Only an opening burst of requests shows a window: tokens are still estimates then (no
+        # answer has said what they cost), and after a while at a steady rate every window of
+        # the log is full of a lower limit. The window is read long (sends whose 429 may still
+        # be on the way counted as taken) and what may go at once short (only those judged).
+        shows = previous is None and not tokens
+        window = log.window_for(now, value, tokens=False, judged_before=now) if shows else None
+        judged = (
+            log.window_for(now, value, tokens=False, judged_before=context.judged_before)
+            if shows
+            else None
+        )
+        length, how = (window, "burst") if window is not None else (self.window_s, self.how)
+        burst = value * judged / WINDOW_S if judged is not None else None
+        if stated is not None:
+            # Once the stated wait is over the log must let sends go on (the next two fit: the
+            # next alone may slip into the one place left); else a shorter window shows.
+            amount = 2 * (context.each_tokens if tokens else 1.0)
+            allowed = stated + min(1.0, 0.2 * stated)  # (whole seconds, rounded up)
+            if log.wait_under(now, value, length, tokens=tokens, amount=amount) > allowed:
+                low, high = MIN_WINDOW_S, length
+                for _ in range(20):
+                    middle = (low + high) / 2
+                    owes = log.wait_under(now, value, middle, tokens=tokens, amount=amount)
+                    low, high = (middle, high) if owes <= allowed else (low, middle)
+                length, how = low, "stated wait"
+            length = max(length, min(stated, MAX_WINDOW_S))
+        recent = self.recent_rate(log, now) if previous is not None else None
+        self.value, self.source, self.since = value, "learned", now
+        self.window_s, self.how = length, how
+        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * context.refusal_rtt))
+        log.set_length(log.tokens if tokens else log.requests, length + edge, now)
+        if recent is None:
+            recent = log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
+        self.burst_before = recent >= BELOW_LIMIT * value / WINDOW_S
+        self.pacer = self.new_pacer(now, full=burst is not None, burst=burst)
+        logger.info(
+            "server limit learned from a 429: %s %d (counted in %g s)",
+            LABELS[self.name],
+            value,
+            length,
+        )
+
+
+class LimiterView(Protocol):
+    """What ``describe`` reads of a limiter."""
+
+    limits: dict[str, Limit]
+    max_concurrency: int
+    concurrency_source: str
+    congestion: Congestion
+
+    @property
+    def window_allowed(self) -> int: ...
+
+
+def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
+    """The limit behind ``cause`` ("concurrency", "rpm", "tpm", "rate" or "pause"), where it
+    came from and, unless ``short``, how it was learned, e.g. "RPM 300 (learned from a 429
+    naming it, counted in 10 s)"."""
+    congestion = limiter.congestion
+    if cause == "concurrency":
+        learned = congestion.window
+        if learned is not None and learned < limiter.max_concurrency:
+            if short:
+                return "adaptive concurrency"
+            return f"adaptive concurrency {learned:,} (from 429s that named no limit)"
+        if limiter.window_allowed < limiter.max_concurrency:
+            return "concurrency window (adaptive)"
+        value, source, how = limiter.max_concurrency, limiter.concurrency_source, ""
+        label = "concurrency"
+    elif cause in ("rpm", "tpm"):
+        limit = limiter.limits[cause]
+        value, source, label = limit.value or 0, limit.source, LABELS[cause]
+        how = f", counted in {limit.window_s:g} s" if limit.how and not short else ""
+    elif cause == "rate":
+        if short:
+            return "adaptive rate"
+        rate = f"{congestion.w_max:,.1f}/s" if congestion.w_max else "?"
+        return (
+            f"adaptive rate (cut at {rate} after {congestion.cuts:,} rate signals among "
+            f"unnamed 429s; {congestion.random_refusals:,} read as random)"
+        )
+    else:
+        return "server-asked pauses"
+    if source == "set":
+        return f"{label} {value:,}"
+    suffix = " (learned)" if short else f" (learned from a 429 naming it{how})"
+    return f"{label} {value:,}{suffix}"

@@ -1,0 +1,100 @@
+"""The opening of a run and its slow start, before any 429 says where a limit is.
+
+Until the first answer nothing says how fast the server takes requests: ``OPENING_BURST`` go at
+once, then at most ``OPENING_RATE`` per second (``Opening.wait``). A server that allows less
+refuses only the few sent before its first 429 comes back (benchmarks/bench_limiters.py).
+
+After the first answer the in-flight window starts at what is in flight, grows by one per answer
+and doubles every ``GROWTH_DOUBLING_S`` of *seen* time: time counts only as the event loop
+delivers responses (``saw_response``), at most ``SEEN_STEP_S`` per response, so a loop too busy
+to read the 429s waiting for it does not let the window grow meanwhile; and a loop that wakes its
+sleepers late (it reads its 429s as late) doubles it only every ``LAG_DOUBLINGS`` times that
+lag. The first 429 that signals a limit ends both (``stop``); a cut that proves to be about
+random refusals resumes the growth (``resume``).
+"""
+
+from __future__ import annotations
+
+from .pacing import Pacer
+
+#: The opening: this many at once, then at most ``OPENING_RATE`` per second until an answer.
+OPENING_BURST = 8
+OPENING_RATE = 50.0
+#: Slots the in-flight window keeps at least when the opening ends.
+SLOW_START = 8
+#: After the first answer, while no 429 signals a limit, the window doubles this often (seen
+#: time) and grows by one per answer.
+GROWTH_DOUBLING_S = 0.05
+#: Seen time: at most this much per response the loop delivers.
+SEEN_STEP_S = 0.025
+#: A loop that wakes its sleepers late (by ``lag``) reads a 429 that late too: the window then
+#: doubles no faster than every ``LAG_DOUBLINGS * lag``, so what goes out meanwhile stays a small
+#: share of it.
+LAG_DOUBLINGS = 7.0
+
+
+class Opening:
+    """The opening's pacing and the slow start's in-flight window (module docstring)."""
+
+    def __init__(self, concurrency: int, *, adaptive: bool, now: float) -> None:
+        self.pacing = adaptive  # until the first answer
+        self.pacer = Pacer(OPENING_RATE, OPENING_BURST, now, full=True)
+        self.growing = adaptive
+        self.window = concurrency
+        self._base = float(SLOW_START)
+        self._seen = 0.0  # seen time since the growth started
+        self._last_event = now
+        self.lag = 0.0  # how late the loop woke a sleeper lately (decaying maximum)
+
+    def current(self, most: int) -> int:
+        """The in-flight window now (at most ``most``, the concurrency in force)."""
+        if self.pacing:
+            return most
+        if self.growing:
+            doubling = max(GROWTH_DOUBLING_S, LAG_DOUBLINGS * self.lag)
+            grown = self._base * 2 ** min(40.0, self._seen / doubling)
+            if grown >= most:
+                self.growing = False
+                self.window = most
+            elif grown > self.window:
+                self.window = int(grown)
+        return self.window
+
+    def wait(self, now: float) -> float:
+        """Seconds before the next send may go while the opening is paced (0: now)."""
+        return self.pacer.wait(now, 1.0) if self.pacing else 0.0
+
+    def took(self) -> None:
+        if self.pacing:
+            self.pacer.take(1.0)
+
+    def woke(self, late: float) -> None:
+        """A sleeper woke ``late`` seconds after its time (the loop was busy)."""
+        self.lag = max(self.lag * 0.9, late)
+
+    def saw_response(self, now: float) -> None:
+        """The loop delivered a response: time up to now was seen (at most ``SEEN_STEP_S``)."""
+        if self.growing and not self.pacing:
+            self._seen += min(max(0.0, now - self._last_event), SEEN_STEP_S)
+        self._last_event = now
+
+    def answered(self, in_flight: int, most: int) -> None:
+        """An answer: the opening ends at what is in flight; the slow start grows by one."""
+        if self.pacing:
+            self.pacing = False
+            self.window = max(SLOW_START, in_flight + 1)
+            self._base, self._seen = float(self.window), 0.0
+        if self.growing and self.window < most:
+            self.window += 1
+
+    def stop(self, most: int) -> None:
+        """A 429 signalled a limit: no more opening or growth (the limit holds sends now)."""
+        self.pacing = self.growing = False
+        self.window = most
+
+    def resume(self, window: int, growing: bool, most: int) -> None:
+        """A cut proved to be about random refusals: the window, and its growth, as before."""
+        self.window = max(1, min(most, window))
+        if growing and self.window < most:
+            self.growing = True
+            self._base, self._seen = float(self.window), 0.0

@@ -1,0 +1,281 @@
+"""The limiter's bookkeeping: a token-bucket ``Pacer`` and the ``SendLog`` of recent sends.
+
+``Pacer``: ``rate`` units per second with at most ``capacity`` saved up. It never holds more than
+its capacity: a reservation handed back (a refused request, an over-estimate of tokens) refills it
+up to the capacity and no further, so a run of refusals cannot bank a burst.
+
+``SendLog``: every send of the last ``MAX_WINDOW_S`` and two trailing windows over it, one counting
+requests and one summing tokens, each of its own length (Kimi counts in 60 s; a gateway may count
+in less, which the limiter learns). A refused send stops counting in both at once (the server did
+not count it either); a send's tokens are corrected to its real usage when its answer arrives.
+The log also answers what the limiter asks of the past: how many sends the server accepted over a
+span, and which window a refusal implies (``window_for``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+#: The longest window any limit is counted in (Kimi's), and how long sends are remembered.
+MAX_WINDOW_S = 60.0
+#: No window is learned shorter than this: Kimi states waits in whole seconds, and a shorter
+#: "window" is a token bucket's burst, which the pacer handles.
+MIN_WINDOW_S = 1.0
+REQUESTS, TOKENS = 1, 2
+
+
+class Pacer:
+    """A token bucket: ``rate`` units per second, at most ``capacity`` saved up. The level may go
+    negative (a request larger than the bucket goes when the bucket is full; the next ones wait),
+    and never rises above the capacity."""
+
+    def __init__(self, rate: float, capacity: float, now: float, *, full: bool) -> None:
+        self.rate = rate
+        self.capacity = max(1.0, capacity)
+        # Not full: a limit just learned from a burst that emptied the server's own bucket; the
+        # first sends wait a burst's worth, so the server's bucket is not left at the edge.
+        self.level = self.capacity if full else -self.capacity
+        self.time = now
+
+    def refill(self, now: float) -> None:
+        if now > self.time:
+            self.level = min(self.capacity, self.level + (now - self.time) * self.rate)
+        self.time = max(self.time, now)
+
+    def wait(self, now: float, amount: float) -> float:
+        """Seconds until ``amount`` may be taken (0: now)."""
+        self.refill(now)
+        need = min(amount, self.capacity)
+        return 0.0 if self.level >= need - 1e-9 else (need - self.level) / self.rate
+
+    def take(self, amount: float) -> None:
+        self.level -= amount
+
+    def give_back(self, amount: float) -> None:
+        """Return ``amount`` taken earlier (unused): up to the capacity, never above it."""
+        self.level = min(self.capacity, self.level + amount)
+
+
+@dataclass
+class Share:
+    """Judged sends and how many of them were refused."""
+
+    sends: int = 0
+    refused: int = 0
+
+    @property
+    def value(self) -> float:
+        return self.refused / self.sends if self.sends else 0.0
+
+
+class Send:
+    """One admitted request: when it went, the tokens charged, and whether it was refused."""
+
+    __slots__ = ("sent_at", "tokens", "refused", "named", "held")
+
+    def __init__(self, sent_at: float, tokens: float) -> None:
+        self.sent_at = sent_at
+        self.tokens = tokens
+        self.refused = False
+        self.named = False  # refused by a limit its 429 named
+        self.held = 0  # bit set of the windows still counting it
+
+
+class _Window:
+    """A trailing window over the log: ``total`` requests (or tokens) sent in the last
+    ``length`` seconds and not refused."""
+
+    def __init__(self, bit: int, length: float) -> None:
+        self.bit = bit
+        self.length = length
+        self.queue: deque[Send] = deque()
+        self.total = 0.0
+
+    def amount(self, send: Send) -> float:
+        if send.refused:
+            return 0.0
+        return 1.0 if self.bit == REQUESTS else send.tokens
+
+    def add(self, send: Send) -> None:
+        self.queue.append(send)
+        send.held |= self.bit
+        self.total += self.amount(send)
+
+    def drop(self, send: Send) -> None:
+        """``send`` stops counting (its amount is about to change or it was refused)."""
+        if send.held & self.bit:
+            self.total -= self.amount(send)
+
+    def expire(self, now: float) -> None:
+        queue = self.queue
+        while queue and queue[0].sent_at <= now - self.length:
+            send = queue.popleft()
+            if send.held & self.bit:
+                self.total -= self.amount(send)
+                send.held &= ~self.bit
+
+    def wait(self, now: float, amount: float, capacity: float) -> float:
+        """Seconds until ``amount`` more fits under ``capacity`` as sends age out (0: now)."""
+        if self.total + amount <= capacity + 1e-9:
+            return 0.0
+        excess = self.total + amount - capacity
+        for send in self.queue:
+            excess -= self.amount(send)
+            if excess <= 1e-9:
+                return send.sent_at + self.length - now
+        return (self.queue[-1].sent_at + self.length - now) if self.queue else 0.0
+
+
+class SendLog:
+    """The sends of the last ``MAX_WINDOW_S`` and the trailing request and token windows."""
+
+    def __init__(self) -> None:
+        self.sends: deque[Send] = deque()
+        self.requests = _Window(REQUESTS, MAX_WINDOW_S)
+        self.tokens = _Window(TOKENS, MAX_WINDOW_S)
+
+    def add(self, now: float, tokens: float) -> Send:
+        send = Send(now, tokens)
+        self.sends.append(send)
+        self.requests.add(send)
+        self.tokens.add(send)
+        return send
+
+    def expire(self, now: float) -> None:
+        self.requests.expire(now)
+        self.tokens.expire(now)
+        sends = self.sends
+        while sends and sends[0].sent_at <= now - MAX_WINDOW_S - 1.0:  # (a window's edge too)
+            sends.popleft()
+
+    def refuse(self, send: Send) -> None:
+        """The server refused ``send``: it counts in no window (its tokens were never used)."""
+        if send.refused:
+            return
+        self.requests.drop(send)
+        self.tokens.drop(send)
+        send.refused = True
+
+    def correct(self, send: Send, tokens: float) -> None:
+        """``send`` really cost ``tokens`` (its answer's usage)."""
+        if send.refused:
+            return
+        self.tokens.drop(send)
+        send.tokens = tokens
+        if send.held & TOKENS:
+            self.tokens.total += tokens
+
+    def set_length(self, window: _Window, length: float, now: float) -> None:
+        """Count ``window`` over ``length`` seconds from now on (rebuilt from the log)."""
+        length = min(MAX_WINDOW_S + 1.0, max(MIN_WINDOW_S, length))
+        if length == window.length:
+            return
+        for send in window.queue:
+            send.held &= ~window.bit
+        window.length = length
+        window.queue = deque()
+        window.total = 0.0
+        for send in self.sends:
+            if send.sent_at > now - length:
+                window.add(send)
+
+    def newest(self) -> Iterator[Send]:
+        """Sends still remembered, newest first."""
+        return reversed(self.sends)
+
+    def accepted(self, now: float, span: float, *, tokens: bool = False) -> float:
+        """Requests (or tokens) sent in the last ``span`` seconds and not refused."""
+        total = 0.0
+        for send in reversed(self.sends):
+            if send.sent_at <= now - span:
+                break
+            if not send.refused:
+                total += send.tokens if tokens else 1.0
+        return total
+
+    def judged(self, young: float, since: float | None = None, count: int = 50) -> Share:
+        """The recent judged sends (the last ``count``, or all since ``since``), refused or
+        accepted: only sends made by ``young`` (a later one's 429 may still be on the way;
+        counting the refusals of a moment before its acceptances would overstate the share),
+        and not refusals by a named limit (that limit's business, not a sign of another)."""
+        share = Share()
+        for send in reversed(self.sends):
+            if since is not None and send.sent_at < since:
+                break
+            if send.sent_at > young or send.named:
+                continue
+            share.sends += 1
+            share.refused += send.refused
+            if since is None and share.sends >= count:
+                break
+        return share
+
+    def refused_run(self, send: Send) -> int:
+        """Refused sends in a row, in the order sent, ending with ``send`` (refusals by a named
+        limit are passed over: they are that limit's, not a sign of another)."""
+        run = 0
+        for other in reversed(self.sends):
+            if other.sent_at > send.sent_at or (run == 0 and other is not send):
+                continue
+            if other.named:
+                continue
+            if not other.refused:
+                break
+            run += 1
+        return run
+
+    def window_for(
+        self, now: float, per_minute: float, *, tokens: bool, judged_before: float
+    ) -> float | None:
+        """The longest window (seconds, at least ``MIN_WINDOW_S``) in which the accepted sends
+        already fill ``per_minute`` scaled to that window, i.e. the longest window in which a
+        server would have refused the next send; None when none does (the refusal is not
+        explained by our own sends: a burst limit, another client, or a random refusal). Only
+        sends made by ``judged_before`` count (a later one may yet be refused)."""
+        accepted = [
+            s for s in reversed(self.sends) if not s.refused and s.sent_at <= judged_before
+        ]  # newest first
+        if not accepted:
+            return None
+        best: float | None = None
+        count = 0.0
+        most = sum(s.tokens if tokens else 1.0 for s in accepted)
+        for index, send in enumerate(accepted):
+            count += send.tokens if tokens else 1.0
+            age = now - send.sent_at
+            if age > MAX_WINDOW_S * most / per_minute:
+                break  # no longer window can be full: it would hold at most ``most``
+            reach = MAX_WINDOW_S * count / per_minute  # the window this count fills
+            if age > reach:
+                continue
+            # A window from ``age`` up to the next older send holds exactly ``count``.
+            older = now - accepted[index + 1].sent_at if index + 1 < len(accepted) else reach
+            length = min(reach, older, MAX_WINDOW_S)
+            if length >= MIN_WINDOW_S and (best is None or length > best):
+                best = length
+        return best
+
+    def wait_under(
+        self, now: float, per_minute: float, length: float, *, tokens: bool, amount: float
+    ) -> float:
+        """Seconds until ``amount`` fits in a trailing ``length`` s window holding at most
+        ``per_minute`` scaled to it (what a log of that length would make the next send wait)."""
+        capacity = per_minute * length / MAX_WINDOW_S
+        total = 0.0
+        window = []
+        for send in reversed(self.sends):
+            if send.sent_at <= now - length:
+                break
+            if not send.refused:
+                window.append(send)
+                total += send.tokens if tokens else 1.0
+        if total + amount <= capacity + 1e-9:
+            return 0.0
+        excess = total + amount - capacity
+        for send in reversed(window):  # oldest first
+            excess -= send.tokens if tokens else 1.0
+            if excess <= 1e-9:
+                return send.sent_at + length - now
+        return 0.0

@@ -1,0 +1,112 @@
+"""The TPM limit on a virtual clock: told TPM is paced, and a refused request hands its
+reservation back without ever making credit above the pacer's capacity (the level it used to
+reach let the client burst a whole window's tokens at once, refused window after window).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kimi_extract.http.limiter import PACING_SHARE, Limiter
+from kimi_extract.http.named import PACING_BURST_S
+from kimi_extract.http.pacing import Pacer
+
+from .virtual_gateway import Shape, VirtualTime, dumps, run
+
+
+def test_a_refused_request_hands_its_tokens_back_without_making_credit():
+    # TPM 12,000 in a 10 s window (~48 requests of ~42 tokens), learned from Kimi's 429s. A
+    # refusal's estimate used to go back into the token pacer above its capacity: the level grew
+    # without bound and the client sent in bursts the server refused, window after window.
+    shape = Shape("sliding", per_minute=12_000, unit="tokens", window_s=10)
+    out = run(shape, rows=300)
+    assert out.ok == 300, dumps(out)
+    assert out.gateway.refused(since=20.0) <= 2, dumps(out)
+    # ...and the limit is used: 300 requests of ~42 tokens need 63 s at 200 tokens/s. A request
+    # estimated before the first answer (a 512-token completion guessed) is charged what the
+    # answers since show, not the guess, however long it waited.
+    assert out.end <= 1.4 * 63, dumps(out)
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["take", "give", "wait"]),
+            st.floats(0, 1000, allow_nan=False),
+            st.floats(0, 5, allow_nan=False),
+        ),
+        max_size=50,
+    )
+)
+def test_a_pacer_never_holds_more_than_its_capacity(operations):
+    pacer = Pacer(rate=10.0, capacity=5.0, now=0.0, full=True)
+    now = 0.0
+    for operation, amount, elapsed in operations:
+        now += elapsed
+        if operation == "take":
+            pacer.take(amount)
+        elif operation == "give":
+            pacer.give_back(amount)
+        else:
+            pacer.wait(now, amount)
+        assert pacer.level <= pacer.capacity + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0, 20, allow_nan=False),  # when the request wants to go
+            st.integers(1, 4000),  # its tokens
+            st.sampled_from(["answered", "refused"]),
+            st.floats(0, 10, allow_nan=False),  # seconds until its answer or 429
+        ),
+        min_size=1,
+        max_size=30,
+    ),
+    st.sampled_from(["told", "learned"]),
+)
+def test_refusals_never_let_a_tpm_burst_above_its_capacity(requests, source):
+    # Requests against TPM 60,000 (told, or learned from a 429 naming it), answered or refused
+    # the way the transport reports them, while others wait and go. However many were refused,
+    # after a quiet spell a burst at one instant carries at most the pacer's capacity plus one
+    # request: a refused request hands its reservation back, and that never becomes credit.
+    async def scenario() -> int:
+        vt = VirtualTime()
+        told = {"tpm": 60_000} if source == "told" else {}
+        limiter = Limiter(concurrency=10_000, adaptive=source == "learned", clock=vt, **told)
+        if source == "learned":
+            first = asyncio.create_task(limiter.acquire(100))
+            await vt.drive([first])
+            limiter.throttled(
+                None, "max TPM: 60000, please try again after 1 seconds", first.result()
+            )
+            limiter.release(first.result(), 0)
+
+        async def request(start: float, tokens: int, outcome: str, latency: float) -> None:
+            await vt.sleep(start)
+            permit = await limiter.acquire(tokens)
+            await vt.sleep(latency)
+            if outcome == "refused":
+                limiter.throttled(None, "Rate limit reached", permit)
+                limiter.release(permit, 0)
+            else:
+                limiter.release(permit, tokens)
+                limiter.succeeded(permit)
+
+        await vt.drive([asyncio.create_task(request(*r)) for r in requests])
+        vt.time += 600.0  # quiet: every pacer refills, up to its capacity
+        burst = [asyncio.create_task(limiter.acquire(100)) for _ in range(200)]
+        await vt.run_due()  # the clock stands still: only what may go at this instant goes
+        went = sum(1 for task in burst if task.done())
+        for task in burst:
+            task.cancel()
+        await asyncio.gather(*burst, return_exceptions=True)
+        return went
+
+    went = asyncio.run(scenario())
+    capacity = 60_000 / 60 * PACING_SHARE * PACING_BURST_S  # 49.5 tokens
+    assert went * 100 <= capacity + 100, went
