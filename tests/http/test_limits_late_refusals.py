@@ -27,3 +27,17 @@ def test_late_random_refusals_do_not_hold_the_rate_at_its_floor():
     assert noisy.ok == 200, dumps(noisy)
     # Random refusals take 30 % of the sends; anything under a third of the rate is a collapse.
     assert noisy.end <= 3 * clean.end, (clean.end, dumps(noisy))
+
+
+@pytest.mark.parametrize("workaround", ["adaptive=False", "told the concurrency"])
+def test_the_documented_workarounds_keep_the_rate(workaround):
+    clean = run(Shape("concurrency", concurrency=5), rows=200, refusal_s=0.5)
+    options = {"adaptive": False} if workaround == "adaptive=False" else {"workers": 5}
+    noisy = run(
+        Shape("concurrency", concurrency=5, random_share=0.3, seed=1),
+        rows=200,
+        refusal_s=0.5,
+        **options,
+    )
+    assert noisy.ok == 200, dumps(noisy)
+    assert noisy.end <= 3 * clean.end, (clean.end, dumps(noisy))
