@@ -216,8 +216,8 @@ CHILD = INTERRUPTIBLE + textwrap.dedent(
             print("grounding stopped:", type(exc).__name__, flush=True)
             raise
     if ENTRY == "run_documents":
-        import kimi_extract.run.documents as documents
-        documents.ground_pages = watched
+        import kimi_extract.run.document_merge as document_merge
+        document_merge.ground_pages = watched
         open(f"{FOLDER}/doc.txt", "w").write(text)
     else:
         grounding.ground_row = watched
