@@ -39,6 +39,10 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "kimi": 0,
     "tokens": 0,
+    # the hook events (public) and the dispatcher that hands them out: every layer that
+    # observes a run (the transport, the row runner, the scheduler) calls it
+    "hooks": 0,
+    "dispatch": 0,
     # 1: pure transformations: the schema compiler and codec, media loading
     "schema": 1,
     "schema.codec": 1,
