@@ -53,6 +53,7 @@ LAYERS: dict[str, int] = {
     "schema.dialect_keywords": 1,
     "schema.dialect_refs": 1,
     "schema.gojson": 1,
+    "schema.partial": 1,
     "schema.quotes": 1,
     "schema.source": 1,
     "media": 1,
@@ -154,6 +155,7 @@ LAYERS: dict[str, int] = {
     "pipeline.base": 5,
     "pipeline.documents": 5,
     "pipeline.output": 5,
+    "pipeline.stream": 5,
     # 6..8
     "extractor": 6,
     "accessor": 7,
