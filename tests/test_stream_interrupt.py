@@ -1,9 +1,10 @@
 """Ctrl-C during ``ex.stream`` raises ``RunInterrupted`` (checked in a child process).
 
 The child's answer streams its first chunk at once, then waits a long time before the next (the
-simulator paces chunks at ``tokens_per_s``): the parent sends SIGINT once the child has printed
-a partial value, so the interrupt lands while the stream is waiting, and the checks are on the
-order of events (the stream had not finished), not on time.
+simulator paces chunks at ``tokens_per_s``). The child says when it holds a partial value and its
+main thread waits inside the library for the next (a watcher thread reads the main thread's
+stack); the parent then sends SIGINT. The checks are on the order of events (the stream had not
+finished), not on time.
 """
 
 from __future__ import annotations
@@ -27,18 +28,36 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     class Out(BaseModel):
         words: list[str]
 
+    import threading, time
+
+    def waiting_in_library():
+        # The main thread is blocked in the library's wait for the next item, so SIGINT lands
+        # there and not in this script's own loop body.
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        names = []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        return "iterate_sync" in names and names[0] == "wait"
+
+    def tell_when(ready, line):
+        def watch():
+            while not (ready() and waiting_in_library()):
+                time.sleep(0.01)
+            print(line(), flush=True)
+        threading.Thread(target=watch, daemon=True).start()
+
     def slow(request):
         return Reply(content={"words": [f"w{i}" for i in range(400)]}, reasoning_content="")
 
     with Simulator(responder=slow, tokens_per_s=4) as sim:
         ex = kx.Extractor(Out, base_url=sim.base_url, api_key=sim.api_key, progress=False)
         seen = []
+        tell_when(lambda: len(seen) >= 2, lambda: f"partial {len(seen[-1].words)}")
 
         def consume():
             for value in ex.stream("go"):
                 seen.append(value)
-                if value.words and len(seen) == 2:
-                    print("partial", len(value.words), flush=True)
 
         try:
             if sys.argv[1] == "sync":
