@@ -163,6 +163,7 @@ LAYERS: dict[str, int] = {
     "cluster_budget": 7,
     "dask": 7,
     "explode": 7,  # the deprecated 0.1 path of table.explode
+    "otel": 7,  # an add-on hook users import: OpenTelemetry spans and metrics from the events
     "testing": 7,  # fakes for users' tests: scripted HTTP replies, a virtual clock
     "cli": 7,
     "cli_io": 7,
