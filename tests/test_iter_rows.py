@@ -4,6 +4,7 @@ with ``run``'s columns and guarantees (store, budget, row errors, Ctrl-C)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
@@ -119,7 +120,10 @@ def test_aiter_rows_in_completion_order_too():
             text = json.loads(payload)["messages"][-1]["content"]
             if text == "first":
                 assert HoldFirst.handed is not None
-                await HoldFirst.handed.wait()
+                # Held until the consumer has a row (a generous bound: a run that handed over
+                # no row before this one finished would otherwise wait here for ever).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(HoldFirst.handed.wait(), 30)
             return await super().post(url, payload)
 
     ex = extractor(concurrency=2)
