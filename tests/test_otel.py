@@ -255,3 +255,24 @@ def test_without_the_api_the_import_says_how_to_install_it():
 def test_a_bad_capture_content_is_refused():
     with pytest.raises(kx.ConfigurationError, match="capture_content"):
         OpenTelemetry(capture_content="yes")  # type: ignore[arg-type]
+
+
+def test_a_row_from_the_store_is_a_row_span_with_no_attempt(tmp_path):
+    store = tmp_path / "store.sqlite3"
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    hook = OpenTelemetry(tracer_provider=provider, meter_provider=MeterProvider())
+    with Simulator(responder=responder(), api_key=KEY) as sim, use_clock(VirtualClock()):
+        options = {"base_url": sim.base_url, "api_key": KEY, "progress": False, "store": store}
+        kx.Extractor(Review, **options).run(TEXTS[:1])
+        ex = kx.Extractor(Review, hooks=[hook], **options)
+        ex.run(TEXTS[:2])
+    spans = exporter.get_finished_spans()
+    rows = {r.attributes["kimi_extract.row"]: r for r in by_name(spans, "kimi_extract.row")}
+    assert [rows[i].attributes["kimi_extract.store_hit"] for i in (0, 1)] == [True, False]
+    parents = [a.parent.span_id for a in by_name(spans, f"chat {ex.config.model}")]
+    assert rows[0].context.span_id not in parents and parents.count(rows[1].context.span_id) == 2
+    assert rows[0].attributes["gen_ai.usage.input_tokens"] == 0
+    (run,) = by_name(spans, "kimi_extract.run")
+    assert run.attributes["kimi_extract.from_store"] == 1
