@@ -276,3 +276,41 @@ def test_a_row_from_the_store_is_a_row_span_with_no_attempt(tmp_path):
     assert rows[0].attributes["gen_ai.usage.input_tokens"] == 0
     (run,) = by_name(spans, "kimi_extract.run")
     assert run.attributes["kimi_extract.from_store"] == 1
+
+
+def test_an_interrupted_run_ends_every_span_it_opened():
+    """A run cancelled while its requests hang (what Ctrl-C does): the run, row and attempt
+    spans are all ended, with an error status saying so."""
+    import asyncio
+
+    from kimi_extract.testing import BASE_URL, ScriptedBackend, use_backend
+
+    arrived = asyncio.Event()
+
+    class Hanging(ScriptedBackend):
+        async def post(self, url: str, payload: bytes) -> Any:
+            arrived.set()
+            await asyncio.sleep(3600)
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    hook = OpenTelemetry(tracer_provider=provider, meter_provider=MeterProvider())
+    ex = kx.Extractor(Review, base_url=BASE_URL, api_key=KEY, progress=False, hooks=[hook])
+
+    async def main() -> None:
+        task = asyncio.create_task(ex.arun(["a", "b"]))
+        await arrived.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    with use_backend(Hanging([])):
+        asyncio.run(main())
+    spans = exporter.get_finished_spans()
+    names = sorted(s.name for s in spans)
+    assert names.count("kimi_extract.run") == 1 and names.count("kimi_extract.row") == 2
+    assert names.count(f"chat {ex.config.model}") >= 1
+    assert all(s.status.status_code is StatusCode.ERROR for s in spans)
+    assert all(s.status.description == "interrupted" for s in spans)
+    assert hook._spans == {}
