@@ -8,8 +8,10 @@ after a cut answer streams a new answer, and the values start again from the ins
 field set. The last value is the row's value, as ``extract`` returns it.
 
 ``row_frames``: a whole run whose rows are handed over as they finish (the scheduler's
-``on_done``, completion order), each as a one-row frame with ``run``'s columns. The queue
-between the run and the consumer is bounded: a consumer that stops reading holds the run back.
+``on_done``, completion order), each as a one-row frame with ``run``'s columns. The rows
+between the run and the consumer are bounded (a semaphore of ``concurrency`` places, taken by
+the run and given back as the consumer takes each row): a consumer that stops reading holds the
+run back. The queue itself is unbounded, so that the end of the run always gets into it.
 
 ``iterate_sync`` drives either from sync code: the async generator runs on an event loop in a
 worker thread, one item at a time, and a Ctrl-C while waiting cancels it there (the run cleans
@@ -108,11 +110,13 @@ async def row_frames(
     handed over or not, and the rows never finished."""
     lazy = prepared.frame is None
     finished: list[RowResult] = []
-    queue: asyncio.Queue[Any] = asyncio.Queue(maxsize=max(1, ex.config.concurrency))
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    places = asyncio.Semaphore(max(1, ex.config.concurrency))
 
     async def done(result: RowResult) -> None:
         finished.append(result)
-        await queue.put(result)
+        await places.acquire()
+        queue.put_nowait(result)
 
     def frame_of(results: list[RowResult], stop: BaseException | str | None) -> pd.DataFrame:
         results = sorted(results, key=lambda result: result.position)  # input order
@@ -143,6 +147,7 @@ async def row_frames(
     task.add_done_callback(lambda _: queue.put_nowait(_DONE))
     try:
         while (item := await queue.get()) is not _DONE:
+            places.release()
             yield one_row(item)
         _, stop_cause, report = task.result()
         if stop_cause is not None:

@@ -28,7 +28,7 @@ from kimi_extract.testing import (
     use_clock,
 )
 
-from .conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, Review
+from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, Review
 
 BAD = '{"sentiment": "thrilled", "aspects": []}'
 
@@ -138,6 +138,32 @@ def test_aiter_rows_in_completion_order_too():
 
     with use_backend(HoldFirst(lambda body: {"sentiment": "neutral", "aspects": []})):
         assert asyncio.run(main()) == ["second", "first"]
+
+
+def test_the_run_ends_the_iteration_even_when_it_ends_while_rows_wait():
+    """The consumer takes the first row, then waits until the run has ended (told by a hook):
+    the second row and the run's end were both queued meanwhile, and iteration still ends."""
+    ended = asyncio.Event()
+
+    class End:
+        def on_run_end(self, event: Any) -> None:
+            ended.set()
+
+    ex = extractor(concurrency=1, hooks=[End()])
+
+    async def main() -> list[str]:
+        seen = []
+        async for row in ex.aiter_rows(["first", "second"]):
+            seen.append(row["input"].iloc[0])
+            if len(seen) == 1:
+                await asyncio.wait_for(ended.wait(), 30)
+        return seen
+
+    async def bounded() -> list[str]:
+        return await asyncio.wait_for(main(), 60)  # a generous bound: it hung, not failed
+
+    with use_backend(ScriptedBackend(lambda body: {"sentiment": "neutral", "aspects": []})):
+        assert asyncio.run(bounded()) == ["first", "second"]
 
 
 def test_a_row_handed_over_is_in_the_store(tmp_path):

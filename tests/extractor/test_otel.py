@@ -32,7 +32,7 @@ from kimi_extract.otel import OpenTelemetry  # noqa: E402
 from kimi_extract.simulator import Reply, Simulator  # noqa: E402
 from kimi_extract.testing import VirtualClock, use_clock  # noqa: E402
 
-from .conftest import Review  # noqa: E402
+from ..conftest import Review  # noqa: E402
 
 KEY = "sk-otel-0123456789abcdefSECRET"
 TEXTS = ["alpha: the lid works", "beta: the handle broke", "gamma: fine"]

@@ -16,7 +16,7 @@ import textwrap
 
 import pytest
 
-from .conftest import CTRL_C_BOUND_S, INTERRUPTIBLE
+from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE
 
 SCRIPT = INTERRUPTIBLE + textwrap.dedent(
     """

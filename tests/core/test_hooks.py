@@ -33,7 +33,7 @@ from kimi_extract.testing import (
     use_clock,
 )
 
-from .conftest import Review
+from ..conftest import Review
 
 GOOD = {"sentiment": "positive", "aspects": ["lid"]}
 BAD = '{"sentiment": "thrilled", "aspects": ["lid"]}'  # not one of the Literal's values
