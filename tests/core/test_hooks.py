@@ -470,3 +470,37 @@ def test_event_counts_match_the_report_against_the_simulators_random_faults(tmp_
     assert sum(e.reasks for e in seen["on_row_end"]) == counts["on_reask"]
     ends = sorted(seen["on_row_end"], key=lambda e: e.row)
     assert list(frame["kx_error"].isna()) == [e.ok for e in ends]
+
+
+@pytest.mark.parametrize("budget", [False, True])
+def test_a_rows_later_passes_are_more_requests_of_that_row(tmp_path, budget):
+    """A long document's gleaning passes (``passes=``): each pass's attempts carry their chunk's
+    row and go on numbering its requests, so each row end counts them and the totals still
+    match the report (with a budget, whose hook holds each row's reservation by its row)."""
+    from ..pipeline.test_documents_long import (
+        Recall,
+        extractor,
+        many_items,
+        simulator,
+        two_line_document,
+    )
+
+    path, key = two_line_document(many_items(40), tmp_path)
+    recorder = Recorder()
+    options: dict[str, Any] = {"hooks": [recorder], "concurrency": 4}
+    if budget:
+        options["max_total_tokens"] = 10_000_000
+    with simulator(key, Recall(found=0.5, later=1.0)) as sim:
+        ex = extractor(sim, {}, **options)
+        ex.run_documents(path, chunk_chars=1000, chunk_overlap=200, passes=3)
+        sent = len(sim.history)
+    seen = recorder.seen
+    assert len(seen["on_attempt"]) == len(seen["on_response"]) == sent
+    ends = seen["on_row_end"]
+    assert len(ends) > 1  # several chunks, each a row
+    assert all(e.row >= 0 for e in seen["on_attempt"])
+    for end in ends:
+        mine = [a for a in seen["on_attempt"] if a.row == end.row]
+        assert len(mine) == end.attempts and end.requests >= 2  # the first pass and a later one
+        assert sorted(a.request for a in mine) == list(range(1, end.requests + 1))
+    assert sum(e.requests for e in ends) == sent
