@@ -59,6 +59,7 @@ if TYPE_CHECKING:
 EXTRAS = {
     "dask": "dask[distributed]",
     "images": "Pillow",
+    "otel": "opentelemetry-api",
     "parquet": "pyarrow",
     "pdf": "pypdfium2",
     "plot": "matplotlib",

@@ -11,7 +11,7 @@ import dataclasses
 import operator
 import os
 import warnings
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any, Literal, TypeVar
 
 import pandas as pd
@@ -24,6 +24,7 @@ from .media.documents import PageSpec, PdfMode
 from .pipeline.base import BaseExtractor
 from .pipeline.documents import estimate_documents, extract_documents
 from .pipeline.output import write_rows
+from .pipeline.stream import iterate_sync, row_frames, stream_values
 from .records import Content
 from .run.estimate import Estimate
 from .run.report import RunReport
@@ -335,3 +336,66 @@ class Extractor(BaseExtractor[T]):
     async def aextract(self, content: Content, *, images: Any = None) -> T:
         """Async ``extract``: one text (and optional images) -> one model instance."""
         return await self._one(content, images)
+
+    # -- results as they come ------------------------------------------------------------------
+
+    def stream(self, content: Content, *, images: Any = None) -> Iterator[T]:
+        """Partial instances of the output model as the answer to one input streams, then the
+        value ``extract`` returns for it (docs/streaming.md).
+
+        Fields appear once complete enough to validate, lists grow item by item, and fields not
+        yet there hold their default or None (``model_fields_set`` names those that came). A
+        reask, a retry or a larger budget streams a new answer: the values start again from an
+        instance with no field set. The last value is ``extract``'s; a row error is raised after
+        the values before it. Ctrl-C while waiting raises ``RunInterrupted``."""
+        self.last_partial = None
+        return iterate_sync(stream_values(self, content, images), self._interrupted)
+
+    def astream(self, content: Content, *, images: Any = None) -> AsyncIterator[T]:
+        """Async ``stream``: ``async for partial in ex.astream(text)``."""
+        return stream_values(self, content, images)
+
+    def iter_rows(
+        self,
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+        videos: str | None = None,
+    ) -> Iterator[pd.DataFrame]:
+        """Extract every row of ``data`` (as ``run``), handing each row over as it finishes: a
+        one-row DataFrame with ``run``'s columns, in completion order (docs/streaming.md).
+
+        The column options are checked here, before any request. The run is ``run``'s: result
+        store, budget, a row's failure in its ``kx_error``; a stopped run raises its
+        ``RunStopped`` / ``BudgetExceeded`` after the last finished row. Ctrl-C while waiting
+        raises ``RunInterrupted``: its message says how many rows were handed over, and
+        ``partial`` holds every finished row (handed over or not) and the rows never run."""
+        prepared = self._prepare(data, text, template, images, videos)
+        self.last_partial = None
+        handed = 0
+
+        def interrupted(interrupt: KeyboardInterrupt) -> BaseException:
+            note = f"; iter_rows had handed over {handed:,} finished row(s)"
+            return self._interrupted(interrupt, note=note)
+
+        def rows() -> Iterator[pd.DataFrame]:
+            nonlocal handed
+            for frame in iterate_sync(row_frames(self, prepared), interrupted):
+                handed += 1
+                yield frame
+
+        return rows()
+
+    def aiter_rows(
+        self,
+        data: Any,
+        *,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        images: str | None = None,
+        videos: str | None = None,
+    ) -> AsyncIterator[pd.DataFrame]:
+        """Async ``iter_rows``: ``async for row in ex.aiter_rows(df, text="review")``."""
+        return row_frames(self, self._prepare(data, text, template, images, videos))

@@ -31,6 +31,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from ..dispatch import check_hooks
 from ..exceptions import ConfigurationError, did_you_mean
 from ..http.secret import Secret
 from ..kimi import (
@@ -161,6 +162,15 @@ class ExtractorConfig:
     """Show a tqdm bar: rows, errors, tokens, cache-hit share, send rate, the limit that
     binds."""
 
+    hooks: Sequence[Any] = ()
+    """Objects that observe every run, as httpx's ``event_hooks``: each has any of
+    ``on_run_start``, ``on_row_start``, ``on_attempt``, ``on_response``, ``on_retry``,
+    ``on_reask``, ``on_chunk``, ``on_row_end``, ``on_run_end`` (plain or ``async``), each given a
+    small frozen event (``kimi_extract.hooks``: usage, timing, attempt, status; never the key).
+    Prompts and answers are in the events only for a hook whose class sets
+    ``capture_content = True``. A hook that raises is logged once and called no more in that
+    run; it never fails a row. docs/hooks.md."""
+
     column_prefix: str = ""
     """Prepended to the output column names, to keep them apart from input columns (``kx_``
     names are reserved). Old name: ``prefix`` (deprecated)."""
@@ -254,6 +264,7 @@ class ExtractorConfig:
             raise ConfigurationError(
                 f"examples must be a list of (input, output) pairs, got {self.examples!r}"
             )
+        object.__setattr__(self, "hooks", check_hooks(self.hooks))
         for name in ("progress", "stream", "web_search"):
             check_bool(name, getattr(self, name))
         check_positive("max_completion_tokens", self.max_completion_tokens)

@@ -15,6 +15,10 @@ to slow down do not count toward ``max_retries`` while the run makes progress (`
 limiter paces their retries. Never retried: 400, 401,
 403, 404, and 429 ``exceeded_current_quota_error`` (an empty balance). Waits sleep on the
 transport's ``clock.Clock`` (``clock=``), so tests can run them on virtual time.
+
+The run's observer (``dispatch.Dispatcher``, ``dispatcher=``) hears every attempt: before it is
+sent, when it ends (an answer or an error), before a retry's wait, and each time a streamed
+answer grows. An internal listener (the run's budget) may refuse a retry by raising.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import email.utils
+import functools
 import json
 import logging
 import math
@@ -40,6 +45,7 @@ from tenacity import (
 )
 
 from ..config.groups import Connection
+from ..dispatch import Dispatcher, Exchange
 from ..exceptions import (
     APIConnectionError,
     APIError,
@@ -296,13 +302,6 @@ class _AtAttempt:
     attempt_number: int
 
 
-@dataclass
-class Exchange:
-    """What one row's requests cost: the time spent inside requests."""
-
-    latency_s: float = 0.0
-
-
 class Gate(Protocol):
     """What the transport asks before and tells after every HTTP attempt (``limits.Limiter``)."""
 
@@ -329,7 +328,7 @@ class Transport:
         api_key: Secret,
         concurrency: int,
         connection: Connection | None = None,
-        on_retry: Callable[[BaseException, float], None] | None = None,
+        dispatcher: Dispatcher | None = None,
         gate: Gate | None = None,
         encoder: Callable[[dict[str, Any]], bytes] = encode_body,
         router: Router | None = None,
@@ -339,7 +338,8 @@ class Transport:
         backend: Backend | None = None,
     ) -> None:
         """``connection``: the settings group of each attempt and its retries, taken as it is
-        (timeout, retries, response cap, HTTP backend); ``concurrency``: the pool size.
+        (timeout, retries, response cap, HTTP backend); ``concurrency``: the pool size;
+        ``dispatcher``: the run's observer (default: one with no listeners).
         ``connect_timeout`` / ``stall_timeout`` (default ``min(timeout, 120)``), ``clock`` and
         ``backend`` are for tests."""
         connection = connection or Connection()
@@ -361,7 +361,7 @@ class Transport:
             max_retries=connection.max_retries, max_wait=connection.max_retry_wait
         )
         self.http_backend = connection.http_backend
-        self.on_retry = on_retry
+        self.dispatcher = dispatcher if dispatcher is not None else Dispatcher()
         self.gate = gate
         self.retries = 0
         #: When the last answer (any request's) arrived, on ``clock``: the run's progress.
@@ -467,7 +467,7 @@ class Transport:
         try:
             async with asyncio.timeout(self.timeout):
                 if body.get("stream"):
-                    answer = await self._send_streaming(backend, url, payload)
+                    answer = await self._send_streaming(backend, url, payload, exchange)
                 else:
                     answer = self._read_reply(await backend.post(url, payload))
             answer = self._clean_answer(answer)
@@ -553,8 +553,12 @@ class Transport:
                 f"malformed response body: {server_text(str(exc), secret, 300)}", status=200
             ) from None
 
-    async def _send_streaming(self, backend: Backend, url: str, payload: bytes) -> Answer:
+    async def _send_streaming(
+        self, backend: Backend, url: str, payload: bytes, exchange: Exchange
+    ) -> Answer:
         secret = self._api_key
+        hooks = self.dispatcher
+        chunks = "on_chunk" in hooks.listening
         async with backend.stream(url, payload) as reply:
             if reply.status != 200:
                 body = await reply.read()
@@ -573,6 +577,8 @@ class Transport:
                             f"the stream stalled: nothing for {self.stall_timeout:g} s"
                         ) from None
                     assembler.feed_line(line)
+                    if chunks:
+                        await hooks.chunk(exchange, assembler.content)
             except ErrorObject as exc:
                 raise error_from_object(exc.error, 200, reply.headers, secret) from None
             except TooManyValues as exc:
@@ -649,7 +655,7 @@ class Transport:
         attempt, so waits and the attempt cap are exactly those of one retry layer.
         """
         try:
-            return await self.send(body, exchange, prompt_tokens)
+            return await self._attempt(body, exchange, prompt_tokens)
         except Exception as exc:
             if not is_retryable(exc):
                 raise
@@ -660,7 +666,7 @@ class Transport:
             wait=budget.wait,
             retry=retry_if_exception(is_retryable),
             reraise=True,
-            before_sleep=self._before_sleep,
+            before_sleep=functools.partial(self._before_sleep, exchange=exchange),
             sleep=self.clock.sleep,
         )
         async for attempt in retrying:
@@ -668,15 +674,35 @@ class Transport:
                 if first is not None:  # the attempt already made above
                     failed, first = first, None
                     raise failed
-                return await self.send(body, exchange, prompt_tokens)
+                return await self._attempt(body, exchange, prompt_tokens)
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _before_sleep(self, state: RetryCallState) -> None:
+    async def _attempt(
+        self, body: dict[str, Any], exchange: Exchange, prompt_tokens: int
+    ) -> Answer:
+        """``send``, numbered on ``exchange`` and told to the observer (``on_attempt``, then
+        ``on_response`` with the answer or the error)."""
+        exchange.next_attempt()
+        hooks = self.dispatcher
+        if not hooks.listening:
+            return await self.send(body, exchange, prompt_tokens)
+        if "on_attempt" in hooks.listening:
+            await hooks.attempt(exchange, body, prompt_tokens)
+        before = exchange.latency_s
+        try:
+            answer = await self.send(body, exchange, prompt_tokens)
+        except Exception as exc:
+            await hooks.response(exchange, exchange.latency_s - before, error=exc)
+            raise
+        await hooks.response(exchange, exchange.latency_s - before, answer=answer)
+        return answer
+
+    async def _before_sleep(self, state: RetryCallState, *, exchange: Exchange) -> None:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         self.retries += 1
         if isinstance(exc, APIConnectionError):
             self.connection_retries += 1
         logger.debug("retrying in %.2f s after %s", wait, exc)
-        if self.on_retry is not None and exc is not None:
-            self.on_retry(exc, wait)
+        if exc is not None and "on_retry" in self.dispatcher.listening:
+            await self.dispatcher.retry(exchange, exc, wait)  # the budget may refuse it here

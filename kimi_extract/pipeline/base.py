@@ -130,8 +130,13 @@ class BaseExtractor(Generic[T]):
             raise self._stopped(stop_cause, report, frame) from stop_cause
         return frame
 
-    async def _one(self, content: Content, images: Any) -> T:
-        """One input -> one model instance, or the row's error raised (``aextract``)."""
+    async def _one(
+        self, content: Content, images: Any, *, stream: bool = False, listeners: Any = ()
+    ) -> T:
+        """One input -> one model instance, or the row's error raised (``aextract``).
+
+        ``stream``: request an SSE stream; ``listeners``: the run's own internal hooks (a
+        stream's ``PartialTracker``)."""
         if isinstance(content, list):
             row = RowInput(label=0, position=0, content=content)
         else:
@@ -140,7 +145,12 @@ class BaseExtractor(Generic[T]):
             # Media is read (or downloaded) in a worker thread, stopped at once by a cancel.
             row = await amake_row(record, TextSpec(columns=("text",)), images_key, self._media())
         results, stop_cause, _ = await self._execute(
-            iter([row]), total=1, progress=False, ground_rows=False
+            iter([row]),
+            total=1,
+            progress=False,
+            ground_rows=False,
+            stream=stream,
+            listeners=listeners,
         )
         if stop_cause is not None:
             raise stop_cause
@@ -207,9 +217,10 @@ class BaseExtractor(Generic[T]):
         return ", ".join(caps)
 
     def _interrupted(
-        self, interrupt: KeyboardInterrupt, partial_file: str | None = None
+        self, interrupt: KeyboardInterrupt, partial_file: str | None = None, note: str = ""
     ) -> RunInterrupted:
-        """The ``RunInterrupted`` for a Ctrl-C, carrying ``last_partial``."""
+        """The ``RunInterrupted`` for a Ctrl-C, carrying ``last_partial``; ``note`` ends its
+        message."""
         if isinstance(interrupt, RunInterrupted):
             return interrupt
         store, self.engine.run_store = self.engine.run_store, None
@@ -228,6 +239,7 @@ class BaseExtractor(Generic[T]):
             )
         if partial_file is not None:
             message += f"; the rows written so far are in {partial_file}"
+        message += note
         stopped = RunInterrupted(message, partial=self.last_partial, cause=interrupt)
         stopped.partial_file = partial_file
         return stopped

@@ -1,8 +1,15 @@
-"""A run's spending cap: each attempt reserves its worst case before it is sent (``RunBudget``).
+"""A run's spending cap: each request reserves its worst case before it is sent (``RunBudget``).
+
+The row runner (``run.conversation``) reserves a request's worst case and settles it with the
+billed usage; between the two, the budget follows the request's attempts as an internal hook of
+the run's observer (``BudgetHook``, handed the transport's events by ``dispatch.Dispatcher``):
+an attempt that failed in a way that may still have been billed is charged at its worst case,
+and a retry that no longer fits is refused (``OverBudget``).
 
 A ``RunBudget`` may keep its counts in a shared ``Ledger`` instead of this process: a Dask run's
 partitions all draw from one budget kept on the scheduler (``kimi_extract.cluster_budget``),
-set for a partition's run through ``SHARED_LEDGER``.
+set for a partition's run through ``SHARED_LEDGER`` (read once, by ``run.setup``, when the
+run's budget is made).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..hooks import Response, Retry
 from ..kimi import DEFAULT_CACHE_TTL, LONG_CACHE_TTL
 
 #: Prompt tokens are estimated before sending (``kimi_extract.tokens``); the budget reserves this
@@ -79,8 +87,8 @@ class RunBudget:
         cache_ttl: str = DEFAULT_CACHE_TTL,
         ledger: Ledger | None = None,
     ) -> None:
-        #: Where the counts are kept when shared (default: ``SHARED_LEDGER``'s, else none).
-        self.ledger = ledger if ledger is not None else SHARED_LEDGER.get()
+        #: Where the counts are kept when shared (None: in this object).
+        self.ledger = ledger
         self.max_cost = max_cost
         self.max_total_tokens = max_total_tokens
         self.pricing = pricing
@@ -196,3 +204,47 @@ class RunBudget:
         for waiter in waiters:
             if not waiter.done():
                 waiter.set_result(None)
+
+
+class OverBudget(Exception):
+    """The next attempt of a row does not fit the budget; the message is its ``kx_error``."""
+
+
+class BudgetHook:
+    """A run's budget as an internal hook on the transport's events (see the module docstring).
+
+    ``hold(row, reservation)`` / ``release(row)``: the row runner's request in flight and its
+    reservation. ``on_response``: a failed attempt whose billing is unknown (timeout, reset, cut
+    stream, unusable 200) is charged at the reservation's worst case (``RunBudget.charge``).
+    ``on_retry``: after such a charge, a retry that no longer fits is refused: ``OverBudget``
+    propagates out of the transport, and the row ends with a budget ``kx_error``.
+    """
+
+    def __init__(self, budget: RunBudget) -> None:
+        self.budget = budget
+        #: Row position -> [its reservation, charged since the last retry].
+        self._held: dict[int, list[Any]] = {}
+
+    def hold(self, row: int, reservation: Reservation) -> None:
+        """The request of ``row`` now in flight holds ``reservation``."""
+        self._held[row] = [reservation, False]
+
+    def release(self, row: int) -> None:
+        """The request of ``row`` ended (the runner settles its reservation)."""
+        self._held.pop(row, None)
+
+    def on_response(self, event: Response) -> None:
+        """Charge a failed attempt that may have been billed at its worst case."""
+        held = self._held.get(event.row)
+        if held is not None and not event.ok and event.billing_unknown:
+            self.budget.charge(held[0])
+            held[1] = True
+
+    def on_retry(self, event: Retry) -> None:
+        """Refuse a retry once a charged attempt has left the budget over a cap."""
+        held = self._held.get(event.row)
+        if held is None or not held[1]:
+            return
+        held[1] = False
+        if not self.budget.still_fits():
+            raise OverBudget("budget")

@@ -17,10 +17,14 @@ a halt (the result store failed), a budget hit.
 With ``grounding=`` the valid answer's leaves are then aligned to the row's text
 (``run.grounding``; an answer served from the store too), filling ``RowResult.spans``.
 
-Budgets (``RunBudget``) are checked per attempt: each one reserves its worst case (prompt + its
-``max_completion_tokens``) before it is sent, so billed totals never cross a cap. After a web
-search the prompt includes the search result tokens the search reported
+Budgets (``RunBudget``) are checked per request: each one reserves its worst case (prompt + its
+``max_completion_tokens``) before it is sent, so billed totals never cross a cap; its attempts
+are followed by the budget's hook on the run's observer (``run.budget.BudgetHook``). After a
+web search the prompt includes the search result tokens the search reported
 (``arguments.usage.total_tokens``), which every later request of the row bills as input.
+
+The run's observer (``dispatch.Dispatcher``) hears each row's start and end and every reask;
+``Exchange`` numbers the row's requests, and the transport its attempts.
 
 Tool calls are followed up only for tools the request offered, at most ``MAX_TOOL_CALLS`` per
 answer: anything else ends the row at once (``ToolLoopError``), with no follow-up request. An
@@ -30,7 +34,6 @@ answer holding more JSON values than ``VALUES_PER_TOKEN`` per token of its
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import math
@@ -39,9 +42,8 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel
 
+from ..dispatch import Dispatcher, Exchange, billing_unknown, one_line
 from ..exceptions import (
-    APIConnectionError,
-    APIError,
     AuthenticationError,
     BadRequestError,
     ContextOverflowError,
@@ -53,12 +55,12 @@ from ..exceptions import (
     TruncatedError,
     ValidationFailedError,
 )
-from ..http.transport import Exchange, Transport
+from ..http.transport import Transport
 from ..http.wire import json_values
 from ..kimi import MAX_COMPLETION_TOKENS, WEB_SEARCH_FUNCTION
 from ..records import RowInput, RowResult, Usage
 from ..schema.compiled import AnswerInvalid
-from .budget import Reservation, RunBudget
+from .budget import BudgetHook, OverBudget, RunBudget
 from .grounding import aground_row
 from .passes import glean
 from .request import (
@@ -123,12 +125,6 @@ def check_tool_calls(tool_calls: list[dict[str, Any]], offered: frozenset[str]) 
             )
 
 
-def one_line(exc: BaseException) -> str:
-    """A row's error as one line: the type name and the message."""
-    text = " ".join(str(exc).split())
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class RowStore(Protocol):
     """Where validated rows are kept between runs (``store_base.Store``: SQLite or PostgreSQL);
     lookups and commits are grouped per event-loop turn. ``replace``: the stored row under this
@@ -149,45 +145,18 @@ class RowStore(Protocol):
     ) -> Awaitable[None]: ...
 
 
-class _OverBudget(Exception):
-    """Internal: the next attempt of a row does not fit the budget; ``message`` is its kx_error."""
-
-
-def outcome_unknown(exc: BaseException) -> bool:
-    """An attempt that may have been billed without telling us how much: a timeout, a reset or cut
-    stream after sending, or a 200 whose body or usage was unusable. An error status is not."""
-    if isinstance(exc, APIConnectionError):
-        return True
-    return isinstance(exc, APIError) and exc.status in (None, 200)
-
-
-#: The budget reservation of the request the current task is sending (see ``charge_retry``).
-_CURRENT_ATTEMPT: contextvars.ContextVar[tuple[RowRunner, Reservation] | None] = (
-    contextvars.ContextVar("kimi_extract_attempt", default=None)
-)
-
-
-def charge_retry(exc: BaseException, wait: float) -> None:
-    """``Transport(on_retry=...)``: before a retry, charge a failed attempt whose outcome is unknown
-    at its worst case, and refuse the retry (the row's budget error) when it no longer fits."""
-    current = _CURRENT_ATTEMPT.get()
-    if current is None or not outcome_unknown(exc):
-        return
-    runner, reservation = current
-    budget = runner.budget
-    if budget is None:
-        return
-    budget.charge(reservation)
-    if not budget.still_fits():
-        runner.budget_hit = True
-        raise _OverBudget(BUDGET_ERROR)
+#: The next attempt of a row does not fit the budget; the message is its kx_error.
+_OverBudget = OverBudget
+#: An attempt that may have been billed without telling us how much (``dispatch``).
+outcome_unknown = billing_unknown
 
 
 class RowRunner:
     """Runs rows, one conversation each, with one transport; keeps the run-level state.
 
     ``halt``, ``fatal`` and ``budget_hit`` are read by the scheduler: once one is set, no new row
-    starts.
+    starts. ``hooks``: the run's observer (default: the transport's); with a ``budget``, its
+    ``BudgetHook`` joins it as an internal hook.
     """
 
     def __init__(
@@ -197,11 +166,17 @@ class RowRunner:
         *,
         store: RowStore | None = None,
         budget: RunBudget | None = None,
+        hooks: Dispatcher | None = None,
     ) -> None:
         self.settings = settings
         self.transport = transport
         self.store = store
         self.budget = budget
+        self.hooks = hooks if hooks is not None else transport.dispatcher
+        self._budget_hook: BudgetHook | None = None
+        if budget is not None:
+            self._budget_hook = BudgetHook(budget)
+            self.hooks.add(self._budget_hook, internal=True)
         self.budget_hit = False
         #: The error that halted the run (input iterator raised, store failed): no row starts.
         self.halt: BaseException | None = None
@@ -209,6 +184,8 @@ class RowRunner:
         self.fatal: BaseException | None = None
         self.successes = 0
         self._early_400: dict[str, int] = {}
+        #: Row position -> the exchange of the row in progress (``turn`` continues it).
+        self._exchanges: dict[int, Exchange] = {}
 
     async def process(self, row: RowInput) -> RowResult:
         """One row, start to finish; never raises for the row's own failures.
@@ -217,7 +194,22 @@ class RowRunner:
         answer validated again). Otherwise the conversation runs, every attempt within the budget
         (an attempt that does not fit is not sent: ``kx_error`` starts with "budget"), and a valid
         result is committed to the store at once. Any other failure is the row's ``kx_error``.
+        The observer hears the row start and end (``on_row_start`` / ``on_row_end``).
         """
+        exchange = Exchange(row=row.position, label=row.label)
+        hooks = self.hooks
+        if "on_row_start" in hooks.listening:
+            await hooks.row_start(exchange)
+        self._exchanges[row.position] = exchange  # a later pass's requests count in it too
+        try:
+            result = await self._process(row, exchange)
+        finally:
+            del self._exchanges[row.position]
+        if "on_row_end" in hooks.listening:
+            await hooks.row_end(exchange, result)
+        return result
+
+    async def _process(self, row: RowInput, exchange: Exchange) -> RowResult:
         settings = self.settings
         result = RowResult(label=row.label, position=row.position)
         if self.halt is not None:
@@ -250,7 +242,6 @@ class RowRunner:
         except Exception as exc:  # an unusable cell: the row's error, never the run's
             result.error, result.exception = one_line(exc), exc
             return result
-        exchange = Exchange()
         reply: dict[str, Any] | None = None
         try:
             result.value, raw, reply = await self._converse(
@@ -299,7 +290,12 @@ class RowRunner:
         None when it failed: ``result.error`` says why (a budget hit or a run-stopping error is
         noted as for a first request). ``result`` gets the turn's priced usage and attempts."""
         settings = self.settings
-        exchange = Exchange()
+        # The row's own exchange: its requests and attempts go on being numbered (and the budget
+        # and the hooks know the row); the pass's time is what it adds.
+        exchange = self._exchanges.get(result.position)
+        if exchange is None:
+            exchange = Exchange(row=result.position, label=result.label)
+        before = exchange.latency_s
         try:
             estimate = settings.prefix_tokens + estimate_prompt_tokens(turns)
             return await self._converse(turns, estimate, result, exchange)
@@ -309,7 +305,7 @@ class RowRunner:
             result.error, result.exception = one_line(exc), exc
             self._check_run_stop(exc)
         finally:
-            result.latency_s = exchange.latency_s
+            result.latency_s = exchange.latency_s - before
             result.usage = result.usage.priced(
                 settings.pricing,
                 separate_cache_writes=settings.separate_cache_writes,
@@ -402,7 +398,11 @@ class RowRunner:
                 )
             raise _OverBudget(BUDGET_ERROR)
         billed: Any = None
-        token = _CURRENT_ATTEMPT.set((self, reservation))
+        held = self._budget_hook
+        assert held is not None
+        # Its attempts are charged by the budget's hook (an attempt of unknown billing at its
+        # worst case); the hook refuses a retry that no longer fits.
+        held.hold(exchange.row, reservation)
         try:
             answer = await self.transport.complete(body, exchange, prompt_estimate)
             settings = self.settings
@@ -412,12 +412,11 @@ class RowRunner:
                 ttl=settings.cache_ttl,
             )
             return answer
-        except Exception as exc:
-            if outcome_unknown(exc):
-                budget.charge(reservation)  # it may have been billed: count its worst case
+        except OverBudget:
+            self.budget_hit = True
             raise
         finally:
-            _CURRENT_ATTEMPT.reset(token)
+            held.release(exchange.row)
             budget.settle(reservation, billed)
 
     def _check_run_stop(self, exc: BaseException) -> None:
@@ -465,6 +464,7 @@ class RowRunner:
                 tools=list(settings.tools),
                 stream=settings.stream,
             )
+            exchange.next_request()
             if self.budget is None:  # one coroutine less per request
                 answer = await self.transport.complete(body, exchange, prompt_estimate)
             else:
@@ -514,6 +514,7 @@ class RowRunner:
                         invalid.errors,
                     ) from None
                 reasks += 1
+                await self.hooks.reask(exchange, invalid.kind, invalid.errors, raw)
                 added = [assistant_message(answer), reask_message(invalid.errors, invalid.kind)]
                 messages = [*messages, *added]
                 prompt_estimate += estimate_prompt_tokens(added)

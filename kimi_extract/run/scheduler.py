@@ -6,7 +6,8 @@ run-level errors do (authentication, permission, quota, unknown model, the same 
 rows of a run, or an endpoint no attempt has reached). An input iterator that raises, or a result
 store that fails, halts the run: no new row starts, rows in flight finish, and the run stops with
 that error. Results are released in input order (``_Reorder``). ``run_engine`` is one whole run
-on a transport: scheduler, tally, the ``RunReport``, the logged summary.
+on a transport: scheduler, tally, the ``RunReport``, the logged summary, and the run's start and
+end told to its observer (``dispatch.Dispatcher``; the progress bar listens to it for retries).
 """
 
 from __future__ import annotations
@@ -15,10 +16,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any
 
-from ..exceptions import APIConnectionError, BudgetExceeded, RunStopped
+from ..dispatch import Dispatcher
+from ..exceptions import BudgetExceeded, RunStopped
+from ..hooks import Retry
 from ..http.limiter import Limiter
 from ..http.transport import Transport
 from ..records import RowInput, RowResult, Usage
@@ -30,6 +34,9 @@ from .report import RunReport, Tally
 from .store_base import Store
 
 logger = logging.getLogger("kimi_extract")
+
+#: Seconds ``on_run_end`` hooks get when a run is interrupted (Ctrl-C), before the cancel goes on.
+INTERRUPTED_HOOK_GRACE_S = 2.0
 
 
 class Scheduler:
@@ -52,6 +59,7 @@ class Scheduler:
         sink: Callable[[list[RowResult]], None] | None = None,
         warm_first: bool = False,
         lookahead: int | None = None,
+        on_done: Callable[[RowResult], Awaitable[None]] | None = None,
     ) -> tuple[list[RowResult], BaseException | None]:
         """Process every row; returns results in input order and the run-stopping error, if any.
 
@@ -63,27 +71,23 @@ class Scheduler:
         ordered results are handed to it as they become contiguous and not kept (the returned
         list is then empty). With ``warm_first``, rows are sent one at a time until one request
         has completed, so a shared prompt prefix is written to the cache once before the fan-out
-        reads it.
+        reads it. ``on_done``: awaited with each row as it finishes, in completion order, before
+        it is released in input order.
         """
         order = _Reorder(window=lookahead or 2 * max(1, concurrency), sink=sink)
         runner = self.runner
         transport = runner.transport
         bar = Progress(total, enabled=progress, limiter=self.limiter, transport=transport)
         stop: list[BaseException] = []
-        previous_on_retry = transport.on_retry
         if bar.enabled:  # retries show on the bar as they happen, before any row finishes
-
-            def on_retry(exc: BaseException, wait: float) -> None:
-                bar.retried(exc)
-                if previous_on_retry is not None:
-                    previous_on_retry(exc, wait)
-
-            transport.on_retry = on_retry
+            runner.hooks.add(bar, internal=True)
 
         async def handle(row: RowInput) -> RowResult:
             result = await runner.process(row)
             if self.keep_records:
                 result.record = row.record
+            if on_done is not None:
+                await on_done(result)
             try:
                 order.put(result)  # may hand results to the sink (run_to writes them)
             except Exception as exc:  # the output cannot take them: stop with what was written
@@ -100,7 +104,7 @@ class Scheduler:
             stop.append(first.cause if isinstance(first, RunStopped) and first.cause else first)
         finally:
             bar.close()
-            transport.on_retry = previous_on_retry
+            runner.hooks.remove(bar)
         if not stop and runner.halt is not None:
             stop.append(runner.halt)
         if not stop and (runner.budget_hit or order.over_budget):
@@ -278,10 +282,11 @@ class Progress:
             self._bar.set_postfix_str(self.postfix(), refresh=False)
         self._bar.update(1)
 
-    def retried(self, exc: BaseException) -> None:
-        """A request is about to be retried: a connection retry shows at once (at most every
-        0.25 s), so a run that cannot connect is visible before any row finishes."""
-        if self._bar is None or not isinstance(exc, APIConnectionError):
+    def on_retry(self, event: Retry) -> None:
+        """A request is about to be retried: a connection retry (no HTTP status) shows at once
+        (at most every 0.25 s), so a run that cannot connect is visible before any row
+        finishes."""
+        if self._bar is None or event.status is not None:
             return
         now = time.monotonic()
         if now - self._last_postfix > 0.25:
@@ -322,6 +327,7 @@ class RunSetup:
     ``limiter``: where and how fast requests go. ``budget`` / ``store``: the run's budget and
     result store, if any (the store is closed when the run ends). ``concurrency``: rows in
     flight. ``warm_first``: send one request before the fan-out so the shared prefix is cached.
+    ``hooks``: the run's observer (the transport's; default: the transport's own).
     """
 
     settings: RowSettings
@@ -331,6 +337,7 @@ class RunSetup:
     store: Store | None = None
     concurrency: int = 16
     warm_first: bool = False
+    hooks: Dispatcher | None = None
 
 
 async def run_engine(
@@ -342,16 +349,19 @@ async def run_engine(
     sink: Callable[[list[RowResult]], None] | None = None,
     keep_records: bool = False,
     lookahead: int | None = None,
+    on_done: Callable[[RowResult], Awaitable[None]] | None = None,
 ) -> tuple[list[RowResult], BaseException | None, RunReport]:
     """Run rows through a scheduler as ``setup`` says; tally usage; log the summary; close the
-    store.
+    store; tell the observer the run's start and end.
 
     Results go to ``sink`` in input order when given (and are not returned), else they are
     returned as a list. ``total``: the row count when known; ``progress``: show a bar;
-    ``keep_records``: keep each row's input values on its result; ``lookahead``: see
-    ``Scheduler.run``.
+    ``keep_records``: keep each row's input values on its result; ``lookahead`` and
+    ``on_done``: see ``Scheduler.run``. An interrupted run (cancelled) tells ``on_run_end``
+    with no report, giving its hooks ``INTERRUPTED_HOOK_GRACE_S``.
     """
     transport, limiter, store = setup.transport, setup.limiter, setup.store
+    hooks = setup.hooks if setup.hooks is not None else transport.dispatcher
     kept: list[RowResult] = []
     tally = Tally()
 
@@ -364,10 +374,15 @@ async def run_engine(
 
     started = time.perf_counter()
     try:
+        await hooks.run_start(
+            rows=total, concurrency=setup.concurrency, stream=setup.settings.stream
+        )
         # Young collections in larger batches while the run goes (restored however it ends).
         with spaced_young_collections():
             async with transport:
-                runner = RowRunner(setup.settings, transport, store=store, budget=setup.budget)
+                runner = RowRunner(
+                    setup.settings, transport, store=store, budget=setup.budget, hooks=hooks
+                )
                 scheduler = Scheduler(runner, limiter, keep_records=keep_records)
                 _, stop_cause = await scheduler.run(
                     rows,
@@ -377,7 +392,16 @@ async def run_engine(
                     sink=deliver,
                     warm_first=setup.warm_first,
                     lookahead=lookahead,
+                    on_done=on_done,
                 )
+    except asyncio.CancelledError:
+        with suppress(TimeoutError):  # a hook must not hold up a Ctrl-C
+            async with asyncio.timeout(INTERRUPTED_HOOK_GRACE_S):
+                await hooks.run_end(None, "interrupted")
+        raise
+    except Exception as exc:
+        await hooks.run_end(None, exc)
+        raise
     finally:
         if store is not None:
             await store.aclose()
@@ -397,4 +421,5 @@ async def run_engine(
         bound_by=limiter.bound_by(),
     )
     logger.info(report.summary())
+    await hooks.run_end(report, stop_cause)
     return kept, stop_cause, report

@@ -10,22 +10,27 @@ identity that keys the result store). Every run then gets fresh parts from ``Eng
 - the limiter, from ``config.limits``;
 - the transport, taking ``config.connection`` as it is;
 - the budget, from ``config.budget`` (``RunBudget``), when it has a cap;
-- the result store, from ``config.store`` (opened per run, closed when it ends).
+- the result store, from ``config.store`` (opened per run, closed when it ends);
+- the observer (``dispatch.Dispatcher``): the user's ``config.hooks``, and the run's own
+  listeners (a stream's consumer); the row runner adds the budget to it
+  (``run.budget.BudgetHook``) and the scheduler the progress bar.
 
 ``Engine.setup`` is the one place these are made and wired to each other, and ``RunSetup`` carries
 them to the scheduler, the row runner and the transport (``run.scheduler.run_engine``): anything
-that observes a run is handed down from here.
+that observes a run is handed down from here, as the one dispatcher.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+import dataclasses
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel
 
 from ..config import API_KEY_ENV_VARS, ExtractorConfig, simulator_endpoint
+from ..dispatch import Dispatcher
 from ..exceptions import MissingAPIKeyError, SchemaError
 from ..http.limiter import Limiter
 from ..http.routing import Router
@@ -33,10 +38,9 @@ from ..http.secret import Secret
 from ..http.transport import Transport
 from ..http.wire import BodyEncoder
 from ..kimi import CACHE_MIN_TOKENS, DEFAULT_BASE_URL
-from ..records import RowResult
+from ..records import RowResult, Usage
 from ..schema.compiled import CompiledSchema, compile_schema
-from .budget import RunBudget
-from .conversation import charge_retry
+from .budget import SHARED_LEDGER, RunBudget
 from .estimate import Estimate, predict, row_prompt_tokens
 from .grounding import check_grounding_fields
 from .report import RunReport
@@ -118,14 +122,34 @@ class Engine:
             ground_rows=ground_rows,
         )
 
-    def setup(self, settings: RowSettings, *, progress: bool) -> RunSetup:
-        """Fresh parts for one run: limiter, transport, budget and store, wired together."""
+    def setup(
+        self, settings: RowSettings, *, progress: bool, listeners: Sequence[Any] = ()
+    ) -> RunSetup:
+        """Fresh parts for one run: limiter, transport, budget, store and observer, wired
+        together. ``listeners``: the run's own internal hooks (before the user's)."""
         config, endpoint = self.config, self.endpoint
-        if endpoint.secret is None:
+        secret = endpoint.secret
+        if secret is None:
             raise MissingAPIKeyError(
                 "no API key: pass api_key=... or set one of the environment variables "
                 + " / ".join(API_KEY_ENV_VARS)
             )
+
+        def price(usage: Usage) -> Usage:
+            return usage.priced(
+                settings.pricing,
+                separate_cache_writes=settings.separate_cache_writes,
+                ttl=settings.cache_ttl,
+            )
+
+        hooks = Dispatcher(
+            config.hooks,
+            internal=listeners,
+            model=settings.model,
+            redact=secret.redact,
+            redact_value=secret.redact_value,
+            price=price,
+        )
         limits = config.limits
         limiter = Limiter(
             concurrency=limits.concurrency,
@@ -135,10 +159,10 @@ class Engine:
         )
         transport = Transport(
             base_url=endpoint.base_url,
-            api_key=endpoint.secret,
+            api_key=secret,
             concurrency=limits.concurrency,
             connection=config.connection,
-            on_retry=charge_retry,  # budgets count retried attempts of unknown cost
+            dispatcher=hooks,
             gate=limiter,
             router=endpoint.router,
             encoder=BodyEncoder(settings.static_messages, settings.response_format),
@@ -151,6 +175,7 @@ class Engine:
                 pricing=settings.pricing,
                 separate_cache_writes=settings.separate_cache_writes,
                 cache_ttl=settings.cache_ttl,
+                ledger=SHARED_LEDGER.get(),  # a Dask partition's run: the cluster's budget
             )
         return RunSetup(
             settings=settings,
@@ -160,6 +185,7 @@ class Engine:
             store=open_store(config.store_path, progress, endpoint=endpoint.identity),
             concurrency=limits.concurrency,
             warm_first=config.prompt_cache.cache_warm and settings.prefix_tokens > CACHE_MIN_TOKENS,
+            hooks=hooks,
         )
 
     async def execute(
@@ -172,13 +198,21 @@ class Engine:
         keep_records: bool = False,
         lookahead: int | None = None,
         ground_rows: bool = True,
+        stream: bool = False,
+        listeners: Sequence[Any] = (),
+        on_done: Callable[[RowResult], Awaitable[None]] | None = None,
     ) -> tuple[list[RowResult], BaseException | None, RunReport]:
         """Run rows through fresh parts (``run.scheduler.run_engine``); log the summary.
 
         Results go to ``sink`` in input order when given (and are not returned), else they are
         returned as a list. ``ground_rows=False``: no spans per row (documents ground merged rows).
+        ``stream``: request SSE streams whatever the config says; ``listeners``: the run's own
+        internal hooks; ``on_done``: awaited with each row as it finishes (completion order).
         """
-        setup = self.setup(self.settings(total, ground_rows=ground_rows), progress=progress)
+        settings = self.settings(total, ground_rows=ground_rows)
+        if stream and not settings.stream:
+            settings = dataclasses.replace(settings, stream=True)
+        setup = self.setup(settings, progress=progress, listeners=listeners)
         self.run_store = setup.store
         result = await run_engine(
             rows,
@@ -188,6 +222,7 @@ class Engine:
             sink=sink,
             keep_records=keep_records,
             lookahead=lookahead,
+            on_done=on_done,
         )
         self.run_store = None  # still set after a Ctrl-C: the interrupted run's message reads it
         return result

@@ -39,6 +39,10 @@ LAYERS: dict[str, int] = {
     "records": 0,
     "kimi": 0,
     "tokens": 0,
+    # the hook events (public) and the dispatcher that hands them out: every layer that
+    # observes a run (the transport, the row runner, the scheduler) calls it
+    "hooks": 0,
+    "dispatch": 0,
     # 1: pure transformations: the schema compiler and codec, media loading
     "schema": 1,
     "schema.codec": 1,
@@ -49,6 +53,7 @@ LAYERS: dict[str, int] = {
     "schema.dialect_keywords": 1,
     "schema.dialect_refs": 1,
     "schema.gojson": 1,
+    "schema.partial": 1,
     "schema.quotes": 1,
     "schema.source": 1,
     "media": 1,
@@ -150,6 +155,7 @@ LAYERS: dict[str, int] = {
     "pipeline.base": 5,
     "pipeline.documents": 5,
     "pipeline.output": 5,
+    "pipeline.stream": 5,
     # 6..8
     "extractor": 6,
     "accessor": 7,
@@ -157,6 +163,7 @@ LAYERS: dict[str, int] = {
     "cluster_budget": 7,
     "dask": 7,
     "explode": 7,  # the deprecated 0.1 path of table.explode
+    "otel": 7,  # an add-on hook users import: OpenTelemetry spans and metrics from the events
     "testing": 7,  # fakes for users' tests: scripted HTTP replies, a virtual clock
     "cli": 7,
     "cli_io": 7,

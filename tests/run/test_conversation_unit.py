@@ -32,7 +32,6 @@ from kimi_extract.run.conversation import (
     MIN_ANSWER_VALUES,
     RowRunner,
     RowSettings,
-    charge_retry,
 )
 from kimi_extract.schema.compiled import compile_schema
 from kimi_extract.testing import ScriptedBackend, VirtualClock
@@ -112,7 +111,6 @@ def run_rows(
             api_key=Secret(KEY),
             concurrency=1,
             connection=dataclasses.replace(connection or Connection(), timeout=30),
-            on_retry=charge_retry,
             gate=Limiter(concurrency=4, clock=clock) if limiter else None,
             clock=clock,
             backend=backend,

@@ -1,0 +1,104 @@
+"""Ctrl-C during ``ex.stream`` raises ``RunInterrupted`` (checked in a child process).
+
+The child's answer streams its first chunk at once, then waits a long time before the next (the
+simulator paces chunks at ``tokens_per_s``). The child says when it holds a partial value and its
+main thread waits inside the library for the next (a watcher thread reads the main thread's
+stack); the parent then sends SIGINT. The checks are on the order of events (the stream had not
+finished), not on time.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE
+
+SCRIPT = INTERRUPTIBLE + textwrap.dedent(
+    """
+    import asyncio, sys
+    import kimi_extract as kx
+    from kimi_extract.simulator import Reply, Simulator
+    from pydantic import BaseModel
+
+    class Out(BaseModel):
+        words: list[str]
+
+    import threading, time
+
+    def waiting_in_library():
+        # The main thread is blocked in the library's wait for the next item, so SIGINT lands
+        # there and not in this script's own loop body.
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        names = []
+        while frame is not None:
+            names.append(frame.f_code.co_name)
+            frame = frame.f_back
+        return "iterate_sync" in names and names[0] == "wait"
+
+    def tell_when(ready, line):
+        def watch():
+            while not (ready() and waiting_in_library()):
+                time.sleep(0.01)
+            print(line(), flush=True)
+        threading.Thread(target=watch, daemon=True).start()
+
+    def slow(request):
+        return Reply(content={"words": [f"w{i}" for i in range(400)]}, reasoning_content="")
+
+    with Simulator(responder=slow, tokens_per_s=4) as sim:
+        ex = kx.Extractor(Out, base_url=sim.base_url, api_key=sim.api_key, progress=False)
+        seen = []
+        tell_when(lambda: len(seen) >= 2, lambda: f"partial {len(seen[-1].words)}")
+
+        def consume():
+            for value in ex.stream("go"):
+                seen.append(value)
+
+        try:
+            if sys.argv[1] == "sync":
+                consume()
+            else:  # like a notebook cell: inside a running loop
+                async def cell():
+                    consume()
+                loop = asyncio.new_event_loop()
+                try:
+                    loop.run_until_complete(cell())
+                finally:
+                    loop.close()
+        except kx.RunInterrupted as exc:
+            finished = sum(1 for h in sim.history if h.status is not None)
+            print("interrupted", isinstance(exc, KeyboardInterrupt), exc.partial, finished,
+                  len(seen[-1].words), flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("mode", ["sync", "in-running-loop"])
+def test_ctrl_c_during_a_stream_raises_run_interrupted(mode):
+    child = subprocess.Popen(
+        [sys.executable, "-c", SCRIPT, mode],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        first = child.stdout.readline()
+        assert first.startswith("partial"), first + child.stderr.read() if child.stderr else ""
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=CTRL_C_BOUND_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    words = int(first.split()[1])
+    # RunInterrupted (a KeyboardInterrupt), no frame; the stream had not finished (its request
+    # never completed), and the last value seen was the partial printed before the interrupt.
+    assert out.split() == ["interrupted", "True", "None", "0", str(words)], out + err
+    assert child.returncode == 0, err
+    assert "Traceback" not in err and "was never awaited" not in err, err
