@@ -312,6 +312,19 @@ class Dispatcher:
         )
         await self._emit("on_row_end", event, {"value": result.value})
 
+    def _at(self, exchange: Exchange, *, attempt: bool = True) -> dict[str, Any]:
+        """The fields every request-level event starts with: where in the run it happened."""
+        where: dict[str, Any] = {
+            "run_id": self.run_id,
+            "row": exchange.row,
+            "label": exchange.label,
+            "model": self.model,
+            "request": exchange.request,
+        }
+        if attempt:
+            where["attempt"] = exchange.attempt
+        return where
+
     async def reask(
         self, exchange: Exchange, kind: str, errors: list[str], answer: str | None
     ) -> None:
@@ -319,11 +332,7 @@ class Dispatcher:
         exchange.reasks += 1
         if "on_reask" in self.listening:
             event = Reask(
-                run_id=self.run_id,
-                row=exchange.row,
-                label=exchange.label,
-                model=self.model,
-                request=exchange.request,
+                **self._at(exchange, attempt=False),
                 reask=exchange.reasks,
                 kind=kind,
                 error_count=len(errors),
@@ -336,12 +345,7 @@ class Dispatcher:
         """``on_attempt``: the attempt ``exchange`` numbers is about to be sent."""
         if "on_attempt" in self.listening:
             event = Attempt(
-                run_id=self.run_id,
-                row=exchange.row,
-                label=exchange.label,
-                model=self.model,
-                request=exchange.request,
-                attempt=exchange.attempt,
+                **self._at(exchange),
                 stream=bool(body.get("stream")),
                 prompt_tokens=prompt,
             )
@@ -354,15 +358,7 @@ class Dispatcher:
         or ``error``."""
         if "on_response" not in self.listening:
             return
-        common = {
-            "run_id": self.run_id,
-            "row": exchange.row,
-            "label": exchange.label,
-            "model": self.model,
-            "request": exchange.request,
-            "attempt": exchange.attempt,
-            "latency_s": latency_s,
-        }
+        common = {**self._at(exchange), "latency_s": latency_s}
         if error is not None:
             event = Response(
                 **common,
@@ -392,12 +388,7 @@ class Dispatcher:
         if "on_retry" in self.listening:
             status = getattr(error, "status", None)
             event = Retry(
-                run_id=self.run_id,
-                row=exchange.row,
-                label=exchange.label,
-                model=self.model,
-                request=exchange.request,
-                attempt=exchange.attempt,
+                **self._at(exchange),
                 wait_s=wait_s,
                 status=status,
                 error=self._redact(one_line(error)),
@@ -417,12 +408,7 @@ class Dispatcher:
         exchange.chunks += 1
         exchange.chars += len(delta)
         event = Chunk(
-            run_id=self.run_id,
-            row=exchange.row,
-            label=exchange.label,
-            model=self.model,
-            request=exchange.request,
-            attempt=exchange.attempt,
+            **self._at(exchange),
             index=exchange.chunks,
             chars=exchange.chars,
         )
