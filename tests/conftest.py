@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -28,6 +29,12 @@ if os.environ.get("CI"):
 #: background job (``pytest &``, some CI runners) with SIGINT ignored, the child inherits that, and
 #: Python then installs no KeyboardInterrupt handler; this puts Python's own handler back.
 INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+
+# The same for this process: a suite started in the background with SIGINT ignored would run
+# Ctrl-C tests that can never be interrupted (and hang). A handler, unlike an ignored signal, is
+# not inherited across exec, so the processes tests start get Python's own handler back too.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 class Review(BaseModel):
