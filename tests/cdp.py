@@ -250,13 +250,22 @@ class Browser:
                 raise CDPError(f"{expression!r} never became true within {timeout} s")
             time.sleep(0.05)
 
-    def click(self, selector: str) -> None:
-        """A real mouse click (pressed and released) at the centre of the first match."""
-        box = self.evaluate(
+    def click(self, selector: str, timeout: float = 20) -> None:
+        """A real mouse click (pressed and released) at the centre of the first match.
+
+        The point is taken only once the element is the one the browser would hit there: a page
+        still laying out or scrolling (a loaded machine draws late) moves it, and a click at a
+        stale point would land on its neighbour or on nothing.
+        """
+        probe = (
             f"(() => {{ const n = document.querySelector({json.dumps(selector)});"
+            " if (!n) return null;"
             " n.scrollIntoView({block: 'center'}); const r = n.getBoundingClientRect();"
-            " return [r.left + r.width / 2, r.top + r.height / 2]; })()"
+            " const x = r.left + r.width / 2, y = r.top + r.height / 2;"
+            " const hit = document.elementFromPoint(x, y);"
+            " return hit && (hit === n || n.contains(hit)) ? [x, y] : null; })()"
         )
+        box = self.wait_for(probe, timeout)
         for kind in ("mousePressed", "mouseReleased"):
             self.call(
                 "Input.dispatchMouseEvent",
