@@ -11,7 +11,7 @@ import dataclasses
 import operator
 import os
 import warnings
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 import pandas as pd
@@ -327,33 +327,72 @@ class Extractor(BaseExtractor[T]):
 
     # -- one input -----------------------------------------------------------------------------
 
-    def extract(self, content: Content, *, images: Any = None) -> T:
+    def extract(
+        self,
+        content: Content | pd.Series | Mapping[str, Any],
+        *,
+        images: Any = None,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        videos: str | None = None,
+    ) -> T:
         """Extract one input; returns the model instance or raises the row's error.
 
+        ``content``: a text (with ``images=``: the images themselves), content parts, or one
+        row (a Series such as ``df.iloc[0]``, or a dict) read as ``run`` reads a row, with
+        ``text=`` / ``template=`` / ``images=`` / ``videos=`` naming its columns.
         Ctrl-C raises ``RunInterrupted`` (its ``partial`` is None: there is no frame)."""
-        return self._sync(self.aextract(content, images=images))
+        one = self._single(content, images, text, template, videos)
+        return self._sync(self._one(one, images))
 
-    async def aextract(self, content: Content, *, images: Any = None) -> T:
-        """Async ``extract``: one text (and optional images) -> one model instance."""
-        return await self._one(content, images)
+    async def aextract(
+        self,
+        content: Content | pd.Series | Mapping[str, Any],
+        *,
+        images: Any = None,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        videos: str | None = None,
+    ) -> T:
+        """Async ``extract``: one text or row (and optional images) -> one model instance."""
+        return await self._one(self._single(content, images, text, template, videos), images)
 
     # -- results as they come ------------------------------------------------------------------
 
-    def stream(self, content: Content, *, images: Any = None) -> Iterator[T]:
+    def stream(
+        self,
+        content: Content | pd.Series | Mapping[str, Any],
+        *,
+        images: Any = None,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        videos: str | None = None,
+    ) -> Iterator[T]:
         """Partial instances of the output model as the answer to one input streams, then the
-        value ``extract`` returns for it (docs/streaming.md).
+        value ``extract`` returns for it (docs/streaming.md). The input: as ``extract``'s (a
+        text, content parts, or one row with its column options).
 
         Fields appear once complete enough to validate, lists grow item by item, and fields not
         yet there hold their default or None (``model_fields_set`` names those that came). A
         reask, a retry or a larger budget streams a new answer: the values start again from an
         instance with no field set. The last value is ``extract``'s; a row error is raised after
         the values before it. Ctrl-C while waiting raises ``RunInterrupted``."""
+        one = self._single(content, images, text, template, videos)
         self.last_partial = None
-        return iterate_sync(stream_values(self, content, images), self._interrupted)
+        return iterate_sync(stream_values(self, one, images), self._interrupted)
 
-    def astream(self, content: Content, *, images: Any = None) -> AsyncIterator[T]:
+    def astream(
+        self,
+        content: Content | pd.Series | Mapping[str, Any],
+        *,
+        images: Any = None,
+        text: str | Sequence[str] | None = None,
+        template: str | None = None,
+        videos: str | None = None,
+    ) -> AsyncIterator[T]:
         """Async ``stream``: ``async for partial in ex.astream(text)``."""
-        return stream_values(self, content, images)
+        one = self._single(content, images, text, template, videos)
+        return stream_values(self, one, images)
 
     def iter_rows(
         self,

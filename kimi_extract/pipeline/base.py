@@ -11,14 +11,21 @@ and ``_sync``, the one helper every sync entry point goes through.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 import pandas as pd
 from pydantic import BaseModel
 
 from ..config import ExtractorConfig
-from ..exceptions import BudgetExceeded, ConfigurationError, RowError, RunInterrupted, RunStopped
+from ..exceptions import (
+    BudgetExceeded,
+    ConfigurationError,
+    InputError,
+    RowError,
+    RunInterrupted,
+    RunStopped,
+)
 from ..media.parts import MediaOptions, current_options
 from ..records import Content, RowInput, RowResult, Usage
 from ..run.inputs import PreparedInput, TextSpec, amake_row, prepare, records_frame
@@ -130,14 +137,51 @@ class BaseExtractor(Generic[T]):
             raise self._stopped(stop_cause, report, frame) from stop_cause
         return frame
 
+    def _single(
+        self,
+        content: Any,
+        images: Any,
+        text: str | Sequence[str] | None,
+        template: str | None,
+        videos: str | None,
+    ) -> Content | RowInput:
+        """What ``extract`` / ``stream`` take: a text or content parts as they are, or one row
+        (a pandas Series such as ``df.iloc[0]``, or a dict) read as ``run`` reads a DataFrame's
+        rows, with ``text=`` / ``template=`` / ``images=`` / ``videos=`` naming its columns.
+        Every option is checked here, before any request."""
+        if isinstance(content, pd.Series | Mapping):
+            record = content.to_dict() if isinstance(content, pd.Series) else dict(content)
+            if not isinstance(images, str | None):
+                raise InputError("for a row, images= names its column of images (as in run)")
+            prepared = self._prepare([record], text, template, images, videos)
+            return next(prepared.rows)
+        if text is not None or template is not None or videos is not None:
+            raise InputError(
+                "text=, template= and videos= name a row's columns; pass a row (a Series such "
+                "as df.iloc[0], or a dict), or the text itself with no column options"
+            )
+        if not isinstance(content, str | list):
+            raise InputError(
+                f"extract() takes a text, content parts or one row (a Series or dict); got "
+                f"{type(content).__name__}"
+            )
+        return content
+
     async def _one(
-        self, content: Content, images: Any, *, stream: bool = False, listeners: Any = ()
+        self,
+        content: Content | RowInput,
+        images: Any,
+        *,
+        stream: bool = False,
+        listeners: Any = (),
     ) -> T:
         """One input -> one model instance, or the row's error raised (``aextract``).
 
-        ``stream``: request an SSE stream; ``listeners``: the run's own internal hooks (a
-        stream's ``PartialTracker``)."""
-        if isinstance(content, list):
+        ``content``: a text, content parts, or a row ``_single`` read. ``stream``: request an
+        SSE stream; ``listeners``: the run's own internal hooks (a stream's ``PartialTracker``)."""
+        if isinstance(content, RowInput):
+            row = content
+        elif isinstance(content, list):
             row = RowInput(label=0, position=0, content=content)
         else:
             record = {"text": content, "images": images}

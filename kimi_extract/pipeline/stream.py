@@ -30,7 +30,7 @@ import pandas as pd
 from pydantic import BaseModel
 
 from ..hooks import Attempt, Chunk
-from ..records import Content, RowResult
+from ..records import Content, RowInput, RowResult
 from ..run.inputs import PreparedInput
 from ..run.report import fill_missing
 from ..schema.partial import PartialParser
@@ -83,7 +83,7 @@ class PartialTracker:
 
 
 async def stream_values(
-    ex: BaseExtractor[Any], content: Content, images: Any
+    ex: BaseExtractor[Any], content: Content | RowInput, images: Any
 ) -> AsyncIterator[Any]:
     """Partial values of ``content``'s answer as it streams, then its value (see the module
     docstring); the row's error is raised after the values streamed before it."""

@@ -365,3 +365,51 @@ def test_the_last_value_is_the_validated_one_even_when_validators_change_it():
         extracted = ex.extract("shout")
     assert values[-1] == extracted and extracted.name == "ANN"
     assert {v.name for v in values[:-1]} == {None, "ann"}
+
+
+def test_a_dataframe_row_streams_as_run_sends_it():
+    """``stream(df.iloc[i], template=...)`` reads the row as ``run`` does: the same request, and
+    its last value is ``extract``'s for the same row and ``run``'s row."""
+    import pandas as pd
+
+    from kimi_extract.simulator import Simulator
+
+    class Review(BaseModel):
+        product: str
+        aspects: list[str]
+
+    df = pd.DataFrame(
+        {
+            "title": ["Kettle", "Lamp"],
+            "body": ["Boils fast. The lid sticks.", "Bright, but the switch broke."],
+            "id": [7, 8],
+        }
+    )
+    template = "{title}: {body}"
+    with Simulator(answers="extractive") as sim:
+        ex = kx.Extractor(Review, base_url=sim.base_url, api_key=sim.api_key, progress=False)
+        values = list(ex.stream(df.iloc[1], template=template))
+        streamed = sim.history[-1].body["messages"]
+        extracted = ex.extract(df.iloc[1].to_dict(), template=template)
+        ran = ex.run(df.iloc[[1]], template=template)
+        sent = sim.history[-1].body["messages"]
+    assert streamed == sent
+    assert values[-1] == extracted
+    assert ran.iloc[0]["product"] == extracted.product
+    assert list(ran.iloc[0]["aspects"]) == extracted.aspects
+    assert len(values) > 1
+
+
+def test_a_rows_column_options_are_checked_before_any_request():
+    import pandas as pd
+
+    row = pd.DataFrame({"body": ["x"]}).iloc[0]
+    ex = extractor()
+    with use_backend(ScriptedBackend([])) as backend:
+        with pytest.raises(kx.ConfigurationError, match="'nope'"):
+            ex.stream(row, text="nope")
+        with pytest.raises(kx.ConfigurationError, match="name a row's columns"):
+            ex.stream("a text", text="body")
+        with pytest.raises(kx.ConfigurationError, match="got int"):
+            ex.extract(5)  # type: ignore[arg-type]
+    assert not backend.requests
