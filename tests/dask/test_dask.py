@@ -204,6 +204,44 @@ def test_core_does_not_import_dask() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
+class EventsToFile:
+    """A hook that writes each event's name to a file of its own process: the copy a worker
+    gets runs there, the caller's object sees nothing."""
+
+    def __init__(self, directory: Any) -> None:
+        self.directory = str(directory)
+        self.seen: list[str] = []
+
+    def _write(self, name: str) -> None:
+        self.seen.append(name)
+        with open(os.path.join(self.directory, f"{os.getpid()}.log"), "a") as log:
+            log.write(name + "\n")
+
+    def on_run_start(self, event: Any) -> None:
+        self._write("run_start")
+
+    def on_row_end(self, event: Any) -> None:
+        self._write("row_end:" + ("ok" if event.error is None else "error"))
+
+
+def test_each_worker_runs_its_own_copy_of_the_hooks(client: Any, tmp_path: Any) -> None:
+    """docs/hooks.md: "On Dask, each worker gets its own copy of the hooks"."""
+    frame = reviews(ROWS_PER_PARTITION * PARTITIONS)
+    ddf = dd.from_pandas(frame, npartitions=PARTITIONS)
+    logs = tmp_path / "events"
+    logs.mkdir()
+    hook = EventsToFile(logs)
+    with Simulator() as sim:
+        extractor = extractor_for(sim, hooks=[hook])
+        out = kxd.extract(ddf, extractor, text="review", store=tmp_path / "s.sqlite3").compute()
+    assert out["kx_error"].isna().all()
+    assert hook.seen == []  # the caller's object ran nowhere
+    per_process = {p.stem: p.read_text().split() for p in logs.iterdir()}
+    assert str(os.getpid()) not in per_process  # the copies ran in the worker processes
+    events = Counter(e for names in per_process.values() for e in names)
+    assert events == {"run_start": PARTITIONS, "row_end:ok": len(frame)}
+
+
 def test_a_run_level_error_reaches_the_caller_without_the_key(client: Any, tmp_path: Any) -> None:
     ddf = dd.from_pandas(reviews(4), npartitions=2)
     with Simulator() as sim:
