@@ -7,14 +7,10 @@ docstring, not the page.
 
 from __future__ import annotations
 
-import re
-import sys
-from dataclasses import MISSING, Field, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import fields
 
+from ..settings_docs import field_docs, markdown, settings_table, write_page
 from .core import DEPRECATED_NAMES, GROUPS, ExtractorConfig
-from .fields import field_docs
 
 __all__ = ["settings_markdown"]
 
@@ -46,15 +42,15 @@ def settings_markdown() -> str:
     parts = [INTRO]
     own = [f for f in fields(ExtractorConfig) if f.init and f.name not in GROUPS]
     parts.append("## The extractor: `kx.ExtractorConfig`\n")
-    parts.append(_table(ExtractorConfig, own))
+    parts.append(settings_table(ExtractorConfig, own))
     config_docs = field_docs(ExtractorConfig)
     for attribute, cls in GROUPS.items():
         summary, _, body = (cls.__doc__ or "").strip().partition("\n")
         title = config_docs.get(attribute, "").split(" (")[0].rstrip(".")
         parts.append(f"## {title}: `{attribute}=kx.{cls.__name__}(...)`\n")
-        text = _markdown(summary + "\n" + body)
+        text = markdown(summary + "\n" + body)
         parts.append(text + "\n")
-        parts.append(_table(cls, [f for f in fields(cls) if f.init]))
+        parts.append(settings_table(cls, [f for f in fields(cls) if f.init]))
     parts.append("## Old names\n")
     parts.append(
         "Each works for one release, with a `DeprecationWarning` naming the new one "
@@ -67,47 +63,9 @@ def settings_markdown() -> str:
     return "\n".join(parts)
 
 
-def _table(cls: type, specs: list[Field[Any]]) -> str:
-    docs = field_docs(cls)
-    rows = ["| setting | default | what it does |", "|---|---|---|"]
-    for spec in specs:
-        text = _markdown(docs[spec.name]).replace("|", "\\|")  # a pipe would end the cell
-        rows.append(f"| `{spec.name}=` | {_default(spec)} | {text} |")
-    return "\n".join(rows) + "\n"
-
-
-def _default(spec: Field[Any]) -> str:
-    """A default as the table shows it: ``16``, ``1,048,576``, ``32 MiB``, ``"auto"``, None."""
-    value = spec.default_factory() if spec.default_factory is not MISSING else spec.default
-    if value is None or isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        return f'`"{value}"`'
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        mib = 1024 * 1024
-        if spec.name.endswith("_bytes") and value % mib == 0:
-            return f"{value // mib} MiB"
-        return f"{value:,}"
-    return str(value)
-
-
-def _markdown(docstring: str) -> str:
-    """A docstring as one Markdown paragraph: RST ``code`` as `code`, lines joined."""
-    text = " ".join(line.strip() for line in docstring.strip().splitlines() if line.strip())
-    return re.sub(r"``(.+?)``", r"`\1`", text)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Write the page to the path given (default: print it)."""
-    args = sys.argv[1:] if argv is None else argv
-    page = settings_markdown()
-    if args:
-        Path(args[0]).write_text(page, encoding="utf-8")
-    else:
-        sys.stdout.write(page)
-    return 0
+    return write_page(settings_markdown(), argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

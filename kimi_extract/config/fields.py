@@ -10,10 +10,7 @@ docs/configuration.md, is generated from them: ``kimi_extract.config.docs``).
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import functools
-import inspect
 import math
 import os
 import sys
@@ -21,6 +18,7 @@ import warnings
 from pathlib import Path
 
 from ..exceptions import ConfigurationError
+from ..settings_docs import field_docs
 
 __all__ = [
     "check_bool",
@@ -31,28 +29,6 @@ __all__ = [
     "field_docs",
     "warn_deprecated",
 ]
-
-
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """``{field: docstring}`` of a dataclass: the string literal under each annotated field.
-
-    The same convention as pydantic's ``use_attribute_docstrings`` (PEP 257 "attribute
-    docstrings"), read from the class's source; a field without one is absent.
-    """
-    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(cls)))
-    body = next(node for node in tree.body if isinstance(node, ast.ClassDef)).body
-    docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(following.value.value)
-    return docs
 
 
 def check_bool(name: str, value: object) -> None:

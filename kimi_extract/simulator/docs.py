@@ -7,14 +7,11 @@ to it). Edit a setting's docstring, not the page.
 
 from __future__ import annotations
 
-import re
-import sys
-from dataclasses import MISSING, Field, fields
-from pathlib import Path
-from typing import Any
+from dataclasses import fields
 
+from ..settings_docs import field_docs, markdown, settings_table, write_page
 from .config import SimulatorConfig
-from .options import GROUPS, field_docs
+from .options import GROUPS
 
 __all__ = ["settings_markdown"]
 
@@ -59,59 +56,20 @@ def settings_markdown() -> str:
     parts = [INTRO]
     own = [f for f in fields(SimulatorConfig) if f.name not in GROUPS]
     parts.append("## The simulator: `SimulatorConfig`\n")
-    parts.append(_table(SimulatorConfig, own))
+    parts.append(settings_table(SimulatorConfig, own))
     config_docs = field_docs(SimulatorConfig)
     for attribute, cls in GROUPS.items():
         summary, _, body = (cls.__doc__ or "").strip().partition("\n")
         title = config_docs[attribute].split(" (")[0].rstrip(".")
         parts.append(f"## {title}: `{attribute}={cls.__name__}(...)`\n")
-        parts.append(_markdown(summary + "\n" + body) + "\n")
-        parts.append(_table(cls, list(fields(cls))))
+        parts.append(markdown(summary + "\n" + body) + "\n")
+        parts.append(settings_table(cls, list(fields(cls))))
     return "\n".join(parts)
-
-
-def _table(cls: type, specs: list[Field[Any]]) -> str:
-    docs = field_docs(cls)
-    rows = ["| setting | default | what it does |", "|---|---|---|"]
-    for spec in specs:
-        text = _markdown(docs[spec.name]).replace("|", "\\|")  # a pipe would end the cell
-        rows.append(f"| `{spec.name}=` | {_default(spec)} | {text} |")
-    return "\n".join(rows) + "\n"
-
-
-def _default(spec: Field[Any]) -> str:
-    """A default as the table shows it: ``64``, ``"strict"``, None, ``time.monotonic``."""
-    value = spec.default_factory() if spec.default_factory is not MISSING else spec.default
-    if value is None or isinstance(value, bool):
-        return str(value)
-    if isinstance(value, str):
-        return f'`"{value}"`'
-    if isinstance(value, tuple):
-        return "`(" + ", ".join(f'"{item}"' for item in value) + ")`"
-    if callable(value):
-        return f"`{value.__module__}.{value.__name__}`"
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        return f"{value:,}"
-    return str(value)
-
-
-def _markdown(docstring: str) -> str:
-    """A docstring as one Markdown paragraph: RST ``code`` as `code`, lines joined."""
-    text = " ".join(line.strip() for line in docstring.strip().splitlines() if line.strip())
-    return re.sub(r"``(.+?)``", r"`\1`", text)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Write the page to the path given (default: print it)."""
-    args = sys.argv[1:] if argv is None else argv
-    page = settings_markdown()
-    if args:
-        Path(args[0]).write_text(page, encoding="utf-8")
-    else:
-        sys.stdout.write(page)
-    return 0
+    return write_page(settings_markdown(), argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,9 +14,6 @@ checks are its own, written the same way as the client's.
 
 from __future__ import annotations
 
-import ast
-import functools
-import inspect
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -34,28 +31,6 @@ __all__ = ["AnswerOptions", "CacheOptions", "FaultOptions", "LatencyOptions", "L
 #: The ``pricing`` keys the simulator bills by (USD per 1M tokens; ``limits.cost_usd``).
 PRICING_KEYS = ("input", "cached_input", "cache_write", "output", "cache_write_1h")
 ANSWER_MODES = ("generated", "extractive")
-
-
-@functools.cache
-def field_docs(cls: type) -> dict[str, str]:
-    """``{field: docstring}`` of a dataclass: the string literal under each annotated field.
-
-    PEP 257's "attribute docstrings" (pydantic's ``use_attribute_docstrings``), read from the
-    class's source; a field without one is absent.
-    """
-    tree = ast.parse(inspect.cleandoc("\n" + inspect.getsource(cls)))
-    body = next(node for node in tree.body if isinstance(node, ast.ClassDef)).body
-    docs: dict[str, str] = {}
-    for node, following in zip(body, body[1:], strict=False):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = inspect.cleandoc(following.value.value)
-    return docs
 
 
 def _is_number(value: object) -> bool:

@@ -43,6 +43,8 @@ LAYERS: dict[str, int] = {
     # observes a run (the transport, the row runner, the scheduler) calls it
     "hooks": 0,
     "dispatch": 0,
+    # attribute docstrings and the generated settings pages (the client's and the simulator's)
+    "settings_docs": 0,
     # 1: pure transformations: the schema compiler and codec, media loading
     "schema": 1,
     "schema.codec": 1,

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from kimi_extract import cli
 from kimi_extract.exceptions import ConfigurationError
+from kimi_extract.settings_docs import field_docs
 from kimi_extract.simulator import (
     FaultOptions,
     LatencyOptions,
@@ -36,7 +37,7 @@ from kimi_extract.simulator import (
 from kimi_extract.simulator.config import GROUP_OF, option_names
 from kimi_extract.simulator.docs import settings_markdown
 from kimi_extract.simulator.extractive import PERTURBATIONS
-from kimi_extract.simulator.options import GROUPS, PRICING_KEYS, field_docs
+from kimi_extract.simulator.options import GROUPS, PRICING_KEYS
 from kimi_extract.simulator.quality import QualityModel
 
 ROOT = Path(__file__).resolve().parents[2]
