@@ -86,7 +86,8 @@ except ImportError as missing:
     raise ImportError(f"kimi_extract.dask needs Dask: {install_hint('dask')}") from missing
 
 from .accessor import build_extractor
-from .cluster import ClusterLimits, cluster_limits, install_rate_service
+from .cluster import ClusterLimits, cluster_limits
+from .cluster_rate import install_rate_service
 from .config import ExtractorConfig
 from .extractor import COLUMN_OPTIONS, Extractor
 from .http.limiter import OUTER_GATE

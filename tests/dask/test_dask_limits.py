@@ -27,6 +27,7 @@ from ..conftest import Review, chat_requests
 distributed = pytest.importorskip("distributed")
 dd = pytest.importorskip("dask.dataframe")
 cluster = pytest.importorskip("kimi_extract.cluster")
+cluster_rate = pytest.importorskip("kimi_extract.cluster_rate")
 kxd = pytest.importorskip("kimi_extract.dask")
 dask = pytest.importorskip("dask")
 
@@ -65,9 +66,9 @@ async def test_no_window_at_the_server_exceeds_the_quota(
     """Each permit reaches the server up to ttl + slack after its grant, at the worst moment; the
     held log keeps every server window within the quota, with or without the pace."""
     if not paced:  # a burst as large as the quota: only the held log limits the grants
-        monkeypatch.setattr(cluster, "BURST_S", 1e6)
+        monkeypatch.setattr(cluster_rate, "BURST_S", 1e6)
     clock = VirtualClock()
-    service = cluster.RateService(clock)
+    service = cluster_rate.RateService(clock)
     limits = quota()
     late = limits.grant_ttl_s + limits.arrival_slack_s
     rng = random.Random(7)
@@ -87,20 +88,20 @@ async def test_no_window_at_the_server_exceeds_the_quota(
 
 async def test_the_pace_spreads_permits_evenly() -> None:
     clock = VirtualClock()
-    service = cluster.RateService(clock)
+    service = cluster_rate.RateService(clock)
     limits = quota(rpm=3000)  # 50/s; a window holds 300
     grants: list[float] = []
     while clock.time < 30:
         reply = await service.grant(name="run", spec=limits.spec(), tokens=[1] * 50)
         grants += [clock.time] * reply["granted"]
-    rate = cluster.PACE_SHARE * 300 / limits.hold_s
-    assert most_in_any_window(grants, 1.0) <= rate + max(1, rate * cluster.BURST_S) + 1
+    rate = cluster_rate.PACE_SHARE * 300 / limits.hold_s
+    assert most_in_any_window(grants, 1.0) <= rate + max(1, rate * cluster_rate.BURST_S) + 1
     assert len(grants) >= rate * 30 - 2
 
 
 def test_tokens_are_reserved_and_settled_to_the_real_usage(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cluster, "BURST_S", 1e6)  # the held log alone
-    state = cluster.RateState(quota(rpm=None, tpm=60_000).spec(), 0.0)  # 6,000 per window
+    monkeypatch.setattr(cluster_rate, "BURST_S", 1e6)  # the held log alone
+    state = cluster_rate.RateState(quota(rpm=None, tpm=60_000).spec(), 0.0)  # 6,000 per window
     assert state.fit(0.0, [1000] * 10) == (6, 0.0)
     batch = state.take(0.0, [1000] * 6)
     count, wait = state.fit(1.0, [1000])

@@ -162,6 +162,7 @@ LAYERS: dict[str, int] = {
     "extractor": 6,
     "accessor": 7,
     "cluster": 7,
+    "cluster_rate": 7,
     "cluster_budget": 7,
     "dask": 7,
     "explode": 7,  # the deprecated 0.1 path of table.explode
