@@ -48,11 +48,43 @@ def encoded_echoes(key: str) -> list[str]:
     return echoes
 
 
+#: One token of an echo read character by character: a JSON ``\\uXXXX`` escape, a percent-encoded
+#: byte, a JSON newline / return / tab escape (a gap), or a lone backslash (a gap: the escape of a
+#: text escaped twice).
+_ECHO_TOKEN = re.compile(r"\\u([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrt]|\\")
+_INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff")
+
+
+def _echo_readings(text: str, size: int) -> list[str]:
+    """From every offset of ``text``, the first ``size`` characters an echo starting there spells
+    when each character is read its own way (as is, ``\\u``-escaped or percent-encoded, in any
+    case, with gaps between): the library's decoding model, written plainly, one offset at a
+    time, so an escape-like run just before an echo (``%0`` + ``000...``) cannot hide it."""
+    readings = []
+    for start in range(len(text)):
+        chars: list[str] = []
+        at = start
+        while at < len(text) and len(chars) < size:
+            match = _ECHO_TOKEN.match(text, at)
+            if match:
+                code = match.group(1) or match.group(2)
+                char, at = (chr(int(code, 16)) if code else ""), match.end()
+            else:
+                char, at = text[at], at + 1
+            if char and not char.isspace() and char not in _INVISIBLE:
+                chars.append(char.lower())
+        readings.append("".join(chars))
+    return readings
+
+
 def key_leaks(text: str, key: str) -> list[str]:
     """Every run of 8 characters of ``key`` that ``text`` reveals, read as is and decoded in every
-    way ``encoded_echoes`` encodes (independent of the library's own redaction code); in base64,
-    every run of 12 or the whole key (base64 is redacted from about 11 characters of the key)."""
+    way ``encoded_echoes`` encodes (independent of the library's own redaction code): whole-text
+    decodings, and an echo starting at any offset that mixes encodings character by character;
+    in base64, every run of 12 or the whole key (base64 is redacted from about 11 characters of
+    the key)."""
     views = [text, text.lower(), "".join(text.split()).lower()]
+    views += _echo_readings(text, 8)
     unescaped = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     views += [unescaped.lower(), "".join(unescaped.replace("\\n", "").split()).lower()]
     views.append(urllib.parse.unquote(text).lower())

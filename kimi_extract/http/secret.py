@@ -53,6 +53,12 @@ _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060\ufeff]+")
 _ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrt]")
 #: The pieces the decoded view is built from: an escape, or a run of gaps.
 _VIEW_TOKEN = re.compile(rf"\\u([0-9a-fA-F]{{4}})|%([0-9a-fA-F]{{2}})|((?:{_GAP})+)")
+#: An escape whose characters after the first may also be read as they stand, where an echo
+#: starts inside it (``%0`` + ``0000000...``, ``\\u00`` + ``30...``, ``\\`` + ``n...``).
+_TAIL_SOURCE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[nrt])|%[0-9a-fA-F]{2}")
+_HEX = frozenset("0123456789abcdef")
+_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
+_PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 #: Base64 characters (both alphabets) to "a", other ASCII to a space: a run of base64 becomes a
 #: run of "a" (one C pass; ASCII-to-ASCII tables take ``str.translate``'s fast path).
 _BASE64_MASK = str.maketrans(
@@ -169,6 +175,9 @@ class Secret:
         "_encoded_blocks",
         "_base64_run",
         "_pieces",
+        "_percent_pieces",
+        "_escape_pieces",
+        "_u_pieces",
     )
 
     def __init__(self, value: str) -> None:
@@ -186,6 +195,10 @@ class Secret:
         self._encoded_blocks: tuple[str, ...] = ()
         self._base64_run = ""
         self._short: re.Pattern[str] | None = None
+        self._pieces: tuple[str, ...] = ()
+        self._percent_pieces: tuple[str, ...] = ()
+        self._escape_pieces: tuple[str, ...] = ()
+        self._u_pieces: tuple[str, ...] = ()
         if len(value) < MIN_SECRET_LENGTH:
             # Only the whole key, as a token (not inside a word or a longer run of key chars).
             self._short = re.compile(rf"(?<![\w-]){re.escape(value)}(?![\w-])", re.ASCII)
@@ -203,11 +216,31 @@ class Secret:
         self._base64_run = "a" * min(BASE64_MIN_RUN, *map(len, forms))
         # Every other form leaves one of these pieces, lower-cased, in the squeezed text
         # (``_loose_text``): text without any holds no trace of the key. A few substring
-        # searches in C tell (the answer of nearly every request).
-        pieces = {p.lower() for p in (*self._blocks, *self._ends) if p}
-        if not _KEY_CHARS.issuperset(value):  # a key whose own characters squeezing changes
-            pieces |= {"".join(p.split()) for p in pieces} - {""}
-        self._pieces = tuple(sorted(pieces, key=len, reverse=True))
+        # searches in C tell (the answer of nearly every request). A run of 8 holds a block
+        # (4 characters at an offset divisible by 4) after its first character, so one
+        # starting inside a ``\\n`` escape (``_tails``) leaves one too; one starting inside
+        # ``%XX`` shows 2 characters only undecoded and leaves 4 at an even offset; inside
+        # ``\\uXXXX``, up to 4 (any 4 consecutive ones are left), or 5 from its ``u``
+        # (``_u_pieces``, looked for undecoded).
+        def quads(step: int) -> set[str]:
+            return {lowered[i : i + 4] for i in range(0, len(value) - 3, step)}
+
+        def squeezable(pieces: set[str]) -> tuple[str, ...]:
+            if not _KEY_CHARS.issuperset(value):  # a key whose own characters squeezing changes
+                pieces |= {"".join(p.split()) for p in pieces} - {""}
+            return tuple(sorted(pieces, key=len, reverse=True))
+
+        base = quads(4) | {p.lower() for p in self._ends if p}
+        self._pieces = squeezable(base)
+        self._percent_pieces = squeezable(quads(2) - base)
+        self._escape_pieces = squeezable(quads(1) - quads(2) - base)
+        self._u_pieces = tuple(
+            {
+                lowered[i : i + 5]
+                for i in range(len(value) - 4)
+                if lowered[i] == "u" and _HEX.issuperset(lowered[i + 1 : i + 5])
+            }
+        )
 
     def suspect(self, text: str) -> bool:
         """Whether ``text`` may hold the key or a piece of it in any form (False: ``redact``
@@ -218,10 +251,8 @@ class Secret:
             return False
         if self._short is not None:
             return self._value in text
-        squeezed = _loose_text(text)
-        for piece in self._pieces:
-            if piece in squeezed:
-                return True
+        if self._loose_suspect(text, _loose_text(text)):
+            return True
         if self._base64_run in text.translate(_BASE64_MASK):
             for block in self._encoded_blocks:
                 if block in text:
@@ -248,10 +279,27 @@ class Secret:
             text = self._redact_elided(text)
         if any(block in text for block in self._encoded_blocks):
             text = _replace(text, _find_all(text, self._encoded))
-        squeezed = _loose_text(text)
-        if any(block.lower() in squeezed for block in self._blocks):
+        if self._loose_suspect(text, _loose_text(text)):
             text = self._redact_loose(text)
         return text
+
+    def _loose_suspect(self, text: str, squeezed: str) -> bool:
+        """Whether ``text`` (squeezed: ``_loose_text``) may hold a run in its decoded view."""
+        if any(piece in squeezed for piece in self._pieces):
+            return True
+        escaped = "\\u" in text and _UNICODE_ESCAPE.search(text) is not None
+        if not escaped and ("%" not in text or _PERCENT_ESCAPE.search(text) is None):
+            return False
+        if any(piece in squeezed for piece in self._percent_pieces):
+            return True
+        if not escaped:
+            return False
+        if any(piece in squeezed for piece in self._escape_pieces):
+            return True
+        if self._u_pieces:
+            lowered = text.lower()
+            return any(piece in lowered for piece in self._u_pieces)
+        return False
 
     def _redact_elided(self, text: str) -> str:
         """Replace each "head marker tail" whose head starts the key and whose tail ends it."""
@@ -281,7 +329,32 @@ class Secret:
         spans = []
         for start, end in _find_all(view, self._loose_runs, REDACT_MIN_RUN):
             spans.append((_origin(start, starts, origins)[0], _origin(end - 1, starts, origins)[1]))
+        if "\\" in text or "%" in text:
+            spans += self._tails(text, view, starts, origins)
         return _replace(text, spans)
+
+    def _tails(
+        self, text: str, view: str, starts: list[int], segments: list[_Segment]
+    ) -> list[tuple[int, int]]:
+        """The runs that start inside an escape: its last characters read as they stand, then the
+        decoded view after it (``%0`` + ``0000000\\u0030``: the echo starts at the ``0`` that
+        a left-to-right decoding took into ``%00``). An escape's characters after its first
+        (hex digits, ``u``, ``n``/``r``/``t``) never start another escape, so the decoding from
+        such a start meets the view again right after the escape."""
+        runs, size = self._loose_runs, REDACT_MIN_RUN
+        text_starts = [segment[1] for segment in segments]
+        spans: list[tuple[int, int]] = []
+        for match in _TAIL_SOURCE.finditer(text):
+            end = match.end()
+            raw = match.group().translate(_ASCII_LOWER)
+            at = bisect.bisect_left(text_starts, end)
+            after = segments[at][0] if at < len(segments) else len(view)
+            for length in range(1, len(raw)):
+                run = raw[-length:] + view[after : after + size - length]
+                if run in runs:
+                    last = _origin(after + size - length - 1, starts, segments)[1]
+                    spans.append((end - length, last))
+        return spans
 
     def redact_value(self, value: Any) -> Any:
         """A JSON value with every string (and key) in it redacted; other values unchanged."""
