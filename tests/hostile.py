@@ -51,7 +51,7 @@ def encoded_echoes(key: str) -> list[str]:
 #: One token of an echo read character by character: a JSON ``\\uXXXX`` escape, a percent-encoded
 #: byte, a JSON newline / return / tab escape (a gap), or a lone backslash (a gap: the escape of a
 #: text escaped twice).
-_ECHO_TOKEN = re.compile(r"\\u([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrt]|\\")
+_ECHO_TOKEN = re.compile(r"\\[uU]([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrtNRT]|\\")
 _INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff")
 
 

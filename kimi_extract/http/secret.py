@@ -46,18 +46,18 @@ _ELISION_MARKS = ("..", "**", ".*", "*.", "\u2026", "\u2022")
 #: What may stand between the characters of a spaced-out echo: whitespace, soft hyphens and
 #: zero-width characters, the JSON escapes of a newline, return or tab, and any other backslash
 #: (an escaped one: a key escaped twice) but one starting a ``\\uXXXX`` escape.
-_GAP = r"\\[nrt]|[\s\u00ad\u200b-\u200f\u2060\ufeff]|\\(?!u[0-9a-fA-F]{4})"
+_GAP = r"\\[nrtNRT]|[\s\u00ad\u200b-\u200f\u2060\ufeff]|\\(?![uU][0-9a-fA-F]{4})"
 #: The invisible characters among the gaps (whitespace is dropped by ``str.split``).
 _INVISIBLE = re.compile(r"[\u00ad\u200b-\u200f\u2060\ufeff]+")
 #: A JSON ``\uXXXX`` escape, a percent-encoded byte, or a JSON newline / return / tab escape.
-_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrt]")
+_ESCAPE = re.compile(r"\\[uU]([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrtNRT]")
 #: The pieces the decoded view is built from: an escape, or a run of gaps.
-_VIEW_TOKEN = re.compile(rf"\\u([0-9a-fA-F]{{4}})|%([0-9a-fA-F]{{2}})|((?:{_GAP})+)")
+_VIEW_TOKEN = re.compile(rf"\\[uU]([0-9a-fA-F]{{4}})|%([0-9a-fA-F]{{2}})|((?:{_GAP})+)")
 #: An escape whose characters after the first may also be read as they stand, where an echo
 #: starts inside it (``%0`` + ``0000000...``, ``\\u00`` + ``30...``, ``\\`` + ``n...``).
-_TAIL_SOURCE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[nrt])|%[0-9a-fA-F]{2}")
+_TAIL_SOURCE = re.compile(r"\\(?:[uU][0-9a-fA-F]{4}|[nrtNRT])|%[0-9a-fA-F]{2}")
 _HEX = frozenset("0123456789abcdef")
-_UNICODE_ESCAPE = re.compile(r"\\u[0-9a-fA-F]{4}")
+_UNICODE_ESCAPE = re.compile(r"\\[uU][0-9a-fA-F]{4}")
 _PERCENT_ESCAPE = re.compile(r"%[0-9a-fA-F]{2}")
 #: Base64 characters (both alphabets) to "a", other ASCII to a space: a run of base64 becomes a
 #: run of "a" (one C pass; ASCII-to-ASCII tables take ``str.translate``'s fast path).
@@ -107,7 +107,7 @@ def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 
 #: An escape starting at a given offset: JSON (``\\uXXXX`` or a backslash and one character)
 #: or percent-encoding.
-_ESCAPE_AT = re.compile(r"\\(?:u[0-9a-fA-F]{4}|[\s\S])|%[0-9a-fA-F]{2}")
+_ESCAPE_AT = re.compile(r"\\(?:[uU][0-9a-fA-F]{4}|[\s\S])|%[0-9a-fA-F]{2}")
 
 
 def _widen(text: str, start: int, end: int) -> tuple[int, int]:
@@ -287,7 +287,7 @@ class Secret:
         """Whether ``text`` (squeezed: ``_loose_text``) may hold a run in its decoded view."""
         if any(piece in squeezed for piece in self._pieces):
             return True
-        escaped = "\\u" in text and _UNICODE_ESCAPE.search(text) is not None
+        escaped = "\\" in text and _UNICODE_ESCAPE.search(text) is not None
         if not escaped and ("%" not in text or _PERCENT_ESCAPE.search(text) is None):
             return False
         if any(piece in squeezed for piece in self._percent_pieces):

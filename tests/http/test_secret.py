@@ -17,11 +17,29 @@ from kimi_extract.http.secret import REDACTED, Secret
 from ..hostile import HostileServer, completion, encoded_echoes, http, key_leaks
 
 KEY_CHARS = string.ascii_letters + string.digits + "-_"
-keys = st.text(KEY_CHARS, min_size=8, max_size=64)
-#: Text around an echo: prose, JSON punctuation, other key-like words, non-ASCII.
-surroundings = st.text(
-    st.sampled_from([*'abc XYZ 019 -_{}[]":,.%\\/=+\n\t', "é", "中", "\u200b"]), max_size=30
+#: Keys of any key characters, and keys of hex digits and "u" (whose characters also spell
+#: escapes, so an echo and the text around it can read as one another).
+keys = st.text(KEY_CHARS, min_size=8, max_size=64) | st.text(
+    "0123456789abcdefABCDEFnu", min_size=8, max_size=24
 )
+#: Text around an echo: prose, JSON punctuation, other key-like words, non-ASCII, and the
+#: beginnings of escapes (an echo may complete one).
+surroundings = st.lists(
+    st.sampled_from(
+        [
+            *'abc XYZ 019 -_{}[]":,.%\\/=+\n\t',
+            "é",
+            "中",
+            "\u200b",
+            "\\u",
+            "\\u0",
+            "\\u00",
+            "%3",
+            "%0",
+        ]
+    ),
+    max_size=20,
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -50,18 +68,22 @@ def test_no_encoded_echo_of_the_key_survives_redaction(key, before, after, which
 
 @st.composite
 def mixed_echoes(draw: st.DrawFn, key: str) -> str:
-    """The key with each character written its own way (as is, upper-cased, ``\\u``-escaped or
-    percent-encoded) and any gap after it (none, spaces, a zero-width space, a JSON newline)."""
+    """The key with each character written its own way (as is, in either case, ``\\u``-escaped
+    or percent-encoded, hex digits in either case) and any gap after it (none, spaces, a
+    zero-width space or soft hyphen, a JSON newline or tab escape)."""
     out = []
     for char in key:
-        form = draw(st.sampled_from(["raw", "upper", "escape", "percent"]))
-        if form == "upper":
-            char = char.upper()
-        elif form == "escape":
-            char = f"\\u{ord(char):04x}"
-        elif form == "percent":
-            char = f"%{ord(char):02X}"
-        out.append(char + draw(st.sampled_from(["", "", " ", "  ", "\u200b", "\\n"])))
+        form = draw(
+            st.sampled_from(["raw", "upper", "lower", "escape", "ESCAPE", "percent", "pct"])
+        )
+        if form in ("upper", "lower"):
+            char = getattr(char, form)()
+        elif form in ("escape", "ESCAPE"):
+            char = f"\\u{ord(char):04x}" if form == "escape" else f"\\u{ord(char):04X}"
+        elif form in ("percent", "pct"):
+            char = f"%{ord(char):02X}" if form == "percent" else f"%{ord(char):02x}"
+        gap = draw(st.sampled_from(["", "", " ", "  ", "\u200b", "\u00ad", "\\n", "\\t"]))
+        out.append(char + gap)
     return "".join(out)
 
 
@@ -70,17 +92,35 @@ keys_and_echoes = keys.flatmap(lambda key: st.tuples(st.just(key), mixed_echoes(
 
 
 @settings(max_examples=200, deadline=None)
-@given(case=keys_and_echoes, before=surroundings, after=surroundings)
+@given(
+    case=keys_and_echoes,
+    before=surroundings,
+    after=surroundings,
+    whole=st.sampled_from(["as is", "upper", "lower"]),
+    in_json=st.booleans(),
+)
 # An escape-like text just before the echo ("%0" + "0...", "%" + "00...") must not hide it: the
 # echo starts inside what a left-to-right decoding reads as one escape.
-@example(case=("00000000", "0000000\\u0030"), before="%", after="")
-@example(case=("00000000", "0000000\\u0030"), before="%0", after="")
-@example(case=("00000000", "0000000%30"), before="%", after="")
-def test_an_echo_mixing_every_encoding_is_redacted(case, before, after):
+@example(case=("00000000", "0000000\\u0030"), before="%", after="", whole="as is", in_json=False)
+@example(case=("00000000", "0000000\\u0030"), before="%0", after="", whole="as is", in_json=False)
+@example(case=("00000000", "0000000%30"), before="%", after="", whole="as is", in_json=False)
+# Upper-cased after encoding: "\\U0061" is still an escape, "\\N" still a gap.
+@example(case=("abcdefgh", "\\u0061bcdefgh"), before="", after="", whole="upper", in_json=False)
+@example(case=("abcdefgh", "abc\\ndefgh"), before="", after="", whole="upper", in_json=False)
+def test_an_echo_mixing_every_encoding_is_redacted(case, before, after, whole, in_json):
+    """Also when the whole text is upper- or lower-cased after encoding (``\\U0030``, a
+    ``\\N`` gap), and written as a JSON string (escaped once more, decoded by a later parse)."""
     key, echo = case
     text = before + echo + after
+    if whole != "as is":
+        text = getattr(text, whole)()
     assert key_leaks(text, key)
-    assert key_leaks(Secret(key).redact(text), key) == []
+    if in_json:
+        text = json.dumps({"value": text})
+    clean = Secret(key).redact(text)
+    assert key_leaks(clean, key) == []
+    if in_json:
+        assert key_leaks(json.loads(clean)["value"], key) == []
 
 
 @settings(max_examples=200, deadline=None)
