@@ -48,9 +48,9 @@ def encoded_echoes(key: str) -> list[str]:
     return echoes
 
 
-#: One token of an echo read character by character: a JSON ``\\uXXXX`` escape, a percent-encoded
-#: byte, a JSON newline / return / tab escape (a gap), or a lone backslash (a gap: the escape of a
-#: text escaped twice).
+#: One token of an echo read character by character: a JSON ``\\uXXXX`` escape (``\\U`` once
+#: upper-cased), a percent-encoded byte, a JSON newline / return / tab escape (a gap, in either
+#: case), or a lone backslash (a gap: the escape of a text escaped twice).
 _ECHO_TOKEN = re.compile(r"\\[uU]([0-9a-fA-F]{4})|%([0-9a-fA-F]{2})|\\[nrtNRT]|\\")
 _INVISIBLE = frozenset("\u00ad\u200b\u200c\u200d\u200e\u200f\u2060\ufeff")
 
@@ -84,7 +84,10 @@ def key_leaks(text: str, key: str) -> list[str]:
     in base64, every run of 12 or the whole key (base64 is redacted from about 11 characters of
     the key)."""
     views = [text, text.lower(), "".join(text.split()).lower()]
-    views += _echo_readings(text, 8)
+    visible = "".join(char for char in text if char not in _INVISIBLE)
+    views.append("".join(visible.split()).lower())  # an echo with no escape, from any offset
+    if "%" in text or "\\" in text:
+        views += _echo_readings(text, 8)
     unescaped = _UNICODE_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text)
     views += [unescaped.lower(), "".join(unescaped.replace("\\n", "").split()).lower()]
     views.append(urllib.parse.unquote(text).lower())

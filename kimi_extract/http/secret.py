@@ -5,10 +5,14 @@ removes what could identify the key, before and after decoding:
 
 - as sent: any run of ``REDACT_MIN_RUN`` (8) or more of the key's consecutive characters, and
   any elided form (a head of the key, ``...`` / ``***`` / ``…``, a tail of it);
-- decoded: the same runs read case-insensitively, through JSON ``\\uXXXX`` escapes and
-  percent-encoding (``%73%6B``), and across whitespace, zero-width characters and ``\\n`` /
-  ``\\t`` escapes between characters ("s k - a b c", a key in a JSON string that a parser would
-  decode later);
+- decoded: the same runs in an echo that writes each character its own way, as is (either
+  case), as a JSON ``\\uXXXX`` escape or percent-encoded (``%73%6B``; hex digits and the ``u``
+  in either case, so a whole echo upper-cased after encoding too), with any gaps between
+  characters: whitespace, zero-width characters, ``\\n`` / ``\\r`` / ``\\t`` escapes and lone
+  backslashes ("s k - a b c", a key in a JSON string that a parser would decode later, or
+  escaped twice). An echo may start anywhere, also inside what a left-to-right decoding reads
+  as one escape: in ``%0000000\\u0030`` the key ``00000000`` starts after the ``%``
+  (``_tails``);
 - base64 (standard and URL-safe alphabets, at each of the three byte alignments, so also inside
   a longer encoded text such as ``base64("Bearer <key>")``): any run of ``BASE64_MIN_RUN`` (15)
   characters of such an encoding, about 11 characters of the key.

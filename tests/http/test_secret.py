@@ -186,6 +186,41 @@ def test_a_key_of_eight_or_more_characters_is_redacted_inside_words_too(key):
     assert Secret(key).redact(f"x{key}y") == f"x{REDACTED}y"
 
 
+#: Characters that are neither key characters nor gaps nor escape or elision marks.
+SEPARATORS = st.sampled_from([",", "/", ":", ";", "=", "(", ")", "!"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.text(KEY_CHARS, min_size=1, max_size=7),
+    words=st.lists(
+        st.tuples(st.text(KEY_CHARS, max_size=3), st.text(KEY_CHARS, max_size=3), SEPARATORS),
+        max_size=6,
+    ),
+)
+def test_a_short_key_is_redacted_exactly_where_it_stands_as_a_token(key, words):
+    """A key of 1-7 characters inside a longer word (a key character just before or after it)
+    is left alone; standing between separators it is redacted, and nothing else changes."""
+    text, expected = "", ""
+    for before, after, separator in words:
+        word = before + key + after  # key characters only: a token only when it is the key
+        text += word + separator
+        expected += (REDACTED if word == key else word) + separator
+    assert Secret(key).redact(text) == expected
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.text(KEY_CHARS, min_size=8, max_size=12),
+    cuts=st.lists(st.tuples(st.integers(0, 11), st.integers(1, 7), SEPARATORS), max_size=8),
+)
+def test_pieces_shorter_than_eight_characters_of_a_key_are_kept(key, cuts):
+    """An answer holding pieces of a key of 8 or more characters, each shorter than 8 and
+    standing apart (not spaced out into a longer run), is left as it is."""
+    text = "".join(key[start : start + size] + separator for start, size, separator in cuts)
+    assert Secret(key).redact(text) == text
+
+
 @pytest.mark.parametrize("key", ["k", "abcd", "sk-local", "s" + "k" * 59])
 def test_answers_containing_a_short_keys_characters_validate(key):
     """Against a local server with ``api_key="k"`` every answer holds a "k": it must pass as is,
