@@ -98,6 +98,41 @@ def _base64_forms(secret: str) -> list[str]:
     return forms
 
 
+def _loose_pieces(value: str, ends: tuple[str, str]) -> tuple[tuple[str, ...], ...]:
+    """The pieces a run of the key leaves in the squeezed text (``_loose_text``), lower-cased:
+    those every run leaves, those a run starting inside ``%XX`` leaves when no other does, those
+    one starting inside ``\\uXXXX`` leaves when no other does, and (looked for undecoded)
+    those one starting at the ``u`` of ``\\uXXXX`` leaves.
+
+    A run of 8 holds a block (4 characters at an offset divisible by 4) after its first
+    character, so one starting inside a ``\\n`` escape (``Secret._tails``) leaves one too; one
+    starting inside ``%XX`` shows up to 2 characters only undecoded and leaves 4 at an even
+    offset; inside ``\\uXXXX``, up to 4 (any 4 consecutive ones are left), or 5 from its ``u``.
+    """
+    lowered = value.lower()
+
+    def quads(step: int) -> set[str]:
+        return {lowered[i : i + 4] for i in range(0, len(value) - 3, step)}
+
+    def squeezable(pieces: set[str]) -> tuple[str, ...]:
+        if not _KEY_CHARS.issuperset(value):  # a key whose own characters squeezing changes
+            pieces |= {"".join(p.split()) for p in pieces} - {""}
+        return tuple(sorted(pieces, key=len, reverse=True))
+
+    base = quads(4) | {end.lower() for end in ends if end}
+    u_pieces = {
+        lowered[i : i + 5]
+        for i in range(len(value) - 4)
+        if lowered[i] == "u" and _HEX.issuperset(lowered[i + 1 : i + 5])
+    }
+    return (
+        squeezable(base),
+        squeezable(quads(2) - base),
+        squeezable(quads(1) - quads(2) - base),
+        tuple(u_pieces),
+    )
+
+
 def _merge(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     spans.sort()
     merged: list[tuple[int, int]] = []
@@ -220,31 +255,9 @@ class Secret:
         self._base64_run = "a" * min(BASE64_MIN_RUN, *map(len, forms))
         # Every other form leaves one of these pieces, lower-cased, in the squeezed text
         # (``_loose_text``): text without any holds no trace of the key. A few substring
-        # searches in C tell (the answer of nearly every request). A run of 8 holds a block
-        # (4 characters at an offset divisible by 4) after its first character, so one
-        # starting inside a ``\\n`` escape (``_tails``) leaves one too; one starting inside
-        # ``%XX`` shows 2 characters only undecoded and leaves 4 at an even offset; inside
-        # ``\\uXXXX``, up to 4 (any 4 consecutive ones are left), or 5 from its ``u``
-        # (``_u_pieces``, looked for undecoded).
-        def quads(step: int) -> set[str]:
-            return {lowered[i : i + 4] for i in range(0, len(value) - 3, step)}
-
-        def squeezable(pieces: set[str]) -> tuple[str, ...]:
-            if not _KEY_CHARS.issuperset(value):  # a key whose own characters squeezing changes
-                pieces |= {"".join(p.split()) for p in pieces} - {""}
-            return tuple(sorted(pieces, key=len, reverse=True))
-
-        base = quads(4) | {p.lower() for p in self._ends if p}
-        self._pieces = squeezable(base)
-        self._percent_pieces = squeezable(quads(2) - base)
-        self._escape_pieces = squeezable(quads(1) - quads(2) - base)
-        self._u_pieces = tuple(
-            {
-                lowered[i : i + 5]
-                for i in range(len(value) - 4)
-                if lowered[i] == "u" and _HEX.issuperset(lowered[i + 1 : i + 5])
-            }
-        )
+        # searches in C tell (the answer of nearly every request).
+        pieces = _loose_pieces(value, self._ends)
+        self._pieces, self._percent_pieces, self._escape_pieces, self._u_pieces = pieces
 
     def suspect(self, text: str) -> bool:
         """Whether ``text`` may hold the key or a piece of it in any form (False: ``redact``
