@@ -7,7 +7,7 @@ import json
 import string
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -134,6 +134,37 @@ def test_an_echo_mixing_every_encoding_is_redacted(case, before, after, whole, i
 def test_a_run_starting_inside_an_escape_passes_the_cheap_check(key, text):
     """The run shows its first characters only undecoded, and what follows them decoded holds
     no block of the key at offsets 0, 4, 8...: the cheap check must still let redaction see it."""
+    secret = Secret(key)
+    assert key_leaks(text, key) and secret.suspect(text)
+    assert key_leaks(secret.redact(text), key) == []
+
+
+@st.composite
+def runs_starting_inside_an_escape(draw: st.DrawFn) -> tuple[str, str]:
+    """A key and a text whose run of 8 of its characters shows its first 1-5 only undecoded,
+    as the end of an escape (``%`` + ``4``, ``\\u0`` + ``041``, ``\\`` + ``u0041``), the rest
+    written any way (``mixed_echoes``)."""
+    key = draw(st.text("0123456789abcdefABCDEFuvwxyz-", min_size=8, max_size=20))
+    start = draw(st.integers(0, len(key) - 8))
+    run = key[start : start + 8]
+    shown = draw(st.integers(1, 5))
+    head = run[:shown]
+    if shown <= 2 and all(c in string.hexdigits for c in head) and draw(st.booleans()):
+        opening = "%" + "0" * (2 - shown)
+    elif shown <= 4 and all(c in string.hexdigits for c in head):
+        opening = "\\u" + "0" * (4 - shown)
+    elif shown == 5 and head[0] == "u" and all(c in string.hexdigits for c in head[1:]):
+        opening = "\\"
+    else:
+        assume(False)
+    return key, opening + head + draw(mixed_echoes(run[shown:]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=runs_starting_inside_an_escape(), before=surroundings)
+def test_any_run_starting_inside_an_escape_is_redacted(case, before):
+    key, echo = case
+    text = before + echo
     secret = Secret(key)
     assert key_leaks(text, key) and secret.suspect(text)
     assert key_leaks(secret.redact(text), key) == []
