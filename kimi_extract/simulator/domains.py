@@ -4,7 +4,8 @@ Each domain is read from a node's constraints (``found``: the keywords and the c
 ``Constraints:`` words, merged by ``plans``; the tightest bound wins) and can say whether it is
 empty (``problem``, the reason in the schema's words), whether a value belongs to it
 (``contains``, as jsonschema judges it), how many distinct values it has (``count``, for
-``uniqueItems``), and draw one from a seeded ``random.Random`` (``draw``).
+``uniqueItems``), list distinct values in a fixed order (``examples``: what a unique array
+takes when its draws repeat), and draw one from a seeded ``random.Random`` (``draw``).
 
 Draws keep the simulator's habits: integers 0..99 unless bounded (then within 99 of the lower
 bound), numbers with 2 decimals, strings of 1-3 words of the user text (spans of it when the
@@ -14,9 +15,11 @@ uri, uuid), patterns written from the regex (``patterns``).
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import uuid
+from collections.abc import Iterator
 from typing import Any, TypeGuard
 
 from .extractive import Source
@@ -146,6 +149,37 @@ class Numbers:
                     break
         return found
 
+    def examples(self, limit: int) -> list[int | float]:
+        """Up to ``limit`` allowed values in a fixed order: integers from the lower bound up,
+        numbers spread over the range (or steps of ``multipleOf``)."""
+        if self.integer:
+            return list(self.integers(limit))
+        out: list[int | float] = []
+        first = self.first()
+        if first is None:
+            return out
+        candidates: list[float] = [first]
+        lo = self.lo if self.lo is not None else first
+        if self.step is not None:
+            try:
+                start = math.ceil(lo / self.step)
+                candidates += [k * self.step for k in range(start, start + 4 * limit)]
+            except (OverflowError, ValueError):
+                pass
+        elif self.hi is not None:
+            width = self.hi - lo
+            candidates += [lo + width * k / (limit + 1) for k in range(1, limit + 1)]
+        else:
+            candidates += [lo + k for k in range(1, limit + 1)]
+        seen: set[float] = set()
+        for value in candidates:
+            if value not in seen and self.contains(value):
+                seen.add(value)
+                out.append(value)
+                if len(out) >= limit:
+                    break
+        return out
+
     def _number_candidates(self) -> list[float]:
         lo = self.lo
         if lo is None:
@@ -246,6 +280,7 @@ class Strings:
         self.naive = bool(found.get("naive"))
         text = found.get("pattern")
         self.pattern = Pattern.read(text) if isinstance(text, str) else None
+        self._listed: tuple[tuple[str, ...], bool] | None = None
 
     def problem(self) -> str | None:
         if self.high is not None and self.low > self.high:
@@ -262,9 +297,79 @@ class Strings:
         return self.pattern is None or self.pattern.fits(value)
 
     def count(self) -> float:
-        if self.high == 0:
-            return 1 if self.contains("") else 0
-        return INF
+        """How many distinct strings (``INF`` when more than a listing holds)."""
+        if self.pattern is None:
+            if self.high == 0:
+                return 1 if self.contains("") else 0
+            return INF
+        valid, exact = self.listed()
+        return len(valid) if exact else INF
+
+    def listed(self) -> tuple[tuple[str, ...], bool]:
+        """(valid strings of the pattern's own listing, in a fixed order; whether they are all
+        the valid strings). A pattern not anchored at both ends matches inside longer text, so
+        it has them all only when ``maxLength`` leaves no room around its shortest match."""
+        if self._listed is None:
+            pattern = self.pattern
+            if pattern is None:
+                self._listed = ((), False)
+                return self._listed
+            strings, exact = pattern.language(self.high)
+            candidates = list(strings)
+            if pattern.newline:  # ``$`` matches before a final newline too
+                candidates += [text + "\n" for text in strings]
+            anchored = pattern.begins and pattern.ends
+            if not anchored and (self.high is None or self.high > pattern.least):
+                exact = False
+            valid = tuple(dict.fromkeys(text for text in candidates if self.contains(text)))
+            self._listed = (valid, exact)
+        return self._listed
+
+    def examples(self, words: list[str], tries: int = 1024) -> Iterator[str]:
+        """Distinct valid strings in a fixed order, out of at most ``tries`` candidates: the
+        pattern's listing, then words and matches with tags added where nothing anchors them
+        (``a``, ``b``... ``z``, ``0``... ``9``, ``aa``...), lengthened to ``minLength``."""
+        seen: set[str] = set()
+        listed, exact = self.listed()
+        for text in listed:
+            seen.add(text)
+            yield text
+        if exact:
+            return
+        pattern = self.pattern
+        if pattern is None:
+            bases = list(dict.fromkeys(["", *(str(word) for word in words[:8])]))
+            sides = (True, False)
+        else:
+            bases = list(listed[:8]) or [
+                written
+                for written in (
+                    pattern.write(random.Random(n), self.low, self.high) for n in range(4)
+                )
+                if written is not None
+            ]
+            sides = (not pattern.ends, not pattern.begins)
+        if not any(sides):
+            return
+        left = tries
+        for tag in _tags():
+            for base in bases:
+                for after, text in (
+                    (True, f"{base}{tag}"),
+                    (True, f"{base} {tag}"),
+                    (False, f"{tag}{base}"),
+                ):
+                    if not sides[0 if after else 1]:
+                        continue
+                    missing = self.low - len(text)
+                    if missing > 0:
+                        text = text + "-" * missing if after else "-" * missing + text
+                    left -= 1
+                    if left < 0:
+                        return
+                    if text not in seen and self.contains(text):
+                        seen.add(text)
+                        yield text
 
     def draw(self, rng: random.Random, words: list[str]) -> str:
         if self.pattern is not None:
@@ -308,6 +413,14 @@ class Strings:
             return drawn.value
         start = rng.randrange(len(words))
         return " ".join(words[start : start + rng.randint(1, 3)])
+
+
+def _tags() -> Iterator[str]:
+    """``a``... ``9``, ``aa``, ``ab``...: short distinct strings, shortest first."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    for size in itertools.count(1):
+        for letters in itertools.product(alphabet, repeat=size):
+            yield "".join(letters)
 
 
 def _slug(word: str) -> str:

@@ -4,7 +4,8 @@ The habits of the simulated model: objects fill every property (an optional one 
 the answer is shallow); arrays and dicts get 1-3 entries (within their bounds); an ``anyOf``
 picks a branch that has a value (null one time in eight when null is allowed); enums pick one
 of their values that meet the node's other keywords; scalars come from their domain
-(``domains``); items of a ``uniqueItems`` array are distinct, as jsonschema compares them.
+(``domains``); items of a ``uniqueItems`` array are distinct, as jsonschema compares them (a
+repeated item is replaced by a valid variant of it, ``variants``).
 
 Nesting: each ``$ref`` followed, array item and dict value is one level. From ``MAX_DEPTH``
 levels on the answer winds down: null where allowed, else a branch of least rank, the fewest
@@ -22,13 +23,15 @@ server for long.
 
 from __future__ import annotations
 
+import itertools
 import random
 from collections.abc import Generator
 from typing import Any
 
 from .domains import INF
 from .plans import Plan
-from .ranks import every_value, json_key
+from .ranks import every_value
+from .variants import accepts, identity, keyed_variants, variants
 
 MAX_DEPTH = 4
 MAX_STEPS = 20_000
@@ -234,11 +237,12 @@ def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: int
         if plan.unique:
             identity = _identity(value, plan.keyed)
             if identity in seen:
-                value = _distinct(value, len(out), item, plan.keyed)
-                if value is None or (identity := _identity(value, plan.keyed)) in seen:
+                value = _distinct(value, len(out), item, plan.keyed, seen, context)
+                if value is None:
                     repeats += 1
                     context.vary = repeats
                     continue
+                identity = _identity(value, plan.keyed)
             seen.add(identity)
         out.append(value)
     context.vary = 0
@@ -258,25 +262,20 @@ def _pool(item: Plan, count: int) -> list[Any] | None:
 
 
 def _identity(item: Any, keyed: bool) -> str:
-    """What must differ between items of a unique array (the key of a key/value pair);
-    jsonschema counts 1 and 1.0 as equal."""
+    """What must differ between items of a unique array (the key of a key/value pair)."""
     if keyed and isinstance(item, dict):
         item = item.get("key")
-    if isinstance(item, float) and item.is_integer():
-        item = int(item)
-    return json_key(item)
+    return identity(item)
 
 
-def _distinct(item: Any, index: int, plan: Plan, keyed: bool) -> Any:
-    """A repeated string (or key of a key/value pair) made different, if it stays valid."""
-    if keyed and isinstance(item, dict) and isinstance(item.get("key"), str):
-        key_plan = next((p for name, p, _, _ in plan.props if name == "key"), None)
-        changed = f"{item['key']} {index + 1}"
-        if key_plan is not None and key_plan.strings is not None:
-            if key_plan.strings.contains(changed):
-                return {**item, "key": changed}
-        return None
-    if isinstance(item, str) and plan.strings is not None:
-        changed = f"{item} {index + 1}"
-        return changed if plan.strings.contains(changed) else None
+def _distinct(
+    item: Any, index: int, plan: Plan, keyed: bool, seen: set[str], context: _Context
+) -> Any:
+    """A valid variant of a repeated item (its key, for a key/value pair) that ``seen`` does
+    not hold yet, or None; each candidate costs a step, at most ``len(seen) + 64``."""
+    candidates = (keyed_variants if keyed else variants)(item, plan, context.words, index)
+    for candidate in itertools.islice(candidates, len(seen) + 64):
+        context.spend(1)
+        if _identity(candidate, keyed) not in seen and accepts(plan, candidate):
+            return candidate
     return None

@@ -10,6 +10,11 @@ have, so a ``minLength``/``maxLength`` no match can meet is known before drawing
 
 Backreferences, conditionals and negated classes with no candidate character are not written
 (``write`` returns None); lookarounds are only checked, so a pattern that needs them may miss.
+
+``Pattern.language`` lists the strings the regex matches in full, up to a length, in a fixed
+order, and says whether that is all of them (no class as wide as ``.`` or ``\\d``, no flags, no
+unbounded repeat cut short): a unique array of pattern strings knows how many distinct ones
+exist, and finds them.
 """
 
 from __future__ import annotations
@@ -33,6 +38,10 @@ _CATEGORY_CHARS = {
 _ANY_CHARS = string.ascii_letters + string.digits
 _BEGIN = frozenset({"AT_BEGINNING", "AT_BEGINNING_STRING"})
 _END = frozenset({"AT_END", "AT_END_STRING"})
+#: ``Pattern.language`` lists at most this many strings.
+LANGUAGE_CAP = 512
+#: Stand-ins, in a listing, for a character of a class as wide as ``.``, ``\w``, ``[^a]``.
+_WIDE_CHARS = "abz0_- "
 #: ``getwidth`` caps an unbounded width at 2**64.
 _UNBOUNDED = 1 << 63
 #: A written match never exceeds this many characters (a hostile ``a{1000000}``).
@@ -59,6 +68,10 @@ class Pattern:
         self.most: int | None = int(most) if self.begins and self.ends else None
         if self.most is not None and self.most >= _UNBOUNDED:
             self.most = None
+        #: ``$`` (not ``\Z``) also matches before a final newline: ``^ab$`` takes "ab\n"
+        self.newline = self.ends and str(items[-1][1]) == "AT_END"
+        self.flagged = bool(self.compiled.flags & ~re.UNICODE)  # (?i), (?m)...
+        self._languages: dict[int | None, tuple[tuple[str, ...], bool]] = {}
 
     @classmethod
     def read(cls, text: str) -> Pattern | None:
@@ -109,6 +122,22 @@ class Pattern:
                     return text
                 matched = text
         return matched
+
+    def language(self, high: int | None) -> tuple[tuple[str, ...], bool]:
+        """(strings the regex matches in full, of ``high`` characters at most (a few past the
+        shortest when None), at most ``LANGUAGE_CAP``, in a fixed order; whether that is every
+        one). Anchors and lookarounds are not applied: ``fits`` tells which strings match."""
+        known = self._languages.get(high)
+        if known is None:
+            bound = high if high is not None else min(self.least, MAX_WRITTEN) + 8
+            lister = _Lister(bound)
+            try:
+                found = tuple(lister.items(self.parsed, 0))
+                exact = lister.exact and not self.flagged and (high is not None or not lister.cut)
+            except (_Unsupported, RecursionError):
+                found, exact = (), False
+            known = self._languages[high] = (found, exact)
+        return known
 
     def pad(self, text: str, low: int) -> str:
         """``text`` lengthened to ``low`` characters where the pattern is not anchored."""
@@ -195,3 +224,129 @@ def _in_class(char: str, members: list[Any]) -> bool:
         if name == "CATEGORY" and char in _CATEGORY_CHARS.get(str(argument), ""):
             return True
     return False
+
+
+class _Lister:
+    """The strings of parsed regex items up to ``bound`` characters (``Pattern.language``)."""
+
+    def __init__(self, bound: int) -> None:
+        self.bound = bound
+        self.exact = True  # every string listed so far
+        self.cut = False  # a string was left out for being longer than ``bound``
+
+    def join(self, heads: dict[str, None], tails: dict[str, None], bound: int) -> dict[str, None]:
+        out: dict[str, None] = {}
+        for head in heads:
+            for tail in tails:
+                if len(head) + len(tail) > bound:
+                    self.cut = True
+                    continue
+                if len(out) >= LANGUAGE_CAP:
+                    self.exact = False
+                    return out
+                out[head + tail] = None
+        return out
+
+    def wide(self) -> dict[str, None]:
+        self.exact = False
+        return dict.fromkeys(_WIDE_CHARS)
+
+    def items(self, items: list[Any], depth: int, bound: int | None = None) -> dict[str, None]:
+        """The strings of a sequence: each item gets the length the others leave it."""
+        if depth > 50:
+            raise _Unsupported("too deep")
+        bound = self.bound if bound is None else bound
+        leasts = [_least(op, argument) for op, argument in items]
+        total = sum(leasts)
+        found: dict[str, None] = {"": None}
+        for (op, argument), least in zip(items, leasts, strict=True):
+            room = bound - (total - least)
+            found = self.join(found, self.item(str(op), argument, depth, room), bound)
+            if not found:
+                break
+        return found
+
+    def item(self, name: str, argument: Any, depth: int, bound: int) -> dict[str, None]:
+        if bound < 0:
+            self.cut = True
+            return {}
+        if name == "LITERAL":
+            return {chr(argument): None}
+        if name in ("NOT_LITERAL", "ANY", "CATEGORY"):
+            return self.wide()
+        if name == "IN":
+            return self.members(argument)
+        if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            least, most, inner = argument
+            return self.repeat(least, most, self.items(list(inner), depth + 1, bound), bound)
+        if name == "SUBPATTERN":
+            if argument[1] or argument[2]:  # (?i:...) and other local flags
+                self.exact = False
+            return self.items(list(argument[-1]), depth + 1, bound)
+        if name == "ATOMIC_GROUP":
+            return self.items(list(argument), depth + 1, bound)
+        if name == "BRANCH":
+            out: dict[str, None] = {}
+            for branch in argument[1]:
+                out.update(self.items(list(branch), depth + 1, bound))
+                if len(out) > LANGUAGE_CAP:
+                    self.exact = False
+                    return dict.fromkeys(list(out)[:LANGUAGE_CAP])
+            return out
+        if name in ("AT", "ASSERT", "ASSERT_NOT"):  # they only narrow: ``fits`` applies them
+            return {"": None}
+        raise _Unsupported(name)
+
+    def members(self, members: list[Any]) -> dict[str, None]:
+        if members and str(members[0][0]) == "NEGATE":
+            return self.wide()
+        out: dict[str, None] = {}
+        for op, argument in members:
+            name = str(op)
+            if name == "LITERAL":
+                out[chr(argument)] = None
+            elif name == "RANGE":
+                low, high = argument
+                if high - low >= LANGUAGE_CAP:
+                    self.exact = False
+                    high = low + LANGUAGE_CAP - 1
+                out.update(dict.fromkeys(map(chr, range(low, high + 1))))
+            else:  # a category: \d, \w...
+                out.update(self.wide())
+        return out
+
+    def repeat(self, least: int, most: int, inner: dict[str, None], bound: int) -> dict[str, None]:
+        level: dict[str, None] = {"": None}
+        for _ in range(least):
+            level = self.join(level, inner, bound)
+            if not level:
+                return level
+        found = dict(level)
+        count = least
+        while most == _sre_parse.MAXREPEAT or count < most:
+            level = self.join(level, inner, bound)
+            fresh = [text for text in level if text not in found]
+            if not fresh:
+                break
+            found.update(dict.fromkeys(fresh))
+            count += 1
+            if len(found) > LANGUAGE_CAP:
+                self.exact = False
+                return dict.fromkeys(list(found)[:LANGUAGE_CAP])
+        return found
+
+
+def _least(op: Any, argument: Any) -> int:
+    """The fewest characters one parsed regex item matches."""
+    name = str(op)
+    if name in ("LITERAL", "NOT_LITERAL", "ANY", "IN", "CATEGORY"):
+        return 1
+    if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+        return int(argument[0]) * sum(_least(*item) for item in argument[2])
+    if name == "SUBPATTERN":
+        return sum(_least(*item) for item in argument[-1])
+    if name == "ATOMIC_GROUP":
+        return sum(_least(*item) for item in argument)
+    if name == "BRANCH":
+        return min((sum(_least(*item) for item in branch) for branch in argument[1]), default=0)
+    return 0

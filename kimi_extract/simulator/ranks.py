@@ -4,8 +4,9 @@
 nesting of a finite valid value (``INF`` when there is none), a least fixpoint over the graph,
 so recursive schemas are judged exactly (a ``$ref`` cycle with no way out has no value). Then
 every ``uniqueItems`` array is checked against how many distinct values its items have
-(``supply``, capped); an array that asks for more has a problem of its own, and ranks are
-computed again until nothing changes. ``every_value`` lists every value of a plan that has few,
+(``supply``, capped; an ``anyOf`` whose branches share values counts each value once); an
+array that asks for more has a problem of its own, and ranks are computed again until nothing
+changes. ``every_value`` lists every value of a plan that has few,
 for unique arrays to sample from. All without recursion on deep graphs.
 """
 
@@ -15,6 +16,7 @@ import itertools
 import json
 import math
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from .domains import INF
@@ -22,6 +24,8 @@ from .plans import Plan, build
 
 #: Distinct values counted at most this far (``uniqueItems`` needs only small counts).
 _CAP = 10**6
+#: An ``anyOf`` with at most this many values (summed over branches) counts them one by one.
+_UNION = 256
 
 
 def compile_plan(schema: Any) -> Plan:
@@ -137,7 +141,14 @@ class _Counts:
             assert plan.strings is not None
             return plan.strings.count()
         if kind == "anyof":
-            return sum(count(id(p), INF) for p, _ in plan.branches) + plan.nullable
+            total = sum(count(id(p), INF) for p, _ in plan.branches) + plan.nullable
+            if total <= _UNION:  # branches may share values: count the distinct ones
+                supply = {id(p): count(id(p), INF) for p, _ in plan.branches}
+                supply[id(plan)] = total
+                found = _every_value(plan, _UNION, lambda p: supply.get(id(p), INF))
+                if found is not None:
+                    return len({_identity(value) for value in found})
+            return total
         if kind == "object":
             total = 1.0
             for _, child, _, required in plan.props:
@@ -188,7 +199,11 @@ def every_value(plan: Plan, limit: int = 256) -> list[Any] | None:
     """Every valid value of a plan with few of them (``supply`` and ``rank`` small), distinct
     as jsonschema compares them, in a fixed order, or None. ``uniqueItems`` samples from it
     when random draws would keep colliding."""
-    found = _every_value(plan, limit)
+    return _every_value(plan, limit, lambda p: p.supply)
+
+
+def _every_value(plan: Plan, limit: int, supply: Callable[[Plan], float]) -> list[Any] | None:
+    found = _listing(plan, limit, supply)
     if found is None:
         return None
     distinct: dict[str, Any] = {}
@@ -197,15 +212,12 @@ def every_value(plan: Plan, limit: int = 256) -> list[Any] | None:
     return list(distinct.values())
 
 
-def _every_value(plan: Plan, limit: int) -> list[Any] | None:
-    if plan.supply > limit or plan.rank > 16:
+def _listing(plan: Plan, limit: int, supply: Callable[[Plan], float]) -> list[Any] | None:
+    if supply(plan) > limit or plan.rank > 16:
         return None
     kind = plan.kind
     if kind == "enum":
-        distinct: dict[str, Any] = {}
-        for value in plan.values:
-            distinct.setdefault(_identity(value), value)
-        return list(distinct.values())
+        return list(plan.values)
     if kind == "boolean":
         return [False, True]
     if kind == "null":
@@ -215,12 +227,15 @@ def _every_value(plan: Plan, limit: int) -> list[Any] | None:
     if kind == "number" and plan.numbers is not None:
         first = plan.numbers.first()
         return None if first is None else [first]
-    if kind == "string":
-        return [""]
+    if kind == "string" and plan.strings is not None:
+        if plan.strings.pattern is None:
+            return [""]
+        listed, exact = plan.strings.listed()
+        return list(listed) if exact else None
     if kind == "anyof":
-        found = [None] if plan.nullable else []
+        found: list[Any] = [None] if plan.nullable else []
         for branch, _ in plan.branches:
-            more = every_value(branch, limit) if branch.rank < INF else []
+            more = _every_value(branch, limit, supply) if branch.rank < INF else []
             if more is None:
                 return None
             found += more
@@ -228,7 +243,7 @@ def _every_value(plan: Plan, limit: int) -> list[Any] | None:
     if kind == "object":
         choices: list[list[tuple[str, Any]]] = []
         for name, child, _, required in plan.props:
-            options = every_value(child, limit) if child.rank < INF else []
+            options = _every_value(child, limit, supply) if child.rank < INF else []
             if options is None:
                 return None
             pairs = [(name, option) for option in options]
@@ -238,7 +253,7 @@ def _every_value(plan: Plan, limit: int) -> list[Any] | None:
             for combo in itertools.product(*choices)
         ]
     if kind == "array" and plan.items is not None:
-        items = every_value(plan.items, limit) if plan.items.rank < INF else []
+        items = _every_value(plan.items, limit, supply) if plan.items.rank < INF else []
         if items is None:
             return None
         top = (
