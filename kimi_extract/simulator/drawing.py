@@ -142,7 +142,11 @@ def _draw(plan: Plan, context: _Context, depth: int) -> _Frame:
     if kind == "anyof":
         others = [branch for branch in plan.branches if branch[0].rank < INF]
         finishing = finishing and not vary  # a unique array wants another value here
-        if plan.nullable and (not others or finishing or rng.random() < 0.125):
+        if plan.typed:  # a list of types: the first that has a value (null to wind down)
+            others = others[:1]
+            if plan.nullable and (not others or (finishing and others[0][0].rank > 0)):
+                return None
+        elif plan.nullable and (not others or finishing or rng.random() < 0.125):
             return None
         if not others:
             return None

@@ -61,6 +61,7 @@ class Plan:
         "rank",
         "strings",
         "supply",
+        "typed",
         "unique",
         "values",
     )
@@ -72,6 +73,7 @@ class Plan:
         self.values: list[Any] = []  # enum / const: the values that meet the other keywords
         self.branches: list[tuple[Plan, int]] = []  # anyOf: (plan, nesting hop)
         self.nullable = False
+        self.typed = False  # an anyOf standing for a list of types: its first with a value
         self.props: list[tuple[str, Plan, int, bool]] = []  # (name, plan, hop, required)
         self.items: Plan | None = None  # array items / map values
         self.hop = 0
@@ -205,7 +207,11 @@ class _Compiler:
             return
         kind = node.get("type")
         if isinstance(kind, list):
-            kind = ([k for k in kind if k != "null"] or ["null"])[0]
+            kinds = list(dict.fromkeys(k for k in kind if k != "null"))
+            if len(kinds) > 1 or (kinds and "null" in kind):
+                self.types(plan, node, kinds, found, nullable="null" in kind)
+                return
+            kind = (kinds or ["null"])[0]
         if kind is None:
             kind = "object" if "properties" in node else "array" if "items" in node else "string"
         plan.kind = kind if kind in _SCALAR_KINDS | {"object", "array"} else "string"
@@ -219,6 +225,24 @@ class _Compiler:
         elif plan.kind == "string":
             plan.strings = Strings(found)
             plan.problem = plan.strings.problem()
+
+    def types(
+        self,
+        plan: Plan,
+        node: dict[str, Any],
+        kinds: list[Any],
+        found: dict[str, Any],
+        nullable: bool,
+    ) -> None:
+        """A list of types: an ``anyOf`` of the node under each type (drawn as its first type
+        with a value; null when none has one), so counts and checks see every type."""
+        plan.kind = "anyof"
+        plan.typed = True
+        plan.nullable = nullable
+        for kind in kinds:
+            single = {**node, "type": kind}
+            self.keep.append(single)
+            plan.branches.append(self.plan(single, found, plan.path))
 
     def enum(self, plan: Plan, node: dict[str, Any], found: dict[str, Any]) -> None:
         plan.kind = "enum"

@@ -5,7 +5,8 @@ row of a run shares one schema), which knows whether the schema has any valid va
 (``problem_of``); each request then only draws (``drawing``). Strings are 1-3 consecutive words
 of the user text (spans of it, perhaps perturbed, when ``words`` is an ``extractive.Source``).
 
-What is honoured: ``type`` (a list: its first non-null type), ``enum`` and ``const`` (only
+What is honoured: ``type`` (a list: drawn as its first type with a value, null when none has
+one; counted as every type it names), ``enum`` and ``const`` (only
 values that meet the node's other keywords), ``anyOf`` / ``oneOf`` / ``allOf``, ``$ref`` (into
 ``$defs`` / ``definitions``, ``#`` is the root), ``properties`` / ``required`` /
 ``additionalProperties`` (a ``dict[str, X]``), ``items``, ``minimum`` / ``maximum`` and their

@@ -337,6 +337,102 @@ def test_schemas_without_a_value_are_named(schema: dict[str, Any], problem: str)
         assert _valid(wrapper, values.json_value(random.Random(seed), wrapper, WORDS)) == []
 
 
+def _unique(items: dict[str, Any], low: int, **more: Any) -> dict[str, Any]:
+    array = {"type": "array", "items": items, "minItems": low, "uniqueItems": True, **more}
+    return {"type": "object", "properties": {"x": array}, "required": ["x"]}
+
+
+_REPEATING = {  # items whose random draws repeat, and how many distinct ones to ask for
+    "pattern in anyOf": ({"anyOf": [{"type": "string", "pattern": "^ab"}]}, 4),
+    "pattern in nullable anyOf": (
+        {"anyOf": [{"type": "string", "pattern": "^ab"}, {"type": "null"}]},
+        4,
+    ),
+    "anchored pattern": ({"type": "string", "pattern": "^ab$", "maxLength": 3}, 2),  # and "ab\n"
+    "narrow numbers": ({"type": "number", "minimum": 1, "exclusiveMaximum": 1.01}, 4),
+    "narrow numbers in anyOf": (
+        {"anyOf": [{"type": "number", "minimum": 1, "maximum": 1.001}]},
+        4,
+    ),
+    "enums in anyOf": (
+        {"anyOf": [{"type": "string", "enum": ["a", "b"]}, {"type": "string", "const": "a"}]},
+        2,
+    ),
+    "objects": ({"type": "object", "properties": {"a": {"type": "string", "pattern": "^ab"}}}, 4),
+    "objects in anyOf": (
+        {
+            "anyOf": [
+                {
+                    "type": "object",
+                    "properties": {"a": {"type": "string", "pattern": "^ab"}},
+                    "required": ["a"],
+                }
+            ]
+        },
+        4,
+    ),
+    "lists": (
+        {"type": "array", "items": {"type": "string", "pattern": "^ab", "maxLength": 2}},
+        4,
+    ),
+    "any one character": ({"type": "string", "pattern": "x*$", "maxLength": 1}, 4),
+    "type list": ({"type": ["string", "null"], "maxLength": 0}, 2),  # "" and null
+    "dicts": ({"type": "object", "additionalProperties": {"const": 1}, "maxProperties": 1}, 4),
+}
+
+
+@pytest.mark.parametrize("case", list(_REPEATING))
+def test_unique_items_whose_draws_repeat_are_made_distinct(case: str) -> None:
+    # a value that random draws keep repeating ("ab", 1.0...) is replaced by a valid variant
+    items, low = _REPEATING[case]
+    schema = _unique(items, low)
+    assert values.problem_of(schema) is None
+    for seed in range(20):
+        value = values.json_value(random.Random(seed), schema, WORDS)
+        assert _valid(schema, value) == [], value
+
+
+@pytest.mark.parametrize(
+    ("items", "low", "supply"),
+    [
+        ({"type": "string", "pattern": "^ab", "maxLength": 2}, 2, 1),
+        ({"anyOf": [{"type": "string", "pattern": "^ab", "maxLength": 2}]}, 2, 1),
+        ({"type": "string", "pattern": "^(foo|bar)[0-9]{0,3}$", "maxLength": 3}, 3, 2),
+        ({"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "string", "const": "a"}]}, 2, 1),
+        ({"anyOf": [{"type": "integer", "enum": [1]}, {"type": "number", "const": 1.0}]}, 2, 1),
+        ({"type": ["boolean", "null"]}, 4, 3),
+    ],
+    ids=["pattern", "pattern in anyOf", "alternatives", "shared enum", "1 and 1.0", "type list"],
+)
+def test_unique_items_beyond_the_distinct_values_are_named(
+    items: dict[str, Any], low: int, supply: int
+) -> None:
+    # counted from the regex and across branches (a value two branches share counts once)
+    assert values.problem_of(_unique(items, low)) == (
+        f"At path 'properties.x': uniqueItems with minItems {low}, but its items have only "
+        f"{supply} distinct values"
+    )
+    fits = _unique(items, supply)
+    assert values.problem_of(fits) is None
+    for seed in range(10):
+        assert _valid(fits, values.json_value(random.Random(seed), fits, WORDS)) == []
+
+
+def test_a_list_of_types_is_null_where_its_other_types_have_no_value() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"s": {"type": ["string", "null"], "minLength": 4, "maxLength": 2}},
+        "required": ["s"],
+    }
+    assert values.problem_of(schema) is None
+    assert values.json_value(random.Random(0), schema, WORDS) == {"s": None}
+    # the first type with a value is drawn, as before
+    schema["properties"]["s"] = {"type": ["string", "null"], "maxLength": 3}
+    for seed in range(10):
+        drawn = values.json_value(random.Random(seed), schema, WORDS)["s"]
+        assert isinstance(drawn, str) and len(drawn) <= 3
+
+
 # -- through the API -----------------------------------------------------------------------------
 
 
