@@ -149,36 +149,38 @@ class Numbers:
                     break
         return found
 
-    def examples(self, limit: int) -> list[int | float]:
-        """Up to ``limit`` allowed values in a fixed order: integers from the lower bound up,
-        numbers spread over the range (or steps of ``multipleOf``)."""
-        if self.integer:
-            return list(self.integers(limit))
-        out: list[int | float] = []
+    def examples(self, tries: int = 8192) -> Iterator[int | float]:
+        """Distinct allowed values in a fixed order, out of at most ``tries`` candidates:
+        integers from the lower bound up, steps of ``multipleOf``, or numbers halving the
+        range (the middle, the quarters, the eighths...)."""
         first = self.first()
         if first is None:
-            return out
-        candidates: list[float] = [first]
+            return
+        if self.integer:
+            yield from self.integers(tries)
+            return
+        candidates: Iterator[float]
         lo = self.lo if self.lo is not None else first
         if self.step is not None:
             try:
                 start = math.ceil(lo / self.step)
-                candidates += [k * self.step for k in range(start, start + 4 * limit)]
             except (OverflowError, ValueError):
-                pass
+                start = 0
+            candidates = (k * self.step for k in itertools.count(start))
         elif self.hi is not None:
             width = self.hi - lo
-            candidates += [lo + width * k / (limit + 1) for k in range(1, limit + 1)]
+            candidates = (
+                lo + width * odd / 2**level
+                for level in range(1, 64)
+                for odd in range(1, 2**level, 2)
+            )
         else:
-            candidates += [lo + k for k in range(1, limit + 1)]
+            candidates = (lo + k for k in itertools.count(1))
         seen: set[float] = set()
-        for value in candidates:
+        for value in itertools.chain([first], itertools.islice(candidates, tries)):
             if value not in seen and self.contains(value):
                 seen.add(value)
-                out.append(value)
-                if len(out) >= limit:
-                    break
-        return out
+                yield value
 
     def _number_candidates(self) -> list[float]:
         lo = self.lo
@@ -325,7 +327,7 @@ class Strings:
             self._listed = (valid, exact)
         return self._listed
 
-    def examples(self, words: list[str], tries: int = 1024) -> Iterator[str]:
+    def examples(self, words: list[str], tries: int = 1 << 16) -> Iterator[str]:
         """Distinct valid strings in a fixed order, out of at most ``tries`` candidates: the
         pattern's listing, then words and matches with tags added where nothing anchors them
         (``a``, ``b``... ``z``, ``0``... ``9``, ``aa``...), lengthened to ``minLength``."""
@@ -415,10 +417,22 @@ class Strings:
         return " ".join(words[start : start + rng.randint(1, 3)])
 
 
+#: Single characters a tag may be when ``a``... ``9`` are used up (Latin, Greek, Cyrillic, CJK).
+_MORE_CHARS = "".join(
+    chr(code)
+    for low, high in ((0xC0, 0x17F), (0x3B1, 0x3C9), (0x430, 0x44F), (0x4E00, 0x9FFF))
+    for code in range(low, high + 1)
+    if chr(code).isalpha()
+)
+
+
 def _tags() -> Iterator[str]:
-    """``a``... ``9``, ``aa``, ``ab``...: short distinct strings, shortest first."""
+    """``a``... ``9``, then single letters of other scripts, then ``aa``, ``ab``...: short
+    distinct strings, shortest first."""
     alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    for size in itertools.count(1):
+    yield from alphabet
+    yield from _MORE_CHARS
+    for size in itertools.count(2):
         for letters in itertools.product(alphabet, repeat=size):
             yield "".join(letters)
 

@@ -25,13 +25,13 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Generator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from .domains import INF
 from .plans import Plan
 from .ranks import every_value
-from .variants import accepts, identity, keyed_variants, variants
+from .variants import accepts, examples, identity, keyed_variants, variants
 
 MAX_DEPTH = 4
 MAX_STEPS = 20_000
@@ -234,14 +234,19 @@ def _array(plan: Plan, context: _Context, depth: int, finishing: bool, vary: int
     out: list[Any] = []
     context.open.append([out, None])
     seen: set[str] = set()
+    fresh: Iterator[Any] | None = None  # the item's examples, taken in turn on repeats
     attempts = repeats = 0
     while len(out) < count and attempts < count * 8:
         attempts += 1
+        before = context.left
         value = yield _draw(item, context, depth + plan.hop)
         if plan.unique:
             identity = _identity(value, plan.keyed)
             if identity in seen:
-                value = _distinct(value, len(out), item, plan.keyed, seen, context)
+                cost = max(1, before - context.left)  # what a variant of it costs to check
+                if fresh is None:
+                    fresh = iter(()) if plan.keyed else examples(item, context.words)
+                value = _distinct(value, len(out), item, plan.keyed, seen, context, cost, fresh)
                 if value is None:
                     repeats += 1
                     context.vary = repeats
@@ -273,13 +278,25 @@ def _identity(item: Any, keyed: bool) -> str:
 
 
 def _distinct(
-    item: Any, index: int, plan: Plan, keyed: bool, seen: set[str], context: _Context
+    item: Any,
+    index: int,
+    plan: Plan,
+    keyed: bool,
+    seen: set[str],
+    context: _Context,
+    cost: int,
+    fresh: Iterator[Any],
 ) -> Any:
     """A valid variant of a repeated item (its key, for a key/value pair) that ``seen`` does
-    not hold yet, or None; each candidate costs a step, at most ``len(seen) + 64``."""
-    candidates = (keyed_variants if keyed else variants)(item, plan, context.words, index)
-    for candidate in itertools.islice(candidates, len(seen) + 64):
-        context.spend(1)
+    not hold yet, or None: of 64 variants near it, then of the item's next ``len(seen) + 64``
+    examples (``fresh``, resumed on the next repeat). Each candidate costs the steps the item
+    took to draw (checking one walks as much of it)."""
+    near = (keyed_variants if keyed else variants)(item, plan, context.words, index)
+    candidates = itertools.chain(
+        itertools.islice(near, 64), itertools.islice(fresh, len(seen) + 64)
+    )
+    for candidate in candidates:
+        context.spend(cost)
         if _identity(candidate, keyed) not in seen and accepts(plan, candidate):
             return candidate
     return None

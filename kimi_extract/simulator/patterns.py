@@ -40,8 +40,14 @@ _BEGIN = frozenset({"AT_BEGINNING", "AT_BEGINNING_STRING"})
 _END = frozenset({"AT_END", "AT_END_STRING"})
 #: ``Pattern.language`` lists at most this many strings.
 LANGUAGE_CAP = 512
-#: Stand-ins, in a listing, for a character of a class as wide as ``.``, ``\w``, ``[^a]``.
-_WIDE_CHARS = "abz0_- "
+#: Stand-ins, in a listing, for a character of a class as wide as ``.``, ``\w``, ``[^a]``
+#: (``fits`` keeps those the class takes).
+_WIDE_CHARS = string.ascii_letters + string.digits + "_- ."
+#: ... and for categories: \d takes other scripts' digits too.
+_WIDE_CATEGORY = {
+    "CATEGORY_DIGIT": string.digits + "٠١٢٣٤٥٦٧٨٩०१२३४५६७८९",
+    "CATEGORY_SPACE": " \t\n\r\f\v",
+}
 #: ``getwidth`` caps an unbounded width at 2**64.
 _UNBOUNDED = 1 << 63
 #: A written match never exceeds this many characters (a hostile ``a{1000000}``).
@@ -247,9 +253,9 @@ class _Lister:
                 out[head + tail] = None
         return out
 
-    def wide(self) -> dict[str, None]:
+    def wide(self, category: str = "") -> dict[str, None]:
         self.exact = False
-        return dict.fromkeys(_WIDE_CHARS)
+        return dict.fromkeys(_WIDE_CATEGORY.get(category, _WIDE_CHARS))
 
     def items(self, items: list[Any], depth: int, bound: int | None = None) -> dict[str, None]:
         """The strings of a sequence: each item gets the length the others leave it."""
@@ -273,7 +279,7 @@ class _Lister:
         if name == "LITERAL":
             return {chr(argument): None}
         if name in ("NOT_LITERAL", "ANY", "CATEGORY"):
-            return self.wide()
+            return self.wide(str(argument) if name == "CATEGORY" else "")
         if name == "IN":
             return self.members(argument)
         if name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
@@ -312,7 +318,7 @@ class _Lister:
                     high = low + LANGUAGE_CAP - 1
                 out.update(dict.fromkeys(map(chr, range(low, high + 1))))
             else:  # a category: \d, \w...
-                out.update(self.wide())
+                out.update(self.wide(str(argument)))
         return out
 
     def repeat(self, least: int, most: int, inner: dict[str, None], bound: int) -> dict[str, None]:

@@ -46,7 +46,7 @@ def examples(plan: Plan, words: list[str], depth: int = 0) -> Iterator[Any]:
     elif kind == "null":
         yield None
     elif kind in ("integer", "number") and plan.numbers is not None:
-        yield from plan.numbers.examples(_PER_NODE * 4)
+        yield from plan.numbers.examples()
     elif kind == "string" and plan.strings is not None:
         yield from plan.strings.examples(words)
     elif kind == "anyof":
@@ -60,12 +60,14 @@ def examples(plan: Plan, words: list[str], depth: int = 0) -> Iterator[Any]:
 
 def variants(value: Any, plan: Plan, words: list[str], index: int, depth: int = 0) -> Iterator[Any]:
     """Candidates near ``value`` for a unique array's item ``index`` (not all valid: see
-    ``accepts``)."""
+    ``accepts``): the repeated phrase numbered, then the value with one field or item changed
+    (to one of that node's ``examples``, at depth 1 and below)."""
     if depth > _DEPTH:
         return
     if isinstance(value, str):
         yield f"{value} {index + 1}"  # the habit: a repeated phrase gets a number
-    yield from itertools.islice(examples(plan, words), _PER_NODE * 4)
+    if depth:  # (the array's own item takes its examples from one stream: ``examples``)
+        yield from itertools.islice(examples(plan, words), _PER_NODE)
     for shape in _shapes(plan):
         if isinstance(value, dict) and shape.kind == "object":
             for name, child, _, _ in shape.props:
@@ -98,7 +100,7 @@ def keyed_variants(value: Any, plan: Plan, words: list[str], index: int) -> Iter
         return
     key_plan = next((p for name, p, _, _ in plan.props if name == "key"), None)
     if key_plan is not None and "key" in value:
-        for key in variants(value["key"], key_plan, words, index):
+        for key in variants(value["key"], key_plan, words, index, depth=1):
             yield {**value, "key": key}
 
 

@@ -418,6 +418,26 @@ def test_unique_items_beyond_the_distinct_values_are_named(
         assert _valid(fits, values.json_value(random.Random(seed), fits, WORDS)) == []
 
 
+def test_many_unique_items_are_distinct_or_the_answer_is_cut() -> None:
+    # repeats are replaced by the item's examples in turn (one character strings too), and the
+    # work stays bounded: an array that cannot fit is cut, the same way every time
+    for items, low in (
+        ({"anyOf": [{"type": "string", "pattern": "^ab"}]}, 2000),
+        ({"type": "number", "minimum": 1, "exclusiveMaximum": 1.01}, 1000),
+        ({"type": "string", "maxLength": 1}, 300),
+        ({"type": "string", "pattern": "x*$", "maxLength": 1}, 300),
+    ):
+        schema = _unique(items, low)
+        value = values.json_value(random.Random(1), schema, WORDS)
+        assert _valid(schema, value) == [] and len(value["x"]) >= low
+    huge = _unique({"anyOf": [{"type": "string", "pattern": "^ab"}]}, 100_000)
+    with pytest.raises(values.AnswerTooLarge) as first:
+        values.json_value(random.Random(1), huge, WORDS)
+    with pytest.raises(values.AnswerTooLarge) as second:
+        values.json_value(random.Random(1), huge, WORDS)
+    assert first.value.text == second.value.text and first.value.text.startswith('{"x": ["ab"')
+
+
 def test_a_list_of_types_is_null_where_its_other_types_have_no_value() -> None:
     schema = {
         "type": "object",
