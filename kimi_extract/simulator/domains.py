@@ -109,7 +109,11 @@ class Numbers:
         if self.first() is None:
             return 0
         if not self.integer:
-            return 1 if self.lo is not None and self.lo == self.hi else INF
+            if self.lo is not None and self.lo == self.hi:
+                return 1
+            if self.step is not None and _integral(self.step):  # whole multiples: integers
+                return Numbers(self.found, integer=True).count()
+            return INF
         if self.ilo is None or self.ihi is None:
             return INF
         step = self.step
@@ -160,22 +164,25 @@ class Numbers:
             yield from self.integers(tries)
             return
         candidates: Iterator[float]
-        lo = self.lo if self.lo is not None else first
-        if self.step is not None:
-            try:
-                start = math.ceil(lo / self.step)
-            except (OverflowError, ValueError):
-                start = 0
-            candidates = (k * self.step for k in itertools.count(start))
-        elif self.hi is not None:
-            width = self.hi - lo
-            candidates = (
-                lo + width * odd / 2**level
-                for level in range(1, 64)
-                for odd in range(1, 2**level, 2)
-            )
-        else:
-            candidates = (lo + k for k in itertools.count(1))
+        lo, hi, step = self.lo, self.hi, self.step
+        downward = lo is None and hi is not None  # only an upper bound: from it down
+        try:
+            if step is not None:
+                start = math.floor(hi / step) if downward else math.ceil((lo or first) / step)
+                candidates = (k * step for k in itertools.count(start, -1 if downward else 1))
+            elif lo is not None and hi is not None:
+                width = hi - lo
+                candidates = (
+                    lo + width * odd / 2**level
+                    for level in range(1, 64)
+                    for odd in range(1, 2**level, 2)
+                )
+            elif downward:
+                candidates = (hi - k for k in itertools.count(0))
+            else:
+                candidates = (first + k for k in itertools.count(1))
+        except (OverflowError, ValueError, TypeError):
+            candidates = iter(())
         seen: set[float] = set()
         for value in itertools.chain([first], itertools.islice(candidates, tries)):
             if value not in seen and self.contains(value):

@@ -225,8 +225,7 @@ def _listing(plan: Plan, limit: int, supply: Callable[[Plan], float]) -> list[An
     if kind == "integer" and plan.numbers is not None:
         return list(plan.numbers.integers(limit))
     if kind == "number" and plan.numbers is not None:
-        first = plan.numbers.first()
-        return None if first is None else [first]
+        return list(itertools.islice(plan.numbers.examples(), limit))
     if kind == "string" and plan.strings is not None:
         if plan.strings.pattern is None:
             return [""]

@@ -42,8 +42,9 @@ def _numeric(draw: st.DrawFn) -> dict[str, Any]:
     for keyword in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"):
         if draw(st.booleans()):
             node[keyword] = draw(_SMALL if kind == "integer" else _BOUND)
-    if kind == "integer" and draw(st.integers(0, 3)) == 0:
-        node["multipleOf"] = draw(st.integers(1, 6))
+    if draw(st.integers(0, 3)) == 0:
+        steps = st.integers(1, 6) if kind == "integer" else st.sampled_from([0.25, 0.5, 2, 3.0])
+        node["multipleOf"] = draw(steps)
     return node
 
 
@@ -197,6 +198,23 @@ def _valid(schema: dict[str, Any], value: Any) -> list[str]:
             "items": {"anyOf": [{"type": "string", "pattern": "^ab"}]},
         }
     ),
+    0,
+)
+# numbers below 0 in steps of 2: the variants went up from 0, past the maximum
+@example(
+    {
+        "type": "object",
+        "properties": {
+            "p0": {
+                "type": "array",
+                "items": {"type": "number", "maximum": 0, "multipleOf": 2},
+                "minItems": 2,
+                "uniqueItems": True,
+            }
+        },
+        "required": ["p0"],
+        "additionalProperties": False,
+    },
     0,
 )
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -401,8 +419,17 @@ def test_unique_items_whose_draws_repeat_are_made_distinct(case: str) -> None:
         ({"anyOf": [{"type": "string", "enum": ["a"]}, {"type": "string", "const": "a"}]}, 2, 1),
         ({"anyOf": [{"type": "integer", "enum": [1]}, {"type": "number", "const": 1.0}]}, 2, 1),
         ({"type": ["boolean", "null"]}, 4, 3),
+        ({"type": "number", "minimum": 0.5, "maximum": 5.5, "multipleOf": 2.0}, 3, 2),
     ],
-    ids=["pattern", "pattern in anyOf", "alternatives", "shared enum", "1 and 1.0", "type list"],
+    ids=[
+        "pattern",
+        "pattern in anyOf",
+        "alternatives",
+        "shared enum",
+        "1 and 1.0",
+        "type list",
+        "number steps",
+    ],
 )
 def test_unique_items_beyond_the_distinct_values_are_named(
     items: dict[str, Any], low: int, supply: int
