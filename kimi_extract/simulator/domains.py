@@ -311,6 +311,11 @@ class Strings:
             if self.high == 0:
                 return 1 if self.contains("") else 0
             return INF
+        pattern = self.pattern
+        if self.high is None and pattern.most is None:  # matches of any length: endless
+            return INF
+        if not (pattern.begins and pattern.ends) and (self.high or 0) > pattern.least:
+            return INF  # room around a match for any character
         valid, exact = self.listed()
         return len(valid) if exact else INF
 
