@@ -20,6 +20,7 @@ import math
 import random
 import uuid
 from collections.abc import Iterator
+from fractions import Fraction
 from typing import Any, TypeGuard
 
 from .extractive import Source
@@ -44,14 +45,18 @@ def _integral(value: Any) -> bool:
 
 
 def is_multiple(value: int | float, step: int | float) -> bool:
-    """jsonschema's ``multipleOf``: float steps divide in floating point."""
-    if isinstance(step, float) or isinstance(value, float):
-        try:
+    """jsonschema's ``multipleOf``: a float step divides in floating point (exactly when the
+    quotient overflows); an integer step takes the remainder, of a float value too (so
+    ``-5e-324`` is no multiple of 2, though it is of 2.0)."""
+    try:
+        if isinstance(step, float):
             quotient = value / step
-            return math.isfinite(quotient) and int(quotient) == quotient
-        except (OverflowError, ZeroDivisionError):
-            return False
-    return value % step == 0
+            if not math.isfinite(quotient):
+                return (Fraction(value) / Fraction(step)).denominator == 1
+            return int(quotient) == quotient
+        return value % step == 0
+    except (OverflowError, ZeroDivisionError, ValueError):
+        return False
 
 
 class Numbers:
@@ -316,8 +321,9 @@ class Strings:
             return INF
         if not (pattern.begins and pattern.ends) and (self.high or 0) > pattern.least:
             return INF  # room around a match for any character
-        valid, exact = self.listed()
-        return len(valid) if exact else INF
+        if not pattern.language(self.high, whole=True)[1]:
+            return INF
+        return len(self.listed()[0])
 
     def listed(self) -> tuple[tuple[str, ...], bool]:
         """(valid strings of the pattern's own listing, in a fixed order; whether they are all

@@ -77,7 +77,7 @@ class Pattern:
         #: ``$`` (not ``\Z``) also matches before a final newline: ``^ab$`` takes "ab\n"
         self.newline = self.ends and str(items[-1][1]) == "AT_END"
         self.flagged = bool(self.compiled.flags & ~re.UNICODE)  # (?i), (?m)...
-        self._languages: dict[int | None, tuple[tuple[str, ...], bool]] = {}
+        self._languages: dict[tuple[int | None, bool], tuple[tuple[str, ...], bool]] = {}
 
     @classmethod
     def read(cls, text: str) -> Pattern | None:
@@ -129,20 +129,23 @@ class Pattern:
                 matched = text
         return matched
 
-    def language(self, high: int | None) -> tuple[tuple[str, ...], bool]:
+    def language(self, high: int | None, whole: bool = False) -> tuple[tuple[str, ...], bool]:
         """(strings the regex matches in full, of ``high`` characters at most (a few past the
         shortest when None), at most ``LANGUAGE_CAP``, in a fixed order; whether that is every
-        one). Anchors and lookarounds are not applied: ``fits`` tells which strings match."""
-        known = self._languages.get(high)
+        one). Anchors and lookarounds are not applied: ``fits`` tells which strings match.
+        ``whole``: stop as soon as the listing cannot be complete (``((), False)``)."""
+        known = self._languages.get((high, whole))
         if known is None:
             bound = high if high is not None else min(self.least, MAX_WRITTEN) + 8
-            lister = _Lister(bound)
+            lister = _Lister(bound, whole)
             try:
                 found = tuple(lister.items(self.parsed, 0))
                 exact = lister.exact and not self.flagged and (high is not None or not lister.cut)
-            except (_Unsupported, RecursionError):
+            except (_Unsupported, _Partial, RecursionError):
                 found, exact = (), False
-            known = self._languages[high] = (found, exact)
+            known = self._languages[(high, whole)] = (found, exact)
+            if exact:
+                self._languages[(high, not whole)] = known
         return known
 
     def pad(self, text: str, low: int) -> str:
@@ -232,13 +235,23 @@ def _in_class(char: str, members: list[Any]) -> bool:
     return False
 
 
+class _Partial(Exception):
+    """A listing asked to be whole cannot be."""
+
+
 class _Lister:
     """The strings of parsed regex items up to ``bound`` characters (``Pattern.language``)."""
 
-    def __init__(self, bound: int) -> None:
+    def __init__(self, bound: int, whole: bool) -> None:
         self.bound = bound
+        self.whole = whole
         self.exact = True  # every string listed so far
         self.cut = False  # a string was left out for being longer than ``bound``
+
+    def partial(self) -> None:
+        self.exact = False
+        if self.whole:
+            raise _Partial
 
     def join(self, heads: dict[str, None], tails: dict[str, None], bound: int) -> dict[str, None]:
         out: dict[str, None] = {}
@@ -248,13 +261,13 @@ class _Lister:
                     self.cut = True
                     continue
                 if len(out) >= LANGUAGE_CAP:
-                    self.exact = False
+                    self.partial()
                     return out
                 out[head + tail] = None
         return out
 
     def wide(self, category: str = "") -> dict[str, None]:
-        self.exact = False
+        self.partial()
         return dict.fromkeys(_WIDE_CATEGORY.get(category, _WIDE_CHARS))
 
     def items(self, items: list[Any], depth: int, bound: int | None = None) -> dict[str, None]:
@@ -287,7 +300,7 @@ class _Lister:
             return self.repeat(least, most, self.items(list(inner), depth + 1, bound), bound)
         if name == "SUBPATTERN":
             if argument[1] or argument[2]:  # (?i:...) and other local flags
-                self.exact = False
+                self.partial()
             return self.items(list(argument[-1]), depth + 1, bound)
         if name == "ATOMIC_GROUP":
             return self.items(list(argument), depth + 1, bound)
@@ -296,7 +309,7 @@ class _Lister:
             for branch in argument[1]:
                 out.update(self.items(list(branch), depth + 1, bound))
                 if len(out) > LANGUAGE_CAP:
-                    self.exact = False
+                    self.partial()
                     return dict.fromkeys(list(out)[:LANGUAGE_CAP])
             return out
         if name in ("AT", "ASSERT", "ASSERT_NOT"):  # they only narrow: ``fits`` applies them
@@ -314,7 +327,7 @@ class _Lister:
             elif name == "RANGE":
                 low, high = argument
                 if high - low >= LANGUAGE_CAP:
-                    self.exact = False
+                    self.partial()
                     high = low + LANGUAGE_CAP - 1
                 out.update(dict.fromkeys(map(chr, range(low, high + 1))))
             else:  # a category: \d, \w...
@@ -337,7 +350,7 @@ class _Lister:
             found.update(dict.fromkeys(fresh))
             count += 1
             if len(found) > LANGUAGE_CAP:
-                self.exact = False
+                self.partial()
                 return dict.fromkeys(list(found)[:LANGUAGE_CAP])
         return found
 
