@@ -4,8 +4,9 @@ Each domain is read from a node's constraints (``found``: the keywords and the c
 ``Constraints:`` words, merged by ``plans``; the tightest bound wins) and can say whether it is
 empty (``problem``, the reason in the schema's words), whether a value belongs to it
 (``contains``, as jsonschema judges it), how many distinct values it has (``count``, for
-``uniqueItems``), list distinct values in a fixed order (``examples``: what a unique array
-takes when its draws repeat), and draw one from a seeded ``random.Random`` (``draw``).
+``uniqueItems``), list distinct values in a fixed order (``Numbers.examples``,
+``Strings.listed``: what a unique array takes when its draws repeat), and draw one from a
+seeded ``random.Random`` (``draw``).
 
 Draws keep the simulator's habits: integers 0..99 unless bounded (then within 99 of the lower
 bound), numbers with 2 decimals, strings of 1-3 words of the user text (spans of it when the
@@ -345,52 +346,6 @@ class Strings:
             self._listed = (valid, exact)
         return self._listed
 
-    def examples(self, words: list[str], tries: int = 1 << 16) -> Iterator[str]:
-        """Distinct valid strings in a fixed order, out of at most ``tries`` candidates: the
-        pattern's listing, then words and matches with tags added where nothing anchors them
-        (``a``, ``b``... ``z``, ``0``... ``9``, ``aa``...), lengthened to ``minLength``."""
-        seen: set[str] = set()
-        listed, exact = self.listed()
-        for text in listed:
-            seen.add(text)
-            yield text
-        if exact:
-            return
-        pattern = self.pattern
-        if pattern is None:
-            bases = list(dict.fromkeys(["", *(str(word) for word in words[:8])]))
-            sides = (True, False)
-        else:
-            bases = list(listed[:8]) or [
-                written
-                for written in (
-                    pattern.write(random.Random(n), self.low, self.high) for n in range(4)
-                )
-                if written is not None
-            ]
-            sides = (not pattern.ends, not pattern.begins)
-        if not any(sides):
-            return
-        left = tries
-        for tag in _tags():
-            for base in bases:
-                for after, text in (
-                    (True, f"{base}{tag}"),
-                    (True, f"{base} {tag}"),
-                    (False, f"{tag}{base}"),
-                ):
-                    if not sides[0 if after else 1]:
-                        continue
-                    missing = self.low - len(text)
-                    if missing > 0:
-                        text = text + "-" * missing if after else "-" * missing + text
-                    left -= 1
-                    if left < 0:
-                        return
-                    if text not in seen and self.contains(text):
-                        seen.add(text)
-                        yield text
-
     def draw(self, rng: random.Random, words: list[str]) -> str:
         if self.pattern is not None:
             written = self.pattern.write(rng, self.low, self.high)
@@ -433,26 +388,6 @@ class Strings:
             return drawn.value
         start = rng.randrange(len(words))
         return " ".join(words[start : start + rng.randint(1, 3)])
-
-
-#: Single characters a tag may be when ``a``... ``9`` are used up (Latin, Greek, Cyrillic, CJK).
-_MORE_CHARS = "".join(
-    chr(code)
-    for low, high in ((0xC0, 0x17F), (0x3B1, 0x3C9), (0x430, 0x44F), (0x4E00, 0x9FFF))
-    for code in range(low, high + 1)
-    if chr(code).isalpha()
-)
-
-
-def _tags() -> Iterator[str]:
-    """``a``... ``9``, then single letters of other scripts, then ``aa``, ``ab``...: short
-    distinct strings, shortest first."""
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    yield from alphabet
-    yield from _MORE_CHARS
-    for size in itertools.count(2):
-        for letters in itertools.product(alphabet, repeat=size):
-            yield "".join(letters)
 
 
 def _slug(word: str) -> str:

@@ -4,19 +4,20 @@ Random draws repeat where a node has few likely values: a pattern such as ``^ab`
 written "ab", a narrow number range rounds to one value, an object's fields come out the same.
 ``variants`` lists, in a fixed order, values near a repeated one: for a scalar the node's own
 examples (``examples``: enum values, integers from the lower bound, numbers spread over the
-range, a pattern's strings with tags added, the branches of an ``anyOf`` in turn); for an
-object or a list, the same value with one field or item changed. ``accepts`` checks each
-candidate against the item's plan before it is taken, so a variant is never invalid (it
-judges strictly: an object key it cannot place makes it say no).
+range, a pattern's strings with tags added (``string_examples``), the branches of an
+``anyOf`` in turn); for an object or a list, the same value with one field or item changed.
+``accepts`` checks each candidate against the item's plan before it is taken, so a variant is
+never invalid (it judges strictly: an object key it cannot place makes it say no).
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Iterator
 from typing import Any
 
-from .domains import INF
+from .domains import INF, Strings
 from .plans import Plan
 from .ranks import json_key
 
@@ -48,7 +49,7 @@ def examples(plan: Plan, words: list[str], depth: int = 0) -> Iterator[Any]:
     elif kind in ("integer", "number") and plan.numbers is not None:
         yield from plan.numbers.examples()
     elif kind == "string" and plan.strings is not None:
-        yield from plan.strings.examples(words)
+        yield from string_examples(plan.strings, words)
     elif kind == "anyof":
         if plan.nullable:
             yield None
@@ -56,6 +57,74 @@ def examples(plan: Plan, words: list[str], depth: int = 0) -> Iterator[Any]:
         for value in itertools.chain.from_iterable(itertools.zip_longest(*streams)):
             if value is not None:
                 yield value
+
+
+def string_examples(strings: Strings, words: list[str], tries: int = 1 << 16) -> Iterator[str]:
+    """Distinct valid strings of ``strings`` in a fixed order, out of at most ``tries``
+    candidates: the pattern's listing, then words and matches with tags added where nothing
+    anchors them (``a``, ``b``... ``z``, ``0``... ``9``, ``aa``...), lengthened to
+    ``minLength``."""
+    seen: set[str] = set()
+    listed, exact = strings.listed()
+    for text in listed:
+        seen.add(text)
+        yield text
+    if exact:
+        return
+    pattern = strings.pattern
+    if pattern is None:
+        bases = list(dict.fromkeys(["", *(str(word) for word in words[:8])]))
+        sides = (True, False)
+    else:
+        bases = list(listed[:8]) or [
+            written
+            for written in (
+                pattern.write(random.Random(n), strings.low, strings.high) for n in range(4)
+            )
+            if written is not None
+        ]
+        sides = (not pattern.ends, not pattern.begins)
+    if not any(sides):
+        return
+    left = tries
+    for tag in _tags():
+        for base in bases:
+            for after, text in (
+                (True, f"{base}{tag}"),
+                (True, f"{base} {tag}"),
+                (False, f"{tag}{base}"),
+            ):
+                if not sides[0 if after else 1]:
+                    continue
+                missing = strings.low - len(text)
+                if missing > 0:
+                    text = text + "-" * missing if after else "-" * missing + text
+                left -= 1
+                if left < 0:
+                    return
+                if text not in seen and strings.contains(text):
+                    seen.add(text)
+                    yield text
+
+
+#: Single characters a tag may be when ``a``... ``9`` are used up (Latin, Greek, Cyrillic, CJK).
+_MORE_CHARS = "".join(
+    chr(code)
+    for low, high in ((0xC0, 0x17F), (0x3B1, 0x3C9), (0x430, 0x44F), (0x4E00, 0x9FFF))
+    for code in range(low, high + 1)
+    if chr(code).isalpha()
+)
+
+
+def _tags() -> Iterator[str]:
+    """``a``... ``9``, then single letters of other scripts, then ``aa``, ``ab``...: short
+    distinct strings, shortest first."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    yield from alphabet
+    yield from _MORE_CHARS
+    for size in itertools.count(2):
+        for letters in itertools.product(alphabet, repeat=size):
+            yield "".join(letters)
 
 
 def variants(value: Any, plan: Plan, words: list[str], index: int, depth: int = 0) -> Iterator[Any]:
