@@ -15,7 +15,8 @@ come back at once; answers take longer). The two are then told apart by their pa
   in-flight window to the requests the server accepted and still holds (a concurrency limit).
 - The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
   limit's refusals fall, to none once below the limit. When enough sends have been judged at the
-  lower rate (``TRIAL_SENDS``, more when the share is small), a share that fell to ``FELL`` of
+  lower rate (``TRIAL_SENDS``, more when the share is small, no more than the cut rate sends in
+  ``TRIAL_MAX_S``: a trial ends), a share that fell to ``FELL`` of
   the one before is a rate limit; one that stayed (``STAYED`` to ``ROSE`` of it) is random: the
   cut is undone and the share learned as the **noise** share. In between, the next 429 cuts
   again; after ``DEEPEST`` cuts in a row a share that has still not fallen so far is random too,
@@ -29,7 +30,9 @@ come back at once; answers take longer). The two are then told apart by their pa
   at all (a full window). Every sender pauses: the time the server stated when it said one, else
   ``PROBE_FIRST_S`` doubling per refused probe (up to ``PROBE_MAX_S``). After the pause one request
   goes alone as a probe; the others wait until it is refused or judged accepted. When a probe is
-  accepted the rate restarts at what the server delivered over the whole span of the stall.
+  accepted the rate restarts at what the server delivered over the whole span of the stall, and
+  the sends before the probe are judged no more (the pause answered them: counting their
+  refusals again would cut a rate that has just restarted).
 """
 
 from __future__ import annotations
@@ -53,6 +56,9 @@ CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion 
 #: twice as many),
 #: sent from ``settle_s()`` after the cut (a bucket or window refills meanwhile)...
 TRIAL_SENDS = 20
+#: ...but no more than the cut rate sends in ``TRIAL_MAX_S`` (and at least ``TRIAL_MIN_SENDS``),
+#: so a trial at a low rate ends within the send log's memory...
+TRIAL_MAX_S, TRIAL_MIN_SENDS = 20.0, 8
 #: ...against the share over this many judged sends before it: at most ``FELL`` of it after the
 #: cut says "rate", between ``STAYED`` and ``ROSE`` times it says "random", else nothing.
 BEFORE_SENDS = 100
@@ -136,6 +142,8 @@ class Congestion:
         self.stalls = 0  # pauses in a row with no room
         self.probing = False  # a probe is out: nobody else goes
         self.probe_sent = 0.0
+        #: Sends before this (a stall's, before its accepted probe) say nothing of the rate now.
+        self.epoch = -math.inf
         self.refusal_rtt = 0.0  # the longest recent time from a send to its 429
         self.cuts = 0
         self.random_refusals = 0
@@ -239,7 +247,13 @@ class Congestion:
         self.cut_at = now
         self.cuts += 1
         self.w_max = current
-        self._set_rate(now, current if told else max(MIN_RATE, current * BETA))
+        rate = current if told else max(MIN_RATE, current * BETA)
+        self._set_rate(now, rate)
+        # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
+        # would otherwise hold itself until sends the log no longer remembers were judged).
+        self.trial.needed = min(
+            self.trial.needed, max(TRIAL_MIN_SENDS, math.ceil(rate * TRIAL_MAX_S))
+        )
 
     def settle_s(self) -> float:
         """Sends this soon after a cut are not judged in its trial."""
@@ -256,7 +270,9 @@ class Congestion:
         self._window_credit = 0.0
 
     def restart(self, now: float, delivered: float) -> None:
-        """A probe was accepted after a stall: go on at the rate the server delivered."""
+        """A probe was accepted after a stall: go on at the rate the server delivered (the
+        stall's refusals were answered by its pause: they are not judged again)."""
+        self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
         current = max(MIN_RATE, delivered)
