@@ -26,6 +26,10 @@ come back at once; answers take longer). The two are then told apart by their pa
   ``UNPACED_AT`` times it, pacing ends. The window is held where it was clamped for as long, then
   grows by one slot per window of answers. A limit that refuses again at the same level is held
   twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+- **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
+  A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
+  ones are known) is a concurrency limit refusing the one above it: the window is clamped there
+  again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
   at all (a full window). Every sender pauses: the time the server stated when it said one, else
   ``PROBE_FIRST_S`` doubling per refused probe (up to ``PROBE_MAX_S``). After the pause one request
@@ -80,6 +84,8 @@ PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
+#: A stall that found fewer requests accepted in flight says nothing of a concurrency limit.
+MIN_WINDOW_LEVEL = 2
 
 
 @dataclass
@@ -132,6 +138,7 @@ class Congestion:
         self.repeats = 0  # cuts in a row at about the same rate
         self.window: int | None = None  # in-flight limit learned from 429s; None: none
         self.window_at = -math.inf
+        self.window_level = 0  # what a stall's clamp found the server holding (0: none yet)
         self._window_credit = 0.0
         self.noise = 0.0  # the learned share of random refusals
         self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
@@ -259,8 +266,21 @@ class Congestion:
         """Sends this soon after a cut are not judged in its trial."""
         return max(0.2, 2 * self.judge_after())
 
-    def clamp(self, now: float, accepted_in_flight: int) -> None:
-        """Hold the in-flight window at what the server took (a stall)."""
+    def full_window(self, verdict: str, accepted_in_flight: int) -> bool:
+        """Whether a refusal read as ``verdict`` came with as many requests accepted in flight
+        as a stall's clamp found the server holding: a concurrency limit refusing the one above
+        it, to be answered with the window, not the rate (a "cut"; or "noise" while no random
+        refusals have been seen)."""
+        if verdict not in ("cut", "noise") or (verdict == "noise" and self.noise):
+            return False
+        return self.window_level >= MIN_WINDOW_LEVEL and accepted_in_flight >= self.window_level
+
+    def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
+        """Hold the in-flight window at what the server took (a stall; or a full window)."""
+        if stall:
+            self.window_level = max(1, accepted_in_flight)
+        elif accepted_in_flight >= self.window_level:
+            self.repeats += 1  # refused again at the same window: probe it less often
         if not self._clamped:  # the window before this episode, for a trial to restore
             self._clamped, self._window_before_clamp = True, self.window
         window = max(1, accepted_in_flight)

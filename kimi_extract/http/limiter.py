@@ -72,8 +72,7 @@ LEFTOVER_WAIT_S = 0.25
 #: The delivered rate is measured over at least this long (a cut in the opening's first moments
 #: reads the rate of the few sends judged so far).
 DELIVERY_FLOOR_S = 0.25
-#: ...and a cut's over this many sends at least (a rate read from a send or two, after a pause
-#: or at a low rate, is no measure of the server's).
+#: ...and a cut's over this many sends at least (a rate read from a send or two is no measure).
 DELIVERY_SENDS = 10
 
 
@@ -320,6 +319,8 @@ class Limiter:
             pause = congestion.stall_pause(retry_after)
             self.pause_until = max(self.pause_until, now + pause)
             congestion.clamp(now, self._accepted_in_flight())
+        elif congestion.full_window(verdict, self._accepted_in_flight()):
+            congestion.clamp(now, self._accepted_in_flight(), stall=False)
         elif verdict in ("cut", "congestion"):
             short = self.log.span_of(now, DELIVERY_SENDS, 2.0, since=congestion.epoch)
             if retry_after is not None:

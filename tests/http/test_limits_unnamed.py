@@ -1,20 +1,22 @@
-"""429s that come back late, on a virtual clock: a gateway slow to refuse, or a loaded event loop
-that reads its 429s late (the limiter matrix's full run met this once, at load 3-11).
+"""429s that name nothing, on a virtual clock: random refusals at a steady share (read in time
+or late), and a concurrency limit refusing the request above it.
 
-With 30 % random refusals ("engine overloaded") on a concurrency-5 server and each 429 read late,
-the opening overshoots and stalls. The rate once fell to its 0.2/s floor and stayed there (200
-rows in over 20 minutes instead of 45 s): after the stall's probe, the next unnamed 429 counted
-the stall's refusals again and cut to what was accepted in the last 2 s (nothing); the cut's trial
-then needed more judged sends than the 60 s send log holds at that rate, so it was never judged
-and the rate never grew back. Now the stall's refusals are not judged again after its probe, the
-rate a cut starts from is read over enough sends, and a trial asks no more sends than its rate
-makes in ``TRIAL_MAX_S``.
+Late 429s: a gateway slow to refuse, or a loaded event loop that reads its 429s late (the limiter
+matrix's full run met this once, at load 3-11). With 30 % random refusals ("engine overloaded") on
+a concurrency-5 server and each 429 read late, the opening overshoots and stalls. The rate once
+fell to its 0.2/s floor and stayed there (200 rows in over 20 minutes instead of 45 s): after the
+stall's probe, the next unnamed 429 counted the stall's refusals again and cut to what was
+accepted in the last 2 s (nothing); the cut's trial then needed more judged sends than the 60 s
+send log holds at that rate, so it was never judged and the rate never grew back. Now the stall's
+refusals are not judged again after its probe, the rate a cut starts from is read over enough
+sends, and a trial asks no more sends than its rate makes in ``TRIAL_MAX_S``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import statistics
 
 import pytest
 
@@ -22,6 +24,32 @@ from kimi_extract.http.congestion import MIN_RATE, Share
 from kimi_extract.http.limiter import Limiter
 
 from .virtual_gateway import Shape, VirtualTime, dumps, run
+
+
+def test_random_refusals_at_a_steady_share_cost_little():
+    # Concurrency 50, 1 s answers, 30 % of requests refused at random ("engine overloaded"),
+    # over six seeds: the refusals do not follow the rate, so the rate is not cut for long.
+    clean = run(Shape("concurrency", concurrency=50), rows=2000)
+    kept = []
+    for seed in range(1, 7):
+        noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
+        assert noisy.ok == 2000, dumps(noisy)
+        kept.append(clean.end / noisy.end)
+    assert statistics.median(kept) >= 0.9 and min(kept) >= 0.75, kept
+
+
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_unnamed_429s_of_a_concurrency_limit_hold_the_window_not_the_rate(style):
+    # The opening's stall finds the server holding `slots`; later 429s that name nothing and
+    # come with that many accepted in flight are the concurrency limit refusing the one above
+    # it: the window is held there and the rate is not cut.
+    for slots, rows in ((5, 200), (10, 400)):
+        out = run(Shape("concurrency", concurrency=slots), rows=rows, style=style)
+        assert out.ok == rows, dumps(out)
+        assert out.limiter.congestion.window == slots, dumps(out)
+        assert out.limiter.congestion.cuts == 0, dumps(out)  # (the rate was not cut)
+        assert rows / out.end >= 0.9 * slots, dumps(out)
+        assert out.refused_share <= 0.05, dumps(out)
 
 
 def test_late_random_refusals_do_not_hold_the_rate_at_its_floor():
