@@ -276,7 +276,11 @@ class Congestion:
         return self.window_level >= MIN_WINDOW_LEVEL and accepted_in_flight >= self.window_level
 
     def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
-        """Hold the in-flight window at what the server took (a stall; or a full window)."""
+        """Hold the in-flight window at what the server took (a stall; or a full window). With
+        nothing of ours accepted in flight the server's limit is not one of requests in flight
+        (a full rate window): the window is left as it is."""
+        if accepted_in_flight < 1:
+            return
         if stall:
             self.window_level = max(1, accepted_in_flight)
         elif accepted_in_flight >= self.window_level:

@@ -52,6 +52,18 @@ def test_unnamed_429s_of_a_concurrency_limit_hold_the_window_not_the_rate(style)
         assert out.refused_share <= 0.05, dumps(out)
 
 
+@pytest.mark.parametrize("kind", ["sliding", "fixed"])
+def test_a_full_rate_window_does_not_clamp_the_in_flight_window(kind):
+    # 3,000 per minute counted in 10 s, 2,000 rows, 429s that name nothing. The opening fills
+    # the window and the probes that follow are refused with nothing of ours in flight: that
+    # says nothing of a concurrency limit, so the in-flight window is not clamped to one (it
+    # then grew back one slot per round trip: 56 % of the limit).
+    out = run(Shape(kind, per_minute=3000, window_s=10), rows=2000, style="bare")
+    assert out.ok == 2000, dumps(out)
+    assert 2000 / out.end >= 0.75 * 50, dumps(out)
+    assert out.refused_share <= 0.02, dumps(out)
+
+
 def test_late_random_refusals_do_not_hold_the_rate_at_its_floor():
     clean = run(Shape("concurrency", concurrency=5), rows=200, refusal_s=0.5)
     noisy = run(
