@@ -32,11 +32,12 @@ come back at once; answers take longer). The two are then told apart by their pa
   again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
   at all (a full window). Every sender pauses: the time the server stated when it said one, else
-  ``PROBE_FIRST_S`` doubling per refused probe (up to ``PROBE_MAX_S``). After the pause one request
-  goes alone as a probe; the others wait until it is refused or judged accepted. When a probe is
-  accepted the rate restarts at what the server delivered over the whole span of the stall, and
-  the sends before the probe are judged no more (the pause answered them: counting their
-  refusals again would cut a rate that has just restarted).
+  ``PROBE_FIRST_S``, ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
+  After the pause one request goes alone as a probe; the others wait until it is refused or
+  judged accepted. When a probe is accepted the rate restarts at what the server delivered over
+  the whole span of the stall, and the sends before the probe are judged no more (the pause
+  answered them: counting their refusals again would cut a rate that has just restarted). A
+  stall with nothing of ours accepted in flight (a full rate window) does not clamp the window.
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ NOISE_MARGIN = 0.05
 #: Refusal shares above this are never read as random, whatever a trial says.
 MAX_NOISE = 0.6
 PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
+#: Each refused probe waits this much longer than the last (doubling found a 10 s window
+#: 6 s after it freed, its first probes being refused at 1, 2, 4 and 8 s).
+PROBE_GROWTH = 1.5
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
@@ -209,7 +213,7 @@ class Congestion:
         """How long every sender waits in a stall before the next probe."""
         if stated is not None:
             return stated
-        return min(PROBE_MAX_S, PROBE_FIRST_S * 2 ** max(0, self.stalls - 1))
+        return min(PROBE_MAX_S, PROBE_FIRST_S * PROBE_GROWTH ** max(0, self.stalls - 1))
 
     def cut(
         self,

@@ -64,6 +64,17 @@ def test_a_full_rate_window_does_not_clamp_the_in_flight_window(kind):
     assert out.refused_share <= 0.02, dumps(out)
 
 
+def test_a_full_window_that_names_nothing_is_found_again_soon_after_it_frees():
+    # 50 per 10 s, bare 429s: the opening fills the window by ~1 s and it frees from 10 s on.
+    # The probes' pause grows by half each time: room is found within ~1.5 s of it (doubling:
+    # at 16.5 s), and few probes are refused meanwhile.
+    out = run(Shape("sliding", per_minute=300, window_s=10), rows=200, style="bare")
+    assert out.ok == 200, dumps(out)
+    after_opening = [t for t in out.gateway.accepted_times() if t >= 2.0]
+    assert min(after_opening) <= 12.0, dumps(out)
+    assert out.gateway.refused(since=2.0, until=min(after_opening)) <= 6, dumps(out)
+
+
 def test_late_random_refusals_do_not_hold_the_rate_at_its_floor():
     clean = run(Shape("concurrency", concurrency=5), rows=200, refusal_s=0.5)
     noisy = run(
