@@ -37,7 +37,8 @@ come back at once; answers take longer). The two are then told apart by their pa
   judged accepted. When a probe is accepted the rate restarts at what the server delivered over
   the whole span of the stall, and the sends before the probe are judged no more (the pause
   answered them: counting their refusals again would cut a rate that has just restarted). A
-  stall with nothing of ours accepted in flight (a full rate window) does not clamp the window.
+  stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
+  does not clamp the window.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ PROBE_GROWTH = 1.5
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
-#: A stall that found fewer requests accepted in flight says nothing of a concurrency limit.
+#: A stall that found fewer of ours accepted in flight says nothing of a concurrency limit.
 MIN_WINDOW_LEVEL = 2
 
 
@@ -281,9 +282,10 @@ class Congestion:
 
     def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
         """Hold the in-flight window at what the server took (a stall; or a full window). With
-        nothing of ours accepted in flight the server's limit is not one of requests in flight
-        (a full rate window): the window is left as it is."""
-        if accepted_in_flight < 1:
+        fewer than ``MIN_WINDOW_LEVEL`` of ours accepted in flight (none: a full rate window;
+        one: the probe that just restarted the run) it says nothing of a concurrency limit, and
+        the window is left as it is."""
+        if accepted_in_flight < MIN_WINDOW_LEVEL:
             return
         if stall:
             self.window_level = max(1, accepted_in_flight)

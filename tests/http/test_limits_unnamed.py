@@ -75,6 +75,19 @@ def test_a_full_window_that_names_nothing_is_found_again_soon_after_it_frees():
     assert out.gateway.refused(since=2.0, until=min(after_opening)) <= 6, dumps(out)
 
 
+def test_a_stall_just_after_a_probe_does_not_clamp_the_window_to_one():
+    # 3,000 -> 1,500 per minute after 30 s, counted in 10 s, Retry-After 429s. Right after a
+    # probe only it is in flight; the stall that follows (the window not yet free) says
+    # nothing of a concurrency of one. Clamped to one, the window grew back a slot per round
+    # trip: a quarter of what the server allowed after the drop.
+    shape = Shape("sliding", per_minute=3000, window_s=10, change_at=30, change_to=1500)
+    out = run(shape, rows=2000, style="retry-after")
+    assert out.ok == 2000, dumps(out)
+    after = [t for t in out.gateway.accepted_times() if t >= 36.0]
+    rate = (len(after) - 1) / (max(after) - min(after))
+    assert rate >= 0.85 * 25, (rate, dumps(out))
+
+
 def test_late_random_refusals_do_not_hold_the_rate_at_its_floor():
     clean = run(Shape("concurrency", concurrency=5), rows=200, refusal_s=0.5)
     noisy = run(
