@@ -15,7 +15,8 @@ come back at once; answers take longer). The two are then told apart by their pa
   in-flight window to the requests the server accepted and still holds (a concurrency limit).
 - The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
   limit's refusals fall, to none once below the limit. When enough sends have been judged at the
-  lower rate (``TRIAL_SENDS``, more when the share is small), a share that fell to ``FELL`` of
+  lower rate (``TRIAL_SENDS``, more when the share is small, no more than the cut rate sends in
+  ``TRIAL_MAX_S``: a trial ends), a share that fell to ``FELL`` of
   the one before is a rate limit; one that stayed (``STAYED`` to ``ROSE`` of it) is random: the
   cut is undone and the share learned as the **noise** share. In between, the next 429 cuts
   again; after ``DEEPEST`` cuts in a row a share that has still not fallen so far is random too,
@@ -25,11 +26,19 @@ come back at once; answers take longer). The two are then told apart by their pa
   ``UNPACED_AT`` times it, pacing ends. The window is held where it was clamped for as long, then
   grows by one slot per window of answers. A limit that refuses again at the same level is held
   twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+- **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
+  A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
+  ones are known) is a concurrency limit refusing the one above it: the window is clamped there
+  again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
   at all (a full window). Every sender pauses: the time the server stated when it said one, else
-  ``PROBE_FIRST_S`` doubling per refused probe (up to ``PROBE_MAX_S``). After the pause one request
-  goes alone as a probe; the others wait until it is refused or judged accepted. When a probe is
-  accepted the rate restarts at what the server delivered over the whole span of the stall.
+  ``PROBE_FIRST_S``, ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
+  After the pause one request goes alone as a probe; the others wait until it is refused or
+  judged accepted. When a probe is accepted the rate restarts at what the server delivered over
+  the whole span of the stall, and the sends before the probe are judged no more (the pause
+  answered them: counting their refusals again would cut a rate that has just restarted). A
+  stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
+  does not clamp the window.
 """
 
 from __future__ import annotations
@@ -53,6 +62,9 @@ CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion 
 #: twice as many),
 #: sent from ``settle_s()`` after the cut (a bucket or window refills meanwhile)...
 TRIAL_SENDS = 20
+#: ...but no more than the cut rate sends in ``TRIAL_MAX_S`` (and at least ``TRIAL_MIN_SENDS``),
+#: so a trial at a low rate ends within the send log's memory...
+TRIAL_MAX_S, TRIAL_MIN_SENDS = 20.0, 8
 #: ...against the share over this many judged sends before it: at most ``FELL`` of it after the
 #: cut says "rate", between ``STAYED`` and ``ROSE`` times it says "random", else nothing.
 BEFORE_SENDS = 100
@@ -71,9 +83,14 @@ NOISE_MARGIN = 0.05
 #: Refusal shares above this are never read as random, whatever a trial says.
 MAX_NOISE = 0.6
 PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
+#: Each refused probe waits this much longer than the last (doubling found a 10 s window
+#: 6 s after it freed, its first probes being refused at 1, 2, 4 and 8 s).
+PROBE_GROWTH = 1.5
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
+#: A stall that found fewer of ours accepted in flight says nothing of a concurrency limit.
+MIN_WINDOW_LEVEL = 2
 
 
 @dataclass
@@ -126,6 +143,7 @@ class Congestion:
         self.repeats = 0  # cuts in a row at about the same rate
         self.window: int | None = None  # in-flight limit learned from 429s; None: none
         self.window_at = -math.inf
+        self.window_level = 0  # what a stall's clamp found the server holding (0: none yet)
         self._window_credit = 0.0
         self.noise = 0.0  # the learned share of random refusals
         self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
@@ -136,6 +154,8 @@ class Congestion:
         self.stalls = 0  # pauses in a row with no room
         self.probing = False  # a probe is out: nobody else goes
         self.probe_sent = 0.0
+        #: Sends before this (a stall's, before its accepted probe) say nothing of the rate now.
+        self.epoch = -math.inf
         self.refusal_rtt = 0.0  # the longest recent time from a send to its 429
         self.cuts = 0
         self.random_refusals = 0
@@ -194,7 +214,7 @@ class Congestion:
         """How long every sender waits in a stall before the next probe."""
         if stated is not None:
             return stated
-        return min(PROBE_MAX_S, PROBE_FIRST_S * 2 ** max(0, self.stalls - 1))
+        return min(PROBE_MAX_S, PROBE_FIRST_S * PROBE_GROWTH ** max(0, self.stalls - 1))
 
     def cut(
         self,
@@ -239,14 +259,38 @@ class Congestion:
         self.cut_at = now
         self.cuts += 1
         self.w_max = current
-        self._set_rate(now, current if told else max(MIN_RATE, current * BETA))
+        rate = current if told else max(MIN_RATE, current * BETA)
+        self._set_rate(now, rate)
+        # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
+        # would otherwise hold itself until sends the log no longer remembers were judged).
+        self.trial.needed = min(
+            self.trial.needed, max(TRIAL_MIN_SENDS, math.ceil(rate * TRIAL_MAX_S))
+        )
 
     def settle_s(self) -> float:
         """Sends this soon after a cut are not judged in its trial."""
         return max(0.2, 2 * self.judge_after())
 
-    def clamp(self, now: float, accepted_in_flight: int) -> None:
-        """Hold the in-flight window at what the server took (a stall)."""
+    def full_window(self, verdict: str, accepted_in_flight: int) -> bool:
+        """Whether a refusal read as ``verdict`` came with as many requests accepted in flight
+        as a stall's clamp found the server holding: a concurrency limit refusing the one above
+        it, to be answered with the window, not the rate (a "cut"; or "noise" while no random
+        refusals have been seen)."""
+        if verdict not in ("cut", "noise") or (verdict == "noise" and self.noise):
+            return False
+        return self.window_level >= MIN_WINDOW_LEVEL and accepted_in_flight >= self.window_level
+
+    def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
+        """Hold the in-flight window at what the server took (a stall; or a full window). With
+        fewer than ``MIN_WINDOW_LEVEL`` of ours accepted in flight (none: a full rate window;
+        one: the probe that just restarted the run) it says nothing of a concurrency limit, and
+        the window is left as it is."""
+        if accepted_in_flight < MIN_WINDOW_LEVEL:
+            return
+        if stall:
+            self.window_level = max(1, accepted_in_flight)
+        elif accepted_in_flight >= self.window_level:
+            self.repeats += 1  # refused again at the same window: probe it less often
         if not self._clamped:  # the window before this episode, for a trial to restore
             self._clamped, self._window_before_clamp = True, self.window
         window = max(1, accepted_in_flight)
@@ -256,7 +300,9 @@ class Congestion:
         self._window_credit = 0.0
 
     def restart(self, now: float, delivered: float) -> None:
-        """A probe was accepted after a stall: go on at the rate the server delivered."""
+        """A probe was accepted after a stall: go on at the rate the server delivered (the
+        stall's refusals were answered by its pause: they are not judged again)."""
+        self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
         current = max(MIN_RATE, delivered)

@@ -72,6 +72,8 @@ LEFTOVER_WAIT_S = 0.25
 #: The delivered rate is measured over at least this long (a cut in the opening's first moments
 #: reads the rate of the few sends judged so far).
 DELIVERY_FLOOR_S = 0.25
+#: ...and a cut's over this many sends at least (a rate read from a send or two is no measure).
+DELIVERY_SENDS = 10
 
 
 class OuterGate(Protocol):
@@ -317,14 +319,17 @@ class Limiter:
             pause = congestion.stall_pause(retry_after)
             self.pause_until = max(self.pause_until, now + pause)
             congestion.clamp(now, self._accepted_in_flight())
+        elif congestion.full_window(verdict, self._accepted_in_flight()):
+            congestion.clamp(now, self._accepted_in_flight(), stall=False)
         elif verdict in ("cut", "congestion"):
+            short = self.log.span_of(now, DELIVERY_SENDS, 2.0, since=congestion.epoch)
             if retry_after is not None:
                 self.pause_until = max(self.pause_until, now + retry_after)
             congestion.cut(
                 now,
-                # The lower of the last 2 s and 10 s: a burst the server took once (a bucket's
-                # saved tokens) does not make its rate look higher than it is.
-                min(self._delivered(now, retry_after), self._delivered(now, None, span=2.0)),
+                # The lower of the last 2 s (or DELIVERY_SENDS sends) and 10 s: a burst the
+                # server took once (a bucket's saved tokens) does not make its rate look higher.
+                min(self._delivered(now, retry_after), self._delivered(now, None, span=short)),
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
                 told=retry_after is not None and verdict == "cut",
@@ -389,7 +394,8 @@ class Limiter:
     def _judged(self, now: float, since: float | None = None, count: int = SHARE_SENDS) -> Share:
         """The recent judged sends (``SendLog.judged``; a 429 is seen within
         ``judge_after()``)."""
-        return self.log.judged(now - self.congestion.judge_after(), since, count)
+        congestion = self.congestion
+        return self.log.judged(now - congestion.judge_after(), since, count, epoch=congestion.epoch)
 
     def _adoption(self, name: str) -> Adoption:
         return Adoption(

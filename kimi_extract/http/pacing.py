@@ -195,14 +195,29 @@ class SendLog:
                 total += send.tokens if tokens else 1.0
         return total
 
-    def judged(self, young: float, since: float | None = None, count: int = 50) -> Share:
-        """The recent judged sends (the last ``count``, or all since ``since``), refused or
-        accepted: only sends made by ``young`` (a later one's 429 may still be on the way;
-        counting the refusals of a moment before its acceptances would overstate the share),
-        and not refusals by a named limit (that limit's business, not a sign of another)."""
+    def span_of(self, now: float, sends: int, least: float, *, since: float) -> float:
+        """Seconds back to the ``sends``-th newest send made from ``since`` on (at least
+        ``least``; back to the oldest of them when there are fewer)."""
+        oldest = now - least
+        for count, send in enumerate(reversed(self.sends), start=1):
+            if send.sent_at < since:
+                break
+            oldest = min(oldest, send.sent_at)
+            if count >= sends:
+                break
+        return now - oldest
+
+    def judged(
+        self, young: float, since: float | None = None, count: int = 50, *, epoch: float = -1e18
+    ) -> Share:
+        """The recent judged sends (the last ``count``, or all since ``since``; none before
+        ``epoch``), refused or accepted: only sends made by ``young`` (a later one's 429 may still
+        be on the way; counting the refusals of a moment before its acceptances would overstate
+        the share), and not refusals by a named limit (that limit's business, not a sign of
+        another)."""
         share = Share()
         for send in reversed(self.sends):
-            if since is not None and send.sent_at < since:
+            if send.sent_at < epoch or (since is not None and send.sent_at < since):
                 break
             if send.sent_at > young or send.named:
                 continue
