@@ -18,7 +18,10 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    is not itself a word (``than`` for ``that``, ``wish`` for ``with``, ``lappend`` for
    ``append`` are other words: known English words, ``pyspellchecker``'s list, or words of the
    document; ``recieve`` for ``receive`` is a typo), or an abbreviation of it: a prefix
-   (``corp`` for ``corporation``), or, written with a point, the same first letter and the
+   (``corp`` for ``corporation``; one English word beginning another is no abbreviation of it
+   when it is at most two letters short or the document writes it, ``the`` for ``their``,
+   ``for`` for ``form``, unless written with a point or the rest is an ending, ``used`` for
+   ``use``), or, written with a point, the same first letter and the
    rest a subsequence (``dept.`` for ``department``; ``Bern`` is not ``Berlin``; when both
    words have a point and the shorter is a word, the points end sentences: ``causes.`` is not
    ``cases.``). A replaced Chinese or Japanese character, or a whole word replaced by another,
@@ -116,7 +119,7 @@ def _typo(
         return False
     shorter, longer = sorted((a, b), key=len)
     if len(shorter) >= 3 and len(shorter) < len(longer) and longer.startswith(shorter):
-        return True
+        return not _prefix_word(shorter, longer, dotted, words)
     # when both words have a point, it may end two sentences (``cases.``, ``causes.``): the
     # shorter one is an abbreviation only if it is no word
     sentence = (
@@ -143,6 +146,25 @@ def _typo(
     if english and words.english(b):
         return False
     return not (words.written(a) >= 1 or (english and words.written(b) >= 2))
+
+
+#: Endings that make a prefix the same word inflected (``copy`` / ``copying``, ``use`` /
+#: ``used``), not an abbreviation nor another word.
+_INFLECTIONS = frozenset({"s", "es", "d", "ed", "ing", "'s"})
+
+
+def _prefix_word(shorter: str, longer: str, dotted: frozenset[str], words: Words | None) -> bool:
+    """Whether ``shorter``, a prefix of ``longer``, is a word of its own rather than an
+    abbreviation of it: both English words, not written with a point, not an inflection
+    (``copy`` / ``copies`` is no prefix; ``use`` / ``used`` is the same word), and either at
+    most two letters short (``the`` / ``their``, ``for`` / ``form``, ``with`` / ``within``) or
+    a word the document writes (``some`` / ``something``). ``info`` for ``information`` stays
+    an abbreviation unless the document writes ``info``; ``inf.`` always is one."""
+    if words is None or shorter in dotted or longer[len(shorter) :] in _INFLECTIONS:
+        return False
+    if not (words.english(shorter) and words.english(longer)):
+        return False
+    return len(longer) - len(shorter) <= 2 or words.written(shorter) >= 1
 
 
 class Words(Protocol):
