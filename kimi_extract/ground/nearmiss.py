@@ -25,9 +25,10 @@ case, width, spacing and punctuation shapes never count. Three rules, in order:
    rest a subsequence (``dept.`` for ``department``; ``Bern`` is not ``Berlin``; when both
    words have a point and the shorter is a word, the points end sentences: ``causes.`` is not
    ``cases.``). A replaced Chinese or Japanese character, or a whole word replaced by another,
-   is a swapped content word. A content token of the value that the text does not have (a
-   Chinese or Japanese character, a number, a word of 4+ letters) changes the meaning too;
-   words of the text the value leaves out, and short words it adds (an article), do not count.
+   is a swapped content word. A token of the value that the text does not have (a Chinese or
+   Japanese character, a number, a word of two letters or more: ``in``, ``can``, ``all``,
+   ``two``) changes the meaning too; words of the text the value leaves out, and an article it
+   adds (``a``, ``an``, ``the``), do not count.
    The value's word is another word when the document writes it elsewhere, or when it is an
    English word and so is the text's (or the document writes that more than once): a value
    that corrects the text's typo, ``Corporation`` for ``Corporatoin``, is grounded.
@@ -241,7 +242,17 @@ def difference(value: str, found: str, words: Words | None = None) -> str | None
     return None
 
 
+#: Words a value may add to the text without saying something else.
+_ARTICLES = frozenset({"a", "an", "the"})
+
+
 def _content(token: str) -> bool:
-    """A token that carries meaning: a Chinese or Japanese character, a number, or a word of
-    four letters or more (shorter words are mostly function words)."""
-    return bool(_CJK.match(token)) or token[:1].isdigit() or len(token) >= 4
+    """A token of the value that says something when the text does not have it: a Chinese or
+    Japanese character, a number, or a word of two letters or more but an article (``can``,
+    ``all``, ``two``, ``in`` change what a phrase says; a lone letter is mostly the ``s`` of
+    ``'s``)."""
+    return (
+        bool(_CJK.match(token))
+        or token[:1].isdigit()
+        or (len(token) >= 2 and token not in _ARTICLES)
+    )

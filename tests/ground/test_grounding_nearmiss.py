@@ -196,6 +196,9 @@ def test_a_japanese_verb_ending_left_short_grounds_on_what_it_is_closest_to():
 # "such" swapped for "their", which the GPL's "if you distribute copies of the software" reads
 # as "the" written out: "the" is no abbreviation of "their" (two English words)
 @example(data=_Drawn((BY_ID["licence-GPL-3"], "if you distribute copies of such"), 5, "their"))
+# "Exhibit" swapped for "requirements": the MPL's "notice requirements" with "in" added, a short
+# word that says something (only an article added is let pass)
+@example(data=_Drawn((BY_ID["licence-MPL-2.0"], "notice in Exhibit"), 2, "requirements"))
 def test_a_swapped_content_word_is_never_grounded(data):
     text, phrase = _phrase(data, _WORDS)
     words = phrase.split()
@@ -346,6 +349,23 @@ def test_a_point_after_both_words_may_end_two_sentences(value, found, same):
 def test_an_english_word_beginning_another_is_not_its_abbreviation(value, found, same):
     """A prefix stands for the longer word (``Corp``, an inflected ``used``), but one English
     word at most two letters short of another is that word (``the`` is not ``their``)."""
+    assert (difference(value, found, _English()) is None) is same
+
+
+@pytest.mark.parametrize(
+    ("value", "found", "same"),
+    [
+        ("notice in requirements", "notice requirements", False),
+        ("you can modify the work", "you modify the work", False),
+        ("distribute all copies of it", "distribute copies of it", False),
+        ("keep two copies of it", "keep copies of it", False),
+        ("keep the copies of it", "keep copies of it", True),
+        ("the user's own copies", "the users own copies", True),
+    ],
+)
+def test_a_word_the_value_adds_says_something_unless_an_article(value, found, same):
+    """A word the text does not have changes the phrase (``in``, ``can``, ``all``, ``two``),
+    but an article does not, nor the lone ``s`` of ``'s``."""
     assert (difference(value, found, _English()) is None) is same
 
 
