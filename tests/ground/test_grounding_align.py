@@ -8,6 +8,7 @@ the perturbation calls for, and values absent from the text must never get a spa
 from __future__ import annotations
 
 import random
+import re
 import string
 import unicodedata
 from dataclasses import dataclass
@@ -16,12 +17,12 @@ from decimal import Decimal
 from enum import Enum
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
 from kimi_extract.ground import align, fold, leaves_of, normalize
-from kimi_extract.ground.forms import surface_forms
+from kimi_extract.ground.forms import acronym_of, surface_forms
 from kimi_extract.records import Span
 
 # -- generated documents -------------------------------------------------------------------------
@@ -296,6 +297,13 @@ def _absent_values(rng: random.Random, doc: Doc, script: str, count: int) -> lis
             value = f"{rng.randint(1000, 999999) / 100:.2f}"
         else:
             value = _value(rng, script)
+        # a value of capitalised words is found as its acronym ("Free Software Foundation"
+        # finds "FSF"): one whose acronym the text has ("JYD") is not absent
+        acronym = acronym_of(value)
+        if acronym is not None and re.search(
+            rf"(?<![A-Za-z0-9]){acronym}(?![A-Za-z0-9])", doc.text
+        ):
+            continue
         if fold(value) not in folded:
             found.append(value)
     return found
@@ -303,6 +311,7 @@ def _absent_values(rng: random.Random, doc: Doc, script: str, count: int) -> lis
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), script=st.sampled_from(SCRIPTS))
+@example(seed=65416663, script="mixed")  # "Jznceuyi Yzet Danyfiy" and the text's "JYD"
 def test_values_absent_from_the_text_never_get_a_span(seed, script):
     doc = make_doc(seed, script, values=6, fillers=120)
     values = _absent_values(random.Random(seed ^ 0x5EED), doc, script, 20)
