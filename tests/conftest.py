@@ -30,6 +30,30 @@ if os.environ.get("CI"):
 #: Python then installs no KeyboardInterrupt handler; this puts Python's own handler back.
 INTERRUPTIBLE = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
 
+#: For child scripts interrupted while a sync iterator (``stream``, ``iter_rows``) waits:
+#: ``tell_when(ready, line)`` prints ``line()`` once ``ready()`` holds and the main thread is
+#: blocked in the library's wait for the next item, so the parent's SIGINT lands there and not in
+#: the script's own loop body (the order of events, not a pause).
+WAITING_IN_LIBRARY = """import sys, threading, time
+
+
+def waiting_in_library():
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    names = []
+    while frame is not None:
+        names.append(frame.f_code.co_name)
+        frame = frame.f_back
+    return "iterate_sync" in names and names[0] == "wait"
+
+
+def tell_when(ready, line):
+    def watch():
+        while not (ready() and waiting_in_library()):
+            time.sleep(0.01)
+        print(line(), flush=True)
+    threading.Thread(target=watch, daemon=True).start()
+"""
+
 # The same for this process: a suite started in the background with SIGINT ignored would run
 # Ctrl-C tests that can never be interrupted (and hang). A handler, unlike an ignored signal, is
 # not inherited across exec, so the processes tests start get Python's own handler back too.

@@ -28,7 +28,7 @@ from kimi_extract.testing import (
     use_clock,
 )
 
-from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, Review
+from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, WAITING_IN_LIBRARY, Review
 
 BAD = '{"sentiment": "thrilled", "aspects": []}'
 
@@ -203,8 +203,11 @@ def test_column_options_are_checked_at_the_call():
         ex.aiter_rows(DATA, text=3)  # type: ignore[arg-type]
 
 
-SCRIPT = INTERRUPTIBLE + textwrap.dedent(
-    """
+SCRIPT = (
+    INTERRUPTIBLE
+    + WAITING_IN_LIBRARY
+    + textwrap.dedent(
+        """
     import sys
     import kimi_extract as kx
     from kimi_extract.simulator import Reply, Simulator
@@ -212,25 +215,6 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
 
     class Out(BaseModel):
         value: str
-
-    import threading, time
-
-    def waiting_in_library():
-        # The main thread is blocked in the library's wait for the next item, so SIGINT lands
-        # there and not in this script's own loop body.
-        frame = sys._current_frames().get(threading.main_thread().ident)
-        names = []
-        while frame is not None:
-            names.append(frame.f_code.co_name)
-            frame = frame.f_back
-        return "iterate_sync" in names and names[0] == "wait"
-
-    def tell_when(ready, line):
-        def watch():
-            while not (ready() and waiting_in_library()):
-                time.sleep(0.01)
-            print(line(), flush=True)
-        threading.Thread(target=watch, daemon=True).start()
 
     def answer(request):
         if request.user_text.startswith("quick"):
@@ -253,6 +237,7 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
             print("interrupted", handed, "handed over 3" in str(exc), len(partial), done,
                   not_run, flush=True)
     """
+    )
 )
 
 

@@ -16,10 +16,13 @@ import textwrap
 
 import pytest
 
-from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE
+from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, WAITING_IN_LIBRARY
 
-SCRIPT = INTERRUPTIBLE + textwrap.dedent(
-    """
+SCRIPT = (
+    INTERRUPTIBLE
+    + WAITING_IN_LIBRARY
+    + textwrap.dedent(
+        """
     import asyncio, sys
     import kimi_extract as kx
     from kimi_extract.simulator import Reply, Simulator
@@ -27,25 +30,6 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
 
     class Out(BaseModel):
         words: list[str]
-
-    import threading, time
-
-    def waiting_in_library():
-        # The main thread is blocked in the library's wait for the next item, so SIGINT lands
-        # there and not in this script's own loop body.
-        frame = sys._current_frames().get(threading.main_thread().ident)
-        names = []
-        while frame is not None:
-            names.append(frame.f_code.co_name)
-            frame = frame.f_back
-        return "iterate_sync" in names and names[0] == "wait"
-
-    def tell_when(ready, line):
-        def watch():
-            while not (ready() and waiting_in_library()):
-                time.sleep(0.01)
-            print(line(), flush=True)
-        threading.Thread(target=watch, daemon=True).start()
 
     def slow(request):
         return Reply(content={"words": [f"w{i}" for i in range(400)]}, reasoning_content="")
@@ -75,6 +59,7 @@ SCRIPT = INTERRUPTIBLE + textwrap.dedent(
             print("interrupted", isinstance(exc, KeyboardInterrupt), exc.partial, finished,
                   len(seen[-1].words), flush=True)
     """
+    )
 )
 
 
