@@ -28,30 +28,15 @@ from typing import Any
 
 from _common import (
     INSTRUCTIONS,
-    MAX_COMPLETION_TOKENS,
     MODEL,
-    REASONING_EFFORT,
-    Review,
     long_instructions,
     review_texts,
+    worker_extractor,
 )
 
 
 def _kimi_extract(spec: dict[str, Any], instructions: str) -> list[dict[str, Any]]:
-    import kimi_extract as kx
-
-    ex = kx.Extractor(
-        Review,
-        instructions=instructions,
-        model=MODEL,
-        reasoning_effort=REASONING_EFFORT,
-        max_completion_tokens=MAX_COMPLETION_TOKENS,
-        base_url=spec["base_url"],
-        api_key=spec["api_key"],
-        concurrency=spec["concurrency"],
-        progress=False,
-        **spec.get("options", {}),
-    )
+    ex = worker_extractor(spec, instructions)
     if spec.get("warmup"):
         ex.run(review_texts(spec["warmup"], offset=10_000_000))
     profiler = cProfile.Profile() if spec.get("profile") else None

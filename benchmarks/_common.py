@@ -63,6 +63,25 @@ def review_texts(count: int, offset: int = 0) -> list[str]:
     return [review_text(i) for i in range(offset, offset + count)]
 
 
+def worker_extractor(spec: dict[str, Any], instructions: str = INSTRUCTIONS) -> Any:
+    """kimi_extract as the worker processes run it: the shared model, effort and answer budget,
+    the spec's endpoint, key and concurrency, and its extra ``options``."""
+    import kimi_extract as kx
+
+    return kx.Extractor(
+        Review,
+        instructions=instructions,
+        model=MODEL,
+        reasoning_effort=REASONING_EFFORT,
+        max_completion_tokens=MAX_COMPLETION_TOKENS,
+        base_url=spec["base_url"],
+        api_key=spec["api_key"],
+        concurrency=spec["concurrency"],
+        progress=False,
+        **spec.get("options", {}),
+    )
+
+
 def long_instructions(target_tokens: int = 3000) -> str:
     """Static instructions of about ``target_tokens`` tokens (the simulator's token rules)."""
     from kimi_extract.tokens import count_text_tokens

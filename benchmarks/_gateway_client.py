@@ -27,26 +27,14 @@ from _common import (
     REASONING_EFFORT,
     Review,
     review_texts,
+    worker_extractor,
 )
 
 PEER = "openai+tenacity"
 
 
 def _kimi_extract(spec: dict[str, Any]) -> dict[str, Any]:
-    import kimi_extract as kx
-
-    ex = kx.Extractor(
-        Review,
-        instructions=INSTRUCTIONS,
-        model=MODEL,
-        reasoning_effort=REASONING_EFFORT,
-        max_completion_tokens=MAX_COMPLETION_TOKENS,
-        base_url=spec["base_url"],
-        api_key=spec["api_key"],
-        concurrency=spec["concurrency"],
-        progress=False,
-        **spec.get("options", {}),
-    )
+    ex = worker_extractor(spec)
     texts = review_texts(spec["rows"])
     wall = time.perf_counter()
     out = ex.run(texts)

@@ -32,17 +32,20 @@ def _wait_for_port(proc: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"simulator exited with code {proc.returncode}")
+            raise RuntimeError(f"server exited with code {proc.returncode}")
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
             return
         time.sleep(0.05)
-    raise RuntimeError("simulator did not start")
+    raise RuntimeError("server did not start")
 
 
 @contextlib.contextmanager
-def _running(command: list[str], port: int) -> Iterator[str]:
+def running(command: list[str], port: int, cwd: Path | None = None) -> Iterator[str]:
+    """A server process started by ``command``, listening on ``port`` on loopback: yields its
+    base URL once it accepts connections (its stderr tail in the error when it does not), and
+    stops it on the way out."""
     errors = tempfile.TemporaryFile()
-    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=errors)
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=errors)
     try:
         try:
             _wait_for_port(proc, port)
@@ -68,7 +71,7 @@ def simulator_process(*args: str) -> Iterator[str]:
     """Run ``kimi-extract simulate`` on a free port; yields its base URL."""
     port = free_port()
     command = [sys.executable, "-m", "kimi_extract", "simulate", "--port", str(port), *args]
-    with _running(command, port) as base_url:
+    with running(command, port) as base_url:
         yield base_url
 
 
@@ -85,7 +88,7 @@ def served(**options: Any) -> Iterator[str]:
         "from kimi_extract.simulator import serve; "
         f"serve(port={port}, api_key={API_KEY!r}, **{options!r})"
     )
-    with _running([sys.executable, "-c", code], port) as base_url:
+    with running([sys.executable, "-c", code], port) as base_url:
         yield base_url
 
 

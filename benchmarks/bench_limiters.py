@@ -38,7 +38,6 @@ import contextlib
 import json
 import math
 import os
-import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -47,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from _common import Section, peer_available, run_worker
-from _server import free_port
+from _server import free_port, running
 
 HERE = Path(__file__).resolve().parent
 LATENCY_S = 1.0
@@ -101,35 +100,11 @@ def cells(rows: int, scale: float | None = None) -> list[dict[str, Any]]:
 @contextlib.contextmanager
 def served(shape: dict[str, Any], style: str) -> Iterator[str]:
     """A fresh ``gateway_server.py`` process; yields its base URL."""
-    import socket
-    import time
-
     port = free_port()
     spec = {"port": port, "shape": shape, "style": style, "latency_s": LATENCY_S}
-    proc = subprocess.Popen(
-        [sys.executable, str(HERE / "gateway_server.py"), json.dumps(spec)],
-        cwd=HERE,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"gateway server exited: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("gateway server did not start")
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+    command = [sys.executable, str(HERE / "gateway_server.py"), json.dumps(spec)]
+    with running(command, port, cwd=HERE) as base_url:
+        yield base_url
 
 
 def _stats(base_url: str) -> dict[str, Any]:
