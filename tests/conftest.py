@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
@@ -80,6 +82,28 @@ LONG_INSTRUCTIONS = "You classify product reviews for a consumer electronics ret
 #: Tests that check promptness also check the order of events (the run did not wait for a hung
 #: request), which no load can upset.
 CTRL_C_BOUND_S = 20.0
+
+
+def ctrl_c_when_ready(args: list[str], ready: Callable[[str], bool]) -> tuple[str, str, str, int]:
+    """Start a child script (``python -c SCRIPT ...``), wait for its first line, check it says
+    the child is ready with ``ready(line)``, press Ctrl-C (SIGINT) and wait up to
+    ``CTRL_C_BOUND_S`` for it to end. Returns (first line, rest of stdout, stderr, exit code)."""
+    child = subprocess.Popen(
+        [sys.executable, "-c", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        assert child.stdout is not None and child.stderr is not None
+        first = child.stdout.readline()
+        if not ready(first):
+            child.kill()
+            raise AssertionError(f"the child was not ready: {first!r}\n{child.stderr.read()}")
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=CTRL_C_BOUND_S)
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.communicate()
+    return first, out, err, child.returncode
 
 
 #: The benchmark smoke run: a minute or more in its own processes

@@ -6,9 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import signal
-import subprocess
-import sys
 import textwrap
 import threading
 from collections import defaultdict
@@ -28,7 +25,7 @@ from kimi_extract.testing import (
     use_clock,
 )
 
-from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, WAITING_IN_LIBRARY, Review
+from ..conftest import INTERRUPTIBLE, WAITING_IN_LIBRARY, Review, ctrl_c_when_ready
 
 BAD = '{"sentiment": "thrilled", "aspects": []}'
 
@@ -242,22 +239,9 @@ SCRIPT = (
 
 
 def test_ctrl_c_during_iter_rows_raises_run_interrupted_with_every_finished_row(tmp_path):
-    child = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, str(tmp_path / "store.sqlite3")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    _, out, err, code = ctrl_c_when_ready(
+        [SCRIPT, str(tmp_path / "store.sqlite3")], lambda first: first.strip() == "three"
     )
-    try:
-        assert child.stdout is not None
-        first = child.stdout.readline()
-        assert first.strip() == "three", first + (child.stderr.read() if child.stderr else "")
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=CTRL_C_BOUND_S)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.communicate()
     # 3 rows handed over (and said so), all 20 in .partial: the 3 with values, 17 not run.
     assert out.split() == ["interrupted", "3", "True", "20", "3", "17"], out + err
-    assert child.returncode == 0, err
+    assert code == 0, err

@@ -9,14 +9,11 @@ finished), not on time.
 
 from __future__ import annotations
 
-import signal
-import subprocess
-import sys
 import textwrap
 
 import pytest
 
-from ..conftest import CTRL_C_BOUND_S, INTERRUPTIBLE, WAITING_IN_LIBRARY
+from ..conftest import INTERRUPTIBLE, WAITING_IN_LIBRARY, ctrl_c_when_ready
 
 SCRIPT = (
     INTERRUPTIBLE
@@ -65,25 +62,12 @@ SCRIPT = (
 
 @pytest.mark.parametrize("mode", ["sync", "in-running-loop"])
 def test_ctrl_c_during_a_stream_raises_run_interrupted(mode):
-    child = subprocess.Popen(
-        [sys.executable, "-c", SCRIPT, mode],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    first, out, err, code = ctrl_c_when_ready(
+        [SCRIPT, mode], lambda first: first.startswith("partial")
     )
-    try:
-        assert child.stdout is not None
-        first = child.stdout.readline()
-        assert first.startswith("partial"), first + child.stderr.read() if child.stderr else ""
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=CTRL_C_BOUND_S)
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.communicate()
     words = int(first.split()[1])
     # RunInterrupted (a KeyboardInterrupt), no frame; the stream had not finished (its request
     # never completed), and the last value seen was the partial printed before the interrupt.
     assert out.split() == ["interrupted", "True", "None", "0", str(words)], out + err
-    assert child.returncode == 0, err
+    assert code == 0, err
     assert "Traceback" not in err and "was never awaited" not in err, err
