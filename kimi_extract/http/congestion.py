@@ -288,7 +288,7 @@ class Congestion:
         if accepted_in_flight < MIN_WINDOW_LEVEL:
             return
         if stall:
-            self.window_level = max(1, accepted_in_flight)
+            self.window_level = accepted_in_flight
         elif accepted_in_flight >= self.window_level:
             self.repeats += 1  # refused again at the same window: probe it less often
         if not self._clamped:  # the window before this episode, for a trial to restore
