@@ -77,6 +77,9 @@ SHARE_SENDS = 50
 MIN_JUDGED = 20
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
+#: ...and in the opening, after a clean run of accepted sends (``stall_streak``): at the
+#: opening's rate, a streak of ``STALL_STREAK`` would be a tenth of a second of refusals.
+OPENING_STREAK = 2
 #: How unlikely a streak of random refusals must be before it reads as a stall.
 STALL_CHANCE = 1e-4
 NOISE_MARGIN = 0.05
@@ -174,10 +177,15 @@ class Congestion:
         """How long a cut rate or a clamped window is held before probing above it."""
         return min(MAX_HOLD_S, CUBIC_K_S * 2**self.repeats)
 
-    def stall_streak(self, recent: Share) -> int:
+    def stall_streak(self, recent: Share, *, opening: bool = False) -> int:
         """Refusals in a row that random refusals would rarely make, at the learned share or the
-        ``recent`` one (whichever is higher)."""
+        ``recent`` one (whichever is higher); in the ``opening`` (no limit signalled yet) after
+        ``MIN_JUDGED`` accepted and no other refusal, ``OPENING_STREAK`` (random refusals of any
+        share that matters would have shown among those)."""
         share = min(max(self.noise, recent.value if recent.sends >= MIN_JUDGED else 0.0), 0.9)
+        clean = recent.sends - recent.refused >= MIN_JUDGED and recent.refused < OPENING_STREAK
+        if opening and clean and not self.noise:
+            return OPENING_STREAK
         if share <= 0:
             return STALL_STREAK
         return max(STALL_STREAK, math.ceil(math.log(STALL_CHANCE) / math.log(share)))
@@ -190,7 +198,9 @@ class Congestion:
         bound = p + 3 * math.sqrt(p * (1 - p) / share.sends) + NOISE_MARGIN
         return share.value <= bound
 
-    def refused(self, now: float, sent_at: float | None, recent: Share, streak: int) -> str:
+    def refused(
+        self, now: float, sent_at: float | None, recent: Share, streak: int, *, opening: bool
+    ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share and
         ``streak`` the refused sends in a row up to it (in the order they were sent): "stall",
         "noise" or "cut" (the caller acts on it)."""
@@ -199,7 +209,7 @@ class Congestion:
             self.stalls += 1
             self.trial = None
             return "stall"
-        if streak >= self.stall_streak(recent):
+        if streak >= self.stall_streak(recent, opening=opening):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"
@@ -299,9 +309,10 @@ class Congestion:
         self.window_at = now
         self._window_credit = 0.0
 
-    def restart(self, now: float, delivered: float) -> None:
+    def restart(self, now: float, delivered: float, *, paced: bool = True) -> None:
         """A probe was accepted after a stall: go on at the rate the server delivered (the
-        stall's refusals were answered by its pause: they are not judged again)."""
+        stall's refusals were answered by its pause: they are not judged again); not
+        ``paced``: a window the stall showed holds the sends instead (``shown``)."""
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
@@ -309,7 +320,13 @@ class Congestion:
         self._new_level(current)
         self.cut_at = now
         self.w_max = current
-        self._set_rate(now, current)
+        if paced:
+            self._set_rate(now, current)
+            return
+        self.rate, self.pacer, self.trial, self._chain = None, None, None, None
+        if self._clamped:  # the stall was a full rate window's, not a concurrency limit's
+            self.window, self._clamped = self._window_before_clamp, False
+            self.window_level = 0
 
     def _new_level(self, rate: float) -> None:
         if self.w_max and abs(rate - self.w_max) <= SAME_LEVEL * self.w_max:

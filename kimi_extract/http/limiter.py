@@ -26,7 +26,9 @@ adaptive send rate, and server-asked pauses.
   wait; one naming a limit again and again at its rate is congestion (someone else shares it).
 - **429s that name nothing** and congestion: ``congestion.Congestion`` tells rate 429s from
   random refusals by their pattern, cuts the rate (CUBIC on the delivered rate), pauses every
-  sender and probes when the server has no room at all.
+  sender and probes when the server has no room at all. A stall whose probe finds room again
+  seconds later shows a window (``shown``): it is kept to like a named limit's, as ``count`` per
+  ``length`` in the log, and taken whole when it refills.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -61,6 +63,7 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
+from .shown import Shown, Stall
 
 logger = logging.getLogger("kimi_extract")
 
@@ -136,6 +139,7 @@ class Limiter:
         self._first_send: float | None = None
         self._last_send = 0.0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        self.stall = Stall()  # what the stall now (if any) shows of a window
 
     # -- the limits in force ----------------------------------------------------------------
 
@@ -273,7 +277,7 @@ class Limiter:
         self.opening.answered(self.in_flight, self.max_concurrency)
         congestion = self.congestion
         if congestion.probing and permit is not None and permit.sent_at >= congestion.probe_sent:
-            congestion.restart(now, self._delivered(now, None, whole=True))
+            self._restart(now)
         congestion.accepted(now)
         self._judge_trial(now)
         self._wake_slots()
@@ -297,6 +301,8 @@ class Limiter:
             self._wake_slots()
             return
         learned = limits_in_message(message)
+        if not learned and permit is not None:
+            self.stall.refused(permit.send, now, retry_after)
         sent_at = permit.sent_at if permit is not None else None
         window_before = self.opening.window
         growing_before = self.opening.growing or self.opening.pacing
@@ -307,7 +313,8 @@ class Limiter:
             permit.send.named = True
         if verdict is None:
             streak = self.log.refused_run(permit.send) if permit is not None else 1
-            verdict = congestion.refused(now, sent_at, recent, streak)
+            opening = not self.opening.signalled
+            verdict = congestion.refused(now, sent_at, recent, streak, opening=opening)
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         if verdict == "leftover" and retry_after is not None:
@@ -316,7 +323,16 @@ class Limiter:
             wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
-            pause = congestion.stall_pause(retry_after)
+            if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
+                # In a window shown before: what the server holds in it (its sends before the
+                # last probe too); else what it took since the last stall.
+                shown = self._shown()
+                self.stall.start(
+                    self.log,
+                    since=congestion.epoch if shown is None else -math.inf,
+                    window=WINDOW_S if shown is None else shown.length,
+                )
+            pause = congestion.stall_pause(self.stall.pause(retry_after, now))
             self.pause_until = max(self.pause_until, now + pause)
             congestion.clamp(now, self._accepted_in_flight())
         elif congestion.full_window(verdict, self._accepted_in_flight()):
@@ -361,7 +377,9 @@ class Limiter:
 
     def _main_cause(self) -> str | None:
         if self._held:
-            return self._held.most_common(1)[0][0]
+            cause = self._held.most_common(1)[0][0]
+            # The pauses of a stall that showed a window were that window's.
+            return "rpm" if cause == "pause" and self.limits["rpm"].source == "shown" else cause
         # Nothing waited, but the requests filled every slot: the concurrency bound the run.
         return "concurrency" if self.peak_in_flight >= self.max_concurrency else None
 
@@ -422,6 +440,23 @@ class Limiter:
             if pacer is not None:
                 pacer.give_back(amount)
 
+    def _shown(self) -> Shown | None:
+        """The window a stall showed, if one is kept to."""
+        rpm = self.limits["rpm"]
+        if rpm.source != "shown":
+            return None
+        return Shown(round(rpm.window_count()), rpm.window_s)
+
+    def _restart(self, now: float) -> None:
+        """A stall's probe was accepted: go on at the rate the server delivered, or keep to the
+        window the stall showed (``shown``)."""
+        congestion = self.congestion
+        shown = self.stall.end(self.log, now, congestion.probe_sent, self._shown())
+        adopted = shown is not None and self.limits["rpm"].infer(
+            shown, now, self.log, congestion.refusal_rtt
+        )
+        congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
+
     def _undo_cut(self) -> None:
         """A trial found the refusals random: the in-flight window (and its growth) as it was."""
         trial = self.congestion.undone
@@ -476,7 +511,7 @@ class Limiter:
         if congestion.probing:
             deadline = congestion.probe_sent + congestion.judge_after()
             if now >= deadline:  # no 429 for the probe: the server has room again
-                congestion.restart(now, self._delivered(now, None, whole=True))
+                self._restart(now)
             else:
                 waits.append((deadline - now, "rate"))
         if self.in_flight >= self.concurrency:

@@ -30,6 +30,7 @@ from typing import Protocol
 from ..kimi import LIMIT_MESSAGES
 from .congestion import Congestion
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Pacer, SendLog
+from .shown import Shown
 
 logger = logging.getLogger("kimi_extract")
 
@@ -75,7 +76,7 @@ class Limit:
 
     name: str
     value: int | None
-    source: str = "set"  # "set" or "learned"
+    source: str = "set"  # "set", "learned" (named in a 429) or "shown" (by a stall: ``shown``)
     since: float = 0.0  # when it was adopted
     window_s: float = MAX_WINDOW_S
     how: str = ""  # how the window was learned ("" when it is the default)
@@ -168,6 +169,29 @@ class Limit:
             length,
         )
 
+    def window_count(self) -> float:
+        """How many requests (or tokens) one of its windows holds."""
+        return (self.value or 0) * self.window_s / WINDOW_S
+
+    def infer(self, shown: Shown, now: float, log: SendLog, refusal_rtt: float) -> bool:
+        """Keep to the window a stall of unnamed 429s ``shown`` (``shown`` module): ``count``
+        per ``length`` in the log, ``BURST_SHARE`` of it at once. Not when a limit told or named
+        is lower; returns whether it was adopted."""
+        value = math.ceil(shown.per_minute - 1e-9)  # (a window of ``length`` holds ``count``)
+        if self.value is not None and self.source != "shown" and value >= self.value:
+            return False
+        self.value, self.source, self.since = value, "shown", now
+        self.window_s, self.how, self.burst_before = shown.length, "stall", False
+        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * refusal_rtt))
+        log.set_length(log.requests, shown.length + edge, now)
+        self.pacer = self.new_pacer(now, full=True, burst=shown.count)
+        logger.info(
+            "server window shown by a stall of unnamed 429s: %d requests per %.3g s",
+            shown.count,
+            shown.length,
+        )
+        return True
+
 
 class LimiterView(Protocol):
     """What ``describe`` reads of a limiter."""
@@ -196,6 +220,14 @@ def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
             return "concurrency window (adaptive)"
         value, source, how = limiter.max_concurrency, limiter.concurrency_source, ""
         label = "concurrency"
+    elif cause in ("rpm", "tpm") and limiter.limits[cause].source == "shown":
+        limit = limiter.limits[cause]
+        if short:
+            return "window (shown)"
+        return (
+            f"window of {round(limit.window_count()):,} requests per {limit.window_s:.3g} s "
+            "(shown by a stall of 429s that named no limit)"
+        )
     elif cause in ("rpm", "tpm"):
         limit = limiter.limits[cause]
         value, source, label = limit.value or 0, limit.source, LABELS[cause]

@@ -14,6 +14,7 @@ span, and which window a refusal implies (``window_for``).
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -73,12 +74,13 @@ class Share:
 class Send:
     """One admitted request: when it went, the tokens charged, and whether it was refused."""
 
-    __slots__ = ("sent_at", "tokens", "refused", "named", "held")
+    __slots__ = ("sent_at", "tokens", "refused", "named", "held", "room")
 
     def __init__(self, sent_at: float, tokens: float) -> None:
         self.sent_at = sent_at
         self.tokens = tokens
         self.refused = False
+        self.room = math.inf  # refused: when its stated wait said the server has room
         self.named = False  # refused by a limit its 429 named
         self.held = 0  # bit set of the windows still counting it
 

@@ -87,6 +87,7 @@ LAYERS: dict[str, int] = {
     "http.pacing": 2,
     "http.routing": 2,
     "http.secret": 2,
+    "http.shown": 2,
     "http.transport": 2,
     "http.wire": 2,
     # 2: the settings, below the run so the run takes them as they are (the transport takes

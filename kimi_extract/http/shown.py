@@ -1,0 +1,129 @@
+"""A window limit shown by a stall of 429s that name nothing.
+
+A gateway's generic 429 ("Rate limit reached", with or without ``Retry-After``) names no limit.
+But a stall shows one: the server took ``count`` of ours, then refused every send until it had
+room again, ``length`` seconds after the first of them. A fixed window or a sliding log behaves so
+(a window of ``length`` holding ``count``); a token bucket or a concurrency limit has room again
+within a moment (``MIN_STALL_S``), and shows nothing.
+
+``Stall`` keeps one stall's evidence: when it starts, what the server took (``taken_before``);
+when its probe is accepted, the window that was (``StallStart.shown``):
+
+- ``count``: the sends the server accepted before the stall, back to the previous stall's probe
+  (or the start) and no further back than the window in force (so a lower limit, a window that
+  now holds less, is read as what its last window took);
+- ``length``: from the first of them to the moment the server had room: the earliest time a
+  stated wait (``Retry-After``, whole seconds rounded up) promised it, else the accepted probe.
+  A stated wait rounds up, so the window is read at most a second long: never shorter than it is.
+
+The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, sends at once
+up to ``BURST_SHARE`` of it) instead of a rate spread evenly: in a window the server refills all
+at once, a run takes it all at once too (``named.Limit.infer``). A later stall reads the window
+again (``Stall.end``): a window shown before that now holds less.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .congestion import BETA
+from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
+
+#: A stall shorter than this (from the last accepted send to the server's room) shows no window.
+MIN_STALL_S = 2.0
+#: ...nor does one after fewer accepted sends than this.
+MIN_COUNT = 4
+
+
+@dataclass(frozen=True)
+class Shown:
+    """A window a stall showed: ``count`` requests per ``length`` seconds."""
+
+    count: int
+    length: float
+
+    @property
+    def per_minute(self) -> float:
+        return self.count * MAX_WINDOW_S / self.length
+
+
+@dataclass(frozen=True)
+class StallStart:
+    """What the server took before a stall: ``count`` sends, the first at ``first`` and the
+    last at ``last``."""
+
+    count: int
+    first: float
+    last: float
+
+    def shown(self, room: float, *, length: float | None = None) -> Shown | None:
+        """The window shown when the server had room again at ``room`` (module docstring);
+        ``length``: the window's length is known (a stall in a window shown before, whose room
+        only a probe found: the probes' pauses grow, and the room they find is late)."""
+        if self.count < MIN_COUNT or room - self.last < MIN_STALL_S:
+            return None
+        if length is None:
+            length = min(MAX_WINDOW_S, max(MIN_WINDOW_S, room - self.first))
+        return Shown(self.count, length)
+
+
+def taken_before(log: SendLog, *, since: float, window: float) -> StallStart | None:
+    """The sends the server accepted before a stall that starts now: from ``since`` (the
+    previous stall's probe) and within ``window`` (the length of the window in force,
+    ``MAX_WINDOW_S`` when none) of the last of them."""
+    accepted = [s.sent_at for s in log.sends if not s.refused and s.sent_at >= since]
+    if not accepted:
+        return None
+    last = accepted[-1]
+    accepted = [t for t in accepted if t > last - window]
+    return StallStart(len(accepted), accepted[0], last)
+
+
+class Stall:
+    """One stall's evidence of a window, from its start to its accepted probe: what the server
+    took before it (``start``) and the earliest room a stated wait promised (``room_by``)."""
+
+    def __init__(self) -> None:
+        self.taken: StallStart | None = None
+        self.room_by = math.inf
+
+    def refused(self, send: Send, now: float, stated: float | None) -> None:
+        """A 429 that names nothing refused ``send``, saying (or not) how long to wait."""
+        if stated is None:
+            return
+        send.room = now + stated
+        if self.taken is not None:
+            self.room_by = min(self.room_by, send.room)
+
+    def start(self, log: SendLog, *, since: float, window: float) -> None:
+        """A stall starts now (``taken_before``); the refusals that made it count for its
+        room."""
+        self.taken = taken_before(log, since=since, window=window)
+        last = -math.inf if self.taken is None else self.taken.last
+        self.room_by = min((s.room for s in log.newest() if s.sent_at > last), default=math.inf)
+
+    def pause(self, stated: float | None, now: float) -> float | None:
+        """The stated wait, or less when an earlier refusal of the stall promised room
+        sooner."""
+        if stated is None or self.room_by == math.inf:
+            return stated
+        return min(stated, max(0.0, self.room_by - now))
+
+    def end(self, log: SendLog, now: float, probe: float, before: Shown | None) -> Shown | None:
+        """The stall's probe went at ``probe`` and was accepted: the window it showed (None:
+        none), ``before`` the window shown by an earlier stall. In a window shown before, the
+        stall means it holds less now (its limit dropped): its length stays (after a drop the
+        sends before leave one by one, so the room is no edge), and what it holds is, with a
+        stated wait, what it held when it had room again (the probe included), else (the
+        probes find the room late) at most ``BETA`` of what it held before."""
+        taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
+        self.taken, self.room_by = None, math.inf
+        if taken is None or before is None:
+            return None if taken is None else taken.shown(room)
+        if stated:
+            count = round(log.accepted(now, now - (room - before.length)))
+        else:
+            count = math.floor(BETA * before.count)
+        count = min(taken.count, count)
+        return StallStart(count, taken.first, taken.last).shown(room, length=before.length)

@@ -1,0 +1,119 @@
+"""Windows shown by stalls of 429s that name nothing, on a virtual clock (``http/shown.py``).
+
+A gateway's generic 429 names no limit, but a stall shows a window: the server took so many of
+ours, then refused everything until it had room again. The limiter keeps to that window (all of
+it at once when it refills, as a window does) instead of a rate spread evenly over it; a short
+stall (a token bucket, a concurrency slot) shows none; a window that later holds less (its limit
+dropped) is read again. The opening stalls after two refusals in a row that follow a clean run.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from kimi_extract.http.congestion import OPENING_STREAK
+from kimi_extract.http.pacing import SendLog
+from kimi_extract.http.shown import MIN_STALL_S, StallStart, taken_before
+
+from .virtual_gateway import Shape, dumps, run
+
+WINDOW = re.compile(r"window of ([\d,]+) requests per ([\d.]+) s \(shown by a stall")
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_a_window_shown_with_retry_after_is_taken_whole_when_it_refills(kind):
+    # 50 per 10 s, "Rate limit reached" with Retry-After. Paced evenly at what the stall
+    # delivered, the second window's room went at 4.8/s (200 rows in 44 s); taken whole, it
+    # goes at once when it refills, as the peer's retries take it.
+    out = run(Shape(kind, per_minute=300, window_s=10), rows=200, style="retry-after")
+    assert out.ok == 200, dumps(out)
+    assert out.gateway.sent(since=10.0, until=12.0) >= 45, dumps(out)
+    assert out.end <= 36.0, dumps(out)
+    assert out.gateway.refused() <= 6, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 50 and 10.0 <= float(length) <= 11.0, dumps(out)
+
+
+def test_a_minute_window_shown_with_retry_after_is_not_crawled_through():
+    # 120 per 60 s: the stall's pause ends when the window refills; the rest (80 rows) goes at
+    # once, not at the 2/s the first minute delivered (200 rows in 87 s).
+    out = run(Shape("fixed", per_minute=120, window_s=60), rows=200, style="retry-after")
+    assert out.ok == 200, dumps(out)
+    assert out.end <= 63.0, dumps(out)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_a_minute_window_shown_by_bare_probes_is_kept_to(kind):
+    # The same with 429s that say nothing: the probes find the room late, and the window is
+    # read as long as they found it; the log of sends older than a minute is gone by then, so
+    # what the server took is read when the stall starts. Before, the run crawled on at the
+    # rate delivered over the stall (200 rows in 100 s).
+    out = run(Shape(kind, per_minute=120, window_s=60), rows=200, style="bare")
+    assert out.ok == 200, dumps(out)
+    assert out.end <= 80.0, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 120 and 60.0 <= float(length), dumps(out)
+
+
+def test_the_opening_stalls_after_two_refusals_that_follow_a_clean_run():
+    # 50 per 10 s, bare 429s: the opening's 50 go through, then two refusals in a row are a
+    # full window (six were sent before, at the opening's rate).
+    out = run(Shape("sliding", per_minute=300, window_s=10), rows=200, style="bare")
+    assert out.ok == 200, dumps(out)
+    assert OPENING_STREAK == 2
+    assert out.gateway.refused(until=1.0) == OPENING_STREAK, dumps(out)
+    assert out.refused_share <= 0.05, dumps(out)
+
+
+def test_random_refusals_from_the_start_do_not_stall_the_opening():
+    # 30 % refused at random from the first request: refusals in a row come soon, but not after
+    # a clean run, so the opening goes on (stalled, the run lost a fifth of its rate).
+    clean = run(Shape("concurrency", concurrency=50), rows=2000)
+    for seed in (1, 4, 5):
+        noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
+        assert noisy.ok == 2000, dumps(noisy)
+        assert clean.end / noisy.end >= 0.9, (seed, dumps(noisy))
+        assert noisy.limiter.limits["rpm"].source != "shown", dumps(noisy)
+
+
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_a_token_bucket_shows_no_window(style):
+    # Its stalls are short (room again within a refill): no window, the rate is found instead.
+    out = run(Shape("bucket", per_minute=300, burst=10), rows=200, style=style)
+    assert out.ok == 200, dumps(out)
+    assert out.limiter.limits["rpm"].source != "shown", dumps(out)
+
+
+@pytest.mark.parametrize(
+    ("style", "least"), [("retry-after", 0.9), ("bare", 0.6)], ids=["retry-after", "bare"]
+)
+def test_a_shown_window_that_drops_is_read_again(style, least):
+    # 3,000 -> 1,500 per minute after 30 s, counted in 10 s, 2,000 rows: the window shown by the
+    # opening holds 500; after the drop the server holds 250. With Retry-After the next stall
+    # reads what the server held when it had room again; with nothing, the count is cut
+    # (BETA of it) until no stall. Never above what the server holds now.
+    shape = Shape("sliding", per_minute=3000, window_s=10, change_at=30, change_to=1500)
+    out = run(shape, rows=2000, style=style)
+    assert out.ok == 2000, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert least * 250 <= int(count.replace(",", "")) <= 250, dumps(out)
+    assert float(length) >= 10.0, dumps(out)
+    assert out.refused_share <= 0.02, dumps(out)
+
+
+def test_taken_reads_what_the_server_took_before_the_stall():
+    log = SendLog()
+    sends = [log.add(t / 10, 1.0) for t in range(30)]  # 0.0 .. 2.9 s
+    for send in sends[25:]:
+        log.refuse(send)
+    taken = taken_before(log, since=-1.0, window=60.0)
+    assert taken == StallStart(25, 0.0, 2.4)
+    assert taken_before(log, since=1.0, window=60.0) == StallStart(15, 1.0, 2.4)
+    assert taken_before(log, since=-1.0, window=1.0) == StallStart(10, 1.5, 2.4)
+    # The window runs from the first to the room; a short stall shows none.
+    shown = taken.shown(10.0)
+    assert shown is not None and (shown.count, shown.length) == (25, 10.0)
+    assert taken.shown(2.4 + MIN_STALL_S - 0.01) is None
+    assert StallStart(3, 0.0, 0.2).shown(10.0) is None  # (too few to show anything)
