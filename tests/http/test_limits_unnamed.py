@@ -189,3 +189,25 @@ def test_told_limits_or_adaptive_off_keep_the_rate(workaround):
     )
     assert noisy.ok == 200, dumps(noisy)
     assert noisy.end <= 3 * clean.end, (clean.end, dumps(noisy))
+
+
+def test_a_first_trial_finds_random_refusals_early_when_a_fallen_share_would_not_explain_them():
+    # Cut at a 35 % share: a share fallen with the rate (a quarter of it, ~9 %) refuses 4 of 10
+    # with under 1 % chance, so 4 of 10 refused at the lower rate is random refusals now, not
+    # after 20 judged sends; 1 of 10, or a cut in a row after another, waits for the 20.
+    from kimi_extract.http.congestion import EARLY_SENDS, Congestion
+
+    def trial(depth: int = 0):
+        congestion = Congestion()
+        before = Share(sends=40, refused=14)
+        congestion.cut(3.0, 5.0, 5, before, told=False, limiter_window=5, growing_before=False)
+        assert congestion.trial is not None and congestion.trial.needed == 20
+        congestion.trial.depth = depth
+        return congestion
+
+    assert EARLY_SENDS == 10
+    assert trial().judge(6.0, Share(sends=10, refused=4)) == "noise"
+    assert trial().judge(6.0, Share(sends=10, refused=1)) is None
+    assert trial().judge(6.0, Share(sends=9, refused=4)) is None
+    assert trial(depth=1).judge(6.0, Share(sends=10, refused=4)) is None
+    assert trial().judge(9.0, Share(sends=20, refused=1)) == "rate"
