@@ -80,12 +80,6 @@ SHARE_SENDS = 50
 MIN_JUDGED = 20
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
-#: ...and in the opening, after a clean run of accepted sends (``stall_streak``): at the
-#: opening's rate, a streak of ``STALL_STREAK`` would be a tenth of a second of refusals.
-OPENING_STREAK = 2
-#: ...after this many accepted and no other refusal (30 % of random refusals leave 8 in a row
-#: untouched 6 % of the time, and then two in a row 9 % of that).
-CLEAN_SENDS = 8
 #: How unlikely a streak of random refusals must be before it reads as a stall.
 STALL_CHANCE = 1e-4
 NOISE_MARGIN = 0.05
@@ -195,15 +189,10 @@ class Congestion:
         """How long a cut rate or a clamped window is held before probing above it."""
         return min(MAX_HOLD_S, CUBIC_K_S * 2**self.repeats)
 
-    def stall_streak(self, recent: Share, *, opening: bool = False) -> int:
+    def stall_streak(self, recent: Share) -> int:
         """Refusals in a row that random refusals would rarely make, at the learned share or the
-        ``recent`` one (whichever is higher); in the ``opening`` (no limit signalled yet) after
-        ``CLEAN_SENDS`` accepted and no other refusal, ``OPENING_STREAK`` (random refusals of any
-        share that matters would have shown among those)."""
+        ``recent`` one (whichever is higher)."""
         share = min(max(self.noise, recent.value if recent.sends >= MIN_JUDGED else 0.0), 0.9)
-        clean = recent.sends - recent.refused >= CLEAN_SENDS and recent.refused < OPENING_STREAK
-        if opening and clean and not self.noise:
-            return OPENING_STREAK
         if share <= 0:
             return STALL_STREAK
         return max(STALL_STREAK, math.ceil(math.log(STALL_CHANCE) / math.log(share)))
@@ -216,9 +205,7 @@ class Congestion:
         bound = p + 3 * math.sqrt(p * (1 - p) / share.sends) + NOISE_MARGIN
         return share.value <= bound
 
-    def refused(
-        self, now: float, sent_at: float | None, recent: Share, streak: int, *, opening: bool
-    ) -> str:
+    def refused(self, now: float, sent_at: float | None, recent: Share, streak: int) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share and
         ``streak`` the refused sends in a row up to it (in the order they were sent): "stall",
         "noise" or "cut" (the caller acts on it)."""
@@ -227,7 +214,7 @@ class Congestion:
             self.stalls += 1
             self.trial = None
             return "stall"
-        if streak >= self.stall_streak(recent, opening=opening):
+        if streak >= self.stall_streak(recent):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"

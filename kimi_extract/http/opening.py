@@ -40,7 +40,6 @@ class Opening:
         self.pacing = adaptive  # until the first answer
         self.pacer = Pacer(OPENING_RATE, OPENING_BURST, now, full=True)
         self.growing = adaptive
-        self.signalled = not adaptive  # a 429 signalled a limit (``stop``)
         self.window = concurrency
         self._base = float(SLOW_START)
         self._seen = 0.0  # seen time since the growth started
@@ -91,7 +90,6 @@ class Opening:
     def stop(self, most: int) -> None:
         """A 429 signalled a limit: no more opening or growth (the limit holds sends now)."""
         self.pacing = self.growing = False
-        self.signalled = True
         self.window = most
 
     def resume(self, window: int, growing: bool, most: int) -> None:

@@ -4,7 +4,7 @@ A gateway's generic 429 names no limit, but a stall shows a window: the server t
 ours, then refused everything until it had room again. The limiter keeps to that window (all of
 it at once when it refills, as a window does) instead of a rate spread evenly over it; a short
 stall (a token bucket, a concurrency slot) shows none; a window that later holds less (its limit
-dropped) is read again. The opening stalls after two refusals in a row that follow a clean run.
+dropped) is read again.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ import re
 
 import pytest
 
-from kimi_extract.http.congestion import OPENING_STREAK
 from kimi_extract.http.pacing import SendLog
 from kimi_extract.http.shown import MIN_STALL_S, StallStart, taken_before
 
@@ -57,19 +56,20 @@ def test_a_minute_window_shown_by_bare_probes_is_kept_to(kind):
     assert int(count) == 120 and 60.0 <= float(length), dumps(out)
 
 
-def test_the_opening_stalls_after_two_refusals_that_follow_a_clean_run():
-    # 50 per 10 s, bare 429s: the opening's 50 go through, then two refusals in a row are a
-    # full window (six were sent before, at the opening's rate).
-    out = run(Shape("sliding", per_minute=300, window_s=10), rows=200, style="bare")
-    assert out.ok == 200, dumps(out)
-    assert OPENING_STREAK == 2
-    assert out.gateway.refused(until=1.0) == OPENING_STREAK, dumps(out)
-    assert out.refused_share <= 0.05, dumps(out)
+def test_a_bucket_with_slow_answers_is_not_held_to_what_its_burst_left_in_flight():
+    # 10/s with 10 of burst, answers taking 8 s, 100 rows. A stall right after the burst
+    # (refusals two in a row after a clean run, as a window's) finds all 10 in flight and
+    # holds the run to 10 per 8 s: 100 rows in 74 s instead of 18 s. (Found by a sweep of
+    # shapes, latencies and 429 styles; the two-refusal stall was taken back.)
+    for style in ("bare", "retry-after"):
+        out = run(Shape("bucket", per_minute=600, burst=10), rows=100, style=style, latency_s=8.0)
+        assert out.ok == 100, dumps(out)
+        assert out.end <= 35.0, (style, dumps(out))
 
 
-def test_random_refusals_from_the_start_do_not_stall_the_opening():
-    # 30 % refused at random from the first request: refusals in a row come soon, but not after
-    # a clean run, so the opening goes on (stalled, the run lost a fifth of its rate).
+def test_random_refusals_from_the_start_show_no_window():
+    # 30 % refused at random from the first request: refusals in a row come soon; no stall of
+    # theirs is read as a window, and the run keeps its rate.
     clean = run(Shape("concurrency", concurrency=50), rows=2000)
     for seed in (1, 4, 5):
         noisy = run(Shape("concurrency", concurrency=50, random_share=0.3, seed=seed), rows=2000)
