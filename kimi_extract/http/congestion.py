@@ -80,6 +80,8 @@ SHARE_SENDS = 50
 MIN_JUDGED = 20
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
+#: ...or this many, each asking to wait at least ``LONG_WAIT_S``.
+LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
 STALL_CHANCE = 1e-4
 NOISE_MARGIN = 0.05
@@ -205,16 +207,21 @@ class Congestion:
         bound = p + 3 * math.sqrt(p * (1 - p) / share.sends) + NOISE_MARGIN
         return share.value <= bound
 
-    def refused(self, now: float, sent_at: float | None, recent: Share, streak: int) -> str:
-        """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share and
-        ``streak`` the refused sends in a row up to it (in the order they were sent): "stall",
-        "noise" or "cut" (the caller acts on it)."""
+    def refused(
+        self, now: float, sent_at: float | None, recent: Share, streak: int, stated: float | None
+    ) -> str:
+        """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
+        ``streak`` the refused sends in a row up to it (in the order they were sent) and
+        ``stated`` the wait the server asked for: "stall", "noise" or "cut" (the caller acts on
+        it). Two refusals in a row that each ask to wait ``LONG_WAIT_S`` or more are a stall:
+        the server says it has no room for that long."""
         if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
             self.probing = False
             self.stalls += 1
             self.trial = None
             return "stall"
-        if streak >= self.stall_streak(recent):
+        long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
+        if long_wait or streak >= self.stall_streak(recent):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"

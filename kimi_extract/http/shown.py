@@ -4,7 +4,9 @@ A gateway's generic 429 ("Rate limit reached", with or without ``Retry-After``) 
 But a stall shows one: the server took ``count`` of ours, then refused every send until it had
 room again, ``length`` seconds after the first of them. A fixed window or a sliding log behaves so
 (a window of ``length`` holding ``count``); a token bucket or a concurrency limit has room again
-within a moment (``MIN_STALL_S``), and shows nothing.
+within a moment (``MIN_STALL_S``), and shows nothing. Nor does a stall whose accepted probe went
+long after its last refusal (``SEEN_SHARE``): held back for a slot while answers are slow, the
+probe does not say when the room came.
 
 ``Stall`` keeps one stall's evidence: when it starts, what the server took (``taken_before``);
 when its probe is accepted, the window that was (``StallStart.shown``):
@@ -32,8 +34,11 @@ from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
 MIN_STALL_S = 2.0
-#: ...nor does one after fewer accepted sends than this.
+#: ...nor does one after fewer accepted sends than this...
 MIN_COUNT = 4
+#: ...nor one that names no wait and whose last refusal came before this share of it (the
+#: room is then not where the probe found it).
+SEEN_SHARE = 0.5
 
 
 @dataclass(frozen=True)
@@ -87,9 +92,12 @@ class Stall:
     def __init__(self) -> None:
         self.taken: StallStart | None = None
         self.room_by = math.inf
+        self.no_room = -math.inf  # the last send of the stall refused
 
     def refused(self, send: Send, now: float, stated: float | None) -> None:
         """A 429 that names nothing refused ``send``, saying (or not) how long to wait."""
+        if self.taken is not None:
+            self.no_room = max(self.no_room, send.sent_at)
         if stated is None:
             return
         send.room = now + stated
@@ -101,7 +109,9 @@ class Stall:
         room."""
         self.taken = taken_before(log, since=since, window=window)
         last = -math.inf if self.taken is None else self.taken.last
-        self.room_by = min((s.room for s in log.newest() if s.sent_at > last), default=math.inf)
+        refused = [s for s in log.newest() if s.sent_at >= last and s.refused]
+        self.room_by = min((s.room for s in refused), default=math.inf)
+        self.no_room = max((s.sent_at for s in refused), default=-math.inf)
 
     def pause(self, stated: float | None, now: float) -> float | None:
         """The stated wait, or less when an earlier refusal of the stall promised room
@@ -118,9 +128,16 @@ class Stall:
         stated wait, what it held when it had room again (the probe included), else (the
         probes find the room late) at most ``BETA`` of what it held before."""
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
-        self.taken, self.room_by = None, math.inf
-        if taken is None or before is None:
-            return None if taken is None else taken.shown(room)
+        no_room = self.no_room
+        self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
+        if taken is None:
+            return None
+        if before is None:
+            # A probe's room is known only as well as the last refusal before it says: one
+            # that waited for a slot of ours (long answers, a clamped window) says nothing.
+            if not stated and no_room - taken.last < SEEN_SHARE * (room - taken.last):
+                return None
+            return taken.shown(room)
         if stated:
             count = round(log.accepted(now, now - (room - before.length)))
         else:

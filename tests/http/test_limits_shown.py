@@ -117,3 +117,58 @@ def test_taken_reads_what_the_server_took_before_the_stall():
     assert shown is not None and (shown.count, shown.length) == (25, 10.0)
     assert taken.shown(2.4 + MIN_STALL_S - 0.01) is None
     assert StallStart(3, 0.0, 0.2).shown(10.0) is None  # (too few to show anything)
+
+
+def test_two_refusals_that_ask_a_long_wait_are_a_stall():
+    # 35 per 60 s, Retry-After: the opening's 36th and 37th sends are told to wait a minute.
+    # Read as a rate cut, the run paused, crawled at the cut rate and burst into the window
+    # again (11 refused, 144 s for 105 rows); read as a stall, the window is shown.
+    out = run(Shape("sliding", per_minute=35, window_s=60), rows=105, style="retry-after")
+    assert out.ok == 105, dumps(out)
+    assert out.gateway.refused() == 2, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 35 and float(length) == 60.0, dumps(out)
+    assert out.end <= 130.0, dumps(out)
+
+
+def test_refusals_sent_with_the_last_accepted_one_say_when_the_window_has_room():
+    # 5 per 5 s, answers in 8 s: the opening sends 8 at once; the 3 refused ones went at the
+    # same moment as the last accepted one, and their Retry-After says when the window has room
+    # (the probe, held for a slot, only went at 8 s: read from it, the window was 5 per 8 s).
+    out = run(Shape("fixed", per_minute=60, window_s=5), rows=100, style="retry-after", latency_s=8)
+    assert out.ok == 100, dumps(out)
+    rpm = out.limiter.limits["rpm"]
+    assert rpm.source == "shown", dumps(out)
+    assert (round(rpm.window_count()), rpm.window_s) == (5, 5.0), dumps(out)
+
+
+def test_a_probe_held_back_for_a_slot_shows_no_window():
+    # 1 per second with no burst, 429s that say nothing, answers in 8 s: the stall clamps the
+    # in-flight window and the probe waits 8 s for a slot; nothing was refused in that time, so
+    # the room was not where the probe found it (read as a window: 23 per 60 s, 600 rows in
+    # 2,575 s against 1,607 s before windows were read).
+    out = run(Shape("bucket", per_minute=60, burst=1), rows=600, style="bare", latency_s=8.0)
+    assert out.ok == 600, dumps(out)
+    assert out.limiter.limits["rpm"].source != "shown", dumps(out)
+    assert out.end <= 1700.0, dumps(out)
+
+
+def test_a_stall_reads_its_room_from_its_last_refusal():
+    from kimi_extract.http.shown import SEEN_SHARE, Stall
+
+    log = SendLog()
+    for t in range(10):
+        log.add(t / 10, 1.0)  # 0.0 .. 0.9 accepted
+    refused = log.add(1.0, 1.0)
+    log.refuse(refused)
+    stall = Stall()
+    stall.start(log, since=-1.0, window=60.0)
+    assert stall.taken == StallStart(10, 0.0, 0.9)
+    late = log.add(4.0, 1.0)  # a probe refused at 4 s: no room then
+    log.refuse(late)
+    stall.refused(late, 4.0, None)
+    shown = stall.end(log, 6.0, 6.0, None)  # accepted at 6 s: the window is 6 s
+    assert shown is not None and (shown.count, shown.length) == (10, 6.0)
+    assert SEEN_SHARE == 0.5
+    stall.start(log, since=-1.0, window=60.0)  # the last refusal at 1.0 s, room found at 9 s
+    assert stall.end(log, 9.0, 9.0, None) is None
