@@ -59,6 +59,12 @@ def limits_in_message(message: str) -> dict[str, int]:
     return found
 
 
+def log_margin(refusal_rtt: float) -> float:
+    """How much longer the log counts a learned window: twice the time a 429 takes to come
+    back, within ``EDGE_MIN_S`` .. ``EDGE_MAX_S``."""
+    return min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * refusal_rtt))
+
+
 @dataclass
 class Adoption:
     """What adopting a limit reads from the limiter: its log, the time a 429 takes to come back
@@ -156,7 +162,7 @@ class Limit:
         recent = self.recent_rate(log, now) if previous is not None else None
         self.value, self.source, self.since = value, "learned", now
         self.window_s, self.how = length, how
-        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * context.refusal_rtt))
+        edge = log_margin(context.refusal_rtt)
         log.set_length(log.tokens if tokens else log.requests, length + edge, now)
         if recent is None:
             recent = log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
@@ -182,7 +188,7 @@ class Limit:
             return False
         self.value, self.source, self.since = value, "shown", now
         self.window_s, self.how, self.burst_before = shown.length, "stall", False
-        edge = min(EDGE_MAX_S, max(EDGE_MIN_S, 2 * refusal_rtt))
+        edge = log_margin(refusal_rtt)
         log.set_length(log.requests, shown.length + edge, now)
         self.pacer = self.new_pacer(now, full=True, burst=shown.count)
         logger.info(
