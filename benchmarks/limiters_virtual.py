@@ -2,12 +2,14 @@
 
     python benchmarks/limiters_virtual.py                  # 200 and 2,000 rows
     python benchmarks/limiters_virtual.py --rows 200 --cells "sliding 10 s"
+    python benchmarks/limiters_virtual.py --refusal-s 0.05  # each 429 read 50 ms late
 
 The same cells, limits, 429 styles and "limit rows/s" as section 7, but each run is the real
 ``Transport`` and ``Limiter`` against the same ``ratelimits.Shape`` inside one process, on the
 virtual clock of ``tests/http/virtual_gateway.py``: a run of minutes takes a fraction of a second of
 CPU, and the figures do not depend on this machine's load. Answers take 1 s, refusals come back
-at once, prompts are padded to about the tokens per row the real run's server counts.
+at once (``--refusal-s``: after that long, as a busy event loop reads them on the real clock),
+prompts are padded to about the tokens per row the real run's server counts.
 
 What it leaves out, so it is no substitute for section 7: the peer (the openai SDK and tenacity
 sleep on the real clock), HTTP, the Extractor around the transport, and the client's CPU (a busy
@@ -48,12 +50,18 @@ class _Counting(virtual_gateway.VirtualGateway):
         return reply
 
 
-def run_cell(cell: dict[str, Any]) -> dict[str, Any]:
-    """One cell, kimi_extract only: the same measures as section 7's."""
+def run_cell(cell: dict[str, Any], refusal_s: float = 0.0) -> dict[str, Any]:
+    """One cell, kimi_extract only: the same measures as section 7's (each 429 coming back
+    after ``refusal_s``)."""
     virtual_gateway.VirtualGateway = _Counting  # type: ignore[misc]
     shape = virtual_gateway.Shape(**cell["shape"])
     out = virtual_gateway.run(
-        shape, rows=cell["rows"], workers=bench_limiters.CONCURRENCY, style=cell["style"], pad=PAD
+        shape,
+        rows=cell["rows"],
+        workers=bench_limiters.CONCURRENCY,
+        style=cell["style"],
+        pad=PAD,
+        refusal_s=refusal_s,
     )
     gateway = out.gateway
     accepted = len(gateway.accepted_times())
@@ -78,6 +86,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cells", default="", help="comma-separated shape names")
     parser.add_argument("--rows", default="200,2000", help="comma-separated run sizes")
+    parser.add_argument(
+        "--refusal-s", type=float, default=0.0, help="seconds each 429 takes to come back"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per cell")
     args = parser.parse_args()
     only = {c.strip() for c in args.cells.split(",") if c.strip()}
@@ -90,7 +101,7 @@ def main() -> None:
         for cell in bench_limiters.cells(rows):
             if only and cell["name"] not in only:
                 continue
-            r = run_cell(cell)
+            r = run_cell(cell, args.refusal_s)
             cap = bench_limiters.TARGET_REFUSED.get(rows, 0.05)
             if cell["kind"] == "random":
                 if cell["name"] == "random: none":

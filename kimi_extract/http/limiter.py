@@ -308,7 +308,7 @@ class Limiter:
         growing_before = self.opening.growing or self.opening.pacing
         congestion = self.congestion
         recent = self._judged(now)
-        verdict = self._read_named(learned, now, retry_after) if learned else None
+        verdict = self._read_named(learned, now, retry_after, sent_at) if learned else None
         if learned and permit is not None:
             permit.send.named = True
         if verdict is None:
@@ -414,12 +414,13 @@ class Limiter:
         congestion = self.congestion
         return self.log.judged(now - congestion.judge_after(), since, count, epoch=congestion.epoch)
 
-    def _adoption(self, name: str) -> Adoption:
+    def _adoption(self, sent_at: float | None) -> Adoption:
         return Adoption(
             self.log,
             self.clock() - self.congestion.judge_after(),
             self.congestion.refusal_rtt,
             float(self.estimate(0)),
+            sent_at,
         )
 
     def _judge_trial(self, now: float) -> None:
@@ -463,7 +464,9 @@ class Limiter:
         if trial is not None:
             self.opening.resume(trial.limiter_window, trial.growing_before, self.max_concurrency)
 
-    def _read_named(self, learned: dict[str, int], now: float, stated: float | None) -> str:
+    def _read_named(
+        self, learned: dict[str, int], now: float, stated: float | None, sent_at: float | None
+    ) -> str:
         """How to read a 429 that names limits: "adopted", "noise", "leftover" or
         "congestion"."""
         verdicts = []
@@ -483,7 +486,9 @@ class Limiter:
                 verdicts.append("congestion")  # someone else uses the org's slots too
         for name in ("rpm", "tpm"):
             if name in learned:
-                verdict = self.limits[name].read(learned[name], now, stated, self._adoption(name))
+                verdict = self.limits[name].read(
+                    learned[name], now, stated, self._adoption(sent_at)
+                )
                 verdicts.append(verdict)
         for verdict in ("congestion", "leftover", "adopted"):
             if verdict in verdicts:

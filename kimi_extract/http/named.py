@@ -17,7 +17,11 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
   were above it, it is the rest of that burst in the server's window ("leftover": everyone waits
   the stated time); below ``BELOW_LIMIT`` of it, not a rate signal ("noise": only that request
   waits); at its rate but the first in a window, a send at the window's edge ("leftover"); again
-  within a window, someone else shares the quota ("congestion").
+  within a window, someone else shares the quota ("congestion"). A 429 for a request sent before
+  the last one naming the limit came back is that same moment (a busy loop or a long round trip
+  reads 429s late, and the requests sent meanwhile are refused too), read as it was. When it is
+  for a request of the burst a window was read from, the window is read again without it (counted
+  as taken, the refused sends made the window look longer, and a longer one held more).
 """
 
 from __future__ import annotations
@@ -74,6 +78,7 @@ class Adoption:
     judged_before: float
     refusal_rtt: float
     each_tokens: float
+    sent_at: float | None = None  # when the refused request was sent
 
 
 @dataclass
@@ -86,8 +91,11 @@ class Limit:
     since: float = 0.0  # when it was adopted
     window_s: float = MAX_WINDOW_S
     how: str = ""  # how the window was learned ("" when it is the default)
+    least_s: float = MIN_WINDOW_S  # the shortest the server's stated wait allows it to be
+    read_at: float | None = None  # when the window was read from a burst of ours
     burst_before: bool = False  # we were above it when we learned it
     refused_at: float = -math.inf  # the last 429 naming it
+    verdict: str = "noise"  # how it was read
     pacer: Pacer | None = None
 
     @property
@@ -114,21 +122,44 @@ class Limit:
     def read(self, value: int, now: float, stated: float | None, context: Adoption) -> str:
         """A 429 named this limit as ``value``: "adopted", "leftover", "noise" or "congestion"
         (module docstring)."""
-        try:
-            if self.value is None or value < self.value:
-                self.adopt(value, now, stated, context)
-                return "adopted"
-            if value > self.value:
-                return "noise"  # a limit above ours: not what holds us
-            if self.burst_before and now - self.since < self.window_s:
-                return "leftover"  # the server still counts our burst from before
-            if self.recent_rate(context.log, now) < BELOW_LIMIT * value / WINDOW_S:
-                return "noise"
-            if now - self.refused_at > self.window_s:
-                return "leftover"  # once in a window, at its edge: a short pause
-            return "congestion"  # again and again: someone else shares the quota
-        finally:
-            self.refused_at = now
+        if value > (self.value or math.inf):
+            return "noise"  # a limit above ours: not what holds us
+        sent_at = context.sent_at if context.sent_at is not None else now
+        if self.value is None or value < self.value:
+            self.adopt(value, now, stated, context)
+            verdict = "adopted"
+        else:
+            if self.read_at is not None and sent_at <= self.read_at:
+                self.reread(now, context)  # one more of the burst it was read from was refused
+            if self.verdict != "adopted" and sent_at < self.refused_at:
+                # Sent before the last 429 naming it came back: the same moment, read the same.
+                return self.verdict
+            verdict = self._verdict(value, now, context.log)
+        self.refused_at, self.verdict = now, verdict
+        return verdict
+
+    def _verdict(self, value: int, now: float, log: SendLog) -> str:
+        if self.burst_before and now - self.since < self.window_s:
+            return "leftover"  # the server still counts our burst from before
+        if self.recent_rate(log, now) < BELOW_LIMIT * value / WINDOW_S:
+            return "noise"
+        if now - self.refused_at > self.window_s:
+            return "leftover"  # once in a window, at its edge: a short pause
+        return "congestion"  # again and again: someone else shares the quota
+
+    def reread(self, now: float, context: Adoption) -> None:
+        """A send of the burst a window was read from was refused after all: the window as the
+        burst shows it without that send (shorter: it held fewer), never below what the server's
+        stated wait required."""
+        assert self.read_at is not None
+        window = context.log.window_for(
+            self.read_at, self.value or 0, tokens=False, judged_before=self.read_at
+        )
+        if window is None or window >= self.window_s:
+            return
+        self.window_s = max(window, self.least_s)
+        edge = log_margin(context.refusal_rtt)
+        context.log.set_length(context.log.requests, self.window_s + edge, now)
 
     def adopt(self, value: int, now: float, stated: float | None, context: Adoption) -> None:
         """Keep to ``value`` from now on: its window, pacer and log (module docstring)."""
@@ -159,9 +190,11 @@ class Limit:
                     low, high = (middle, high) if owes <= allowed else (low, middle)
                 length, how = low, "stated wait"
             length = max(length, min(stated, MAX_WINDOW_S))
+        self.least_s = MIN_WINDOW_S if stated is None else min(stated, MAX_WINDOW_S)
         recent = self.recent_rate(log, now) if previous is not None else None
         self.value, self.source, self.since = value, "learned", now
         self.window_s, self.how = length, how
+        self.read_at = now if how == "burst" and window is not None else None
         edge = log_margin(context.refusal_rtt)
         log.set_length(log.tokens if tokens else log.requests, length + edge, now)
         if recent is None:

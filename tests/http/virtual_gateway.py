@@ -15,6 +15,7 @@ import heapq
 import importlib.util
 import itertools
 import json
+import random
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -168,12 +169,13 @@ def run(
     max_retry_wait: float = 60.0,
     pad: int = 0,
     refusal_s: float = 0.0,
+    seed: int = 0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
     keyword arguments besides ``concurrency=workers``) against ``shape``; ``pad`` characters
     added to each prompt (a larger body: more tokens per request); ``refusal_s``: how long each
-    429 takes to come back."""
+    429 takes to come back; ``seed``: the transport's retry jitter (a run is reproducible)."""
     vt = VirtualTime()
     gateway = VirtualGateway(vt, shape, style, latency_s, refusal_s)
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
@@ -210,7 +212,12 @@ def run(
             tasks = [asyncio.create_task(worker()) for _ in range(workers)]
             await vt.drive(tasks)
 
-    asyncio.run(main())
+    state = random.getstate()
+    random.seed(seed)
+    try:
+        asyncio.run(main())
+    finally:
+        random.setstate(state)
     return Outcome(gateway, limiter, ok, lost, end)
 
 

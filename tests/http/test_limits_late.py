@@ -1,0 +1,87 @@
+"""Named limits when 429s come back late, on a virtual clock (``http/named.py``).
+
+On the real clock a busy event loop reads a 429 some milliseconds after the server sent it, and
+a remote server's 429 takes a round trip: requests sent in that moment are refused too. Those
+refusals are one event, not "again and again" (which would read as someone else sharing the
+quota and cut the run to an adaptive rate), and a window read from a burst of ours is read again
+without the sends of that burst that turn out refused (counted as taken, they made the window
+look longer, and a longer window held more than the server's).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from kimi_extract.http.named import Adoption, Limit
+from kimi_extract.http.pacing import SendLog
+
+from .virtual_gateway import Shape, dumps, run
+
+
+@pytest.mark.parametrize("refusal_s", [0.01, 0.05])
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_late_429s_at_a_window_edge_keep_the_named_limit(kind, refusal_s):
+    # 500 per 10 s named as "max RPM: 3000". With each 429 read 10-50 ms late, the 429s of
+    # the sends made in that moment were read as a limit refused again and again: the run was
+    # cut to an adaptive rate of 34/s (2,000 rows in 45 s; with 429s at once, 36.3 s).
+    out = run(
+        Shape(kind, per_minute=3000, window_s=10), rows=2000, style="kimi", refusal_s=refusal_s
+    )
+    assert out.ok == 2000, dumps(out)
+    assert (out.limiter.bound_by() or "").startswith("RPM 3,000 (learned"), dumps(out)
+    assert out.end <= 37.0, dumps(out)
+    # The window was read as the server's: after the opening, nothing is refused.
+    late = [a.at for a in out.gateway.attempts if a.refused and a.at > 6.0]
+    assert late == [], dumps(out)
+
+
+def test_late_429s_when_the_limit_halves_apply_the_new_limit_only():
+    # RPM 3000 -> 1500 after 30 s, counted in 10 s, 429s read 10 ms late: the 25/s the server
+    # allows after the drop is kept (before: the window edges read as congestion, 83 %).
+    shape = Shape("fixed", per_minute=3000, window_s=10, change_at=30, change_to=1500)
+    out = run(shape, rows=2000, style="kimi", refusal_s=0.01)
+    assert out.ok == 2000, dumps(out)
+    accepted = out.gateway.accepted_times()
+    after = [t for t in accepted if t >= 40.0]
+    rate = (len(after) - 1) / (max(after) - min(after))
+    assert rate >= 0.95 * 25, (rate, dumps(out))
+    # 1,500 by 30 s at 50/s, the other 500 at 25/s: 50 s at the server's limits (was 61.5 s).
+    assert out.end <= 56.0, dumps(out)
+    assert out.gateway.refused() <= 40, dumps(out)  # 2 %
+
+
+def _log_with_burst(sends: int, at: float) -> tuple[SendLog, list]:
+    log = SendLog()
+    return log, [log.add(at + i * 0.01, 1.0) for i in range(sends)]
+
+
+def test_a_window_read_from_a_burst_is_read_again_without_its_refused_sends():
+    # 510 sends over 5.1 s, a 429 naming RPM 3000 for the last ten: counted as taken, the
+    # burst reads a window of 10.2 s (510 of 3000 per minute); without them, 10 s.
+    log, sends = _log_with_burst(510, 0.0)
+    limit = Limit("rpm", None)
+    now = 5.1
+    context = Adoption(log, now, 0.05, 1.0, sent_at=sends[500].sent_at)
+    log.refuse(sends[500])
+    assert limit.read(3000, now, 5.0, context) == "adopted"
+    first = limit.window_s
+    for send in sends[501:]:
+        log.refuse(send)
+        limit.read(3000, now + 0.02, 5.0, Adoption(log, now, 0.05, 1.0, sent_at=send.sent_at))
+    assert first > 10.05
+    assert limit.window_s == pytest.approx(10.0, abs=0.02)
+    assert log.requests.length == pytest.approx(limit.window_s + 0.1, abs=1e-6)
+
+
+def test_refusals_sent_before_the_first_came_back_are_read_as_it_was():
+    # At a window's edge the first 429 is "leftover" (a short pause); the others sent in that
+    # moment are the same event, not a limit that refuses again and again ("congestion").
+    log = SendLog()
+    for t in range(1000):  # 50/s for 20 s
+        log.add(t * 0.02, 1.0)
+    limit = Limit("rpm", 3000, source="learned", window_s=10.0)
+    now = 20.0
+    first = limit.read(3000, now, 1.0, Adoption(log, now, 0.01, 1.0, sent_at=now - 0.02))
+    again = limit.read(3000, now + 0.01, 1.0, Adoption(log, now, 0.01, 1.0, sent_at=now - 0.01))
+    later = limit.read(3000, now + 0.5, 1.0, Adoption(log, now, 0.01, 1.0, sent_at=now + 0.2))
+    assert (first, again, later) == ("leftover", "leftover", "congestion")
