@@ -13,7 +13,8 @@ when its probe is accepted, the window that was (``StallStart.shown``):
 
 - ``count``: the sends the server accepted before the stall, back to the previous stall's probe
   (or the start) and no further back than the window in force (so a lower limit, a window that
-  now holds less, is read as what its last window took);
+  now holds less, is read as what its last window took); a send whose 429 comes back after the
+  stall started (read late, as a busy loop or a long round trip reads them) is taken off again;
 - ``length``: from the first of them to the moment the server had room: the earliest time a
   stated wait (``Retry-After``, whole seconds rounded up) promised it, else the accepted probe.
   A stated wait rounds up, so the window is read at most a second long: never shorter than it is.
@@ -27,7 +28,7 @@ again (``Stall.end``): a window shown before that now holds less.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .congestion import BETA
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
@@ -96,8 +97,12 @@ class Stall:
 
     def refused(self, send: Send, now: float, stated: float | None) -> None:
         """A 429 that names nothing refused ``send``, saying (or not) how long to wait."""
-        if self.taken is not None:
+        taken = self.taken
+        if taken is not None:
             self.no_room = max(self.no_room, send.sent_at)
+            if taken.first <= send.sent_at <= taken.last:
+                # Counted as taken when the stall started, its 429 still on the way.
+                self.taken = replace(taken, count=taken.count - 1)
         if stated is None:
             return
         send.room = now + stated

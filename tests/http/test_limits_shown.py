@@ -172,3 +172,39 @@ def test_a_stall_reads_its_room_from_its_last_refusal():
     assert SEEN_SHARE == 0.5
     stall.start(log, since=-1.0, window=60.0)  # the last refusal at 1.0 s, room found at 9 s
     assert stall.end(log, 9.0, 9.0, None) is None
+
+
+def test_a_send_refused_after_the_stall_started_is_not_counted_as_taken():
+    # A 429 read late: when the stall starts, sends whose 429s are still on the way look
+    # accepted. Each that comes back refused is taken off what the window holds (a count of
+    # 505 for a window of 500 filled the next window past the server's limit, and that stall
+    # cut it to 353).
+    from kimi_extract.http.shown import Stall
+
+    log = SendLog()
+    sends = [log.add(t / 10, 1.0) for t in range(12)]  # 0.0 .. 1.1
+    log.refuse(sends[11])
+    stall = Stall()
+    stall.start(log, since=-1.0, window=60.0)
+    assert stall.taken == StallStart(11, 0.0, 1.0)
+    for late in sends[9:11]:  # 0.9 and 1.0 were refused too, read after the stall started
+        log.refuse(late)
+        stall.refused(late, 1.2, None)
+    probe = log.add(3.0, 1.0)
+    log.refuse(probe)
+    stall.refused(probe, 3.0, None)  # (a probe after the stall started: not counted in it)
+    shown = stall.end(log, 5.0, 5.0, None)
+    assert shown is not None and shown.count == 9, shown
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_a_window_shown_by_429s_read_late_holds_what_the_server_took(kind):
+    # 500 per 10 s, bare 429s read 10 ms late. The window was read as 505 (sends whose 429s
+    # were on the way counted as taken); the next window then met the server's limit, and its
+    # stall cut the count to 353: 2,000 rows at 38 rows/s (52.8 s).
+    out = run(Shape(kind, per_minute=3000, window_s=10), rows=2000, style="bare", refusal_s=0.01)
+    assert out.ok == 2000, dumps(out)
+    count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count.replace(",", "")) == 500, dumps(out)
+    assert out.end <= 43.0, dumps(out)
+    assert out.gateway.refused() <= 20, dumps(out)
