@@ -36,7 +36,10 @@ come back at once; answers take longer). The two are then told apart by their pa
   After the pause one request goes alone as a probe; the others wait until it is refused or
   judged accepted. When a probe is accepted the rate restarts at what the server delivered over
   the whole span of the stall, and the sends before the probe are judged no more (the pause
-  answered them: counting their refusals again would cut a rate that has just restarted). A
+  answered them: counting their refusals again would cut a rate that has just restarted). When the
+  stall clamped the window and ended after answers of ours freed slots (a concurrency limit, as
+  far as it shows), that rate is below where the refusals began (the stall's wait is in it), and
+  its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``. A
   stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
   does not clamp the window.
 """
@@ -52,6 +55,8 @@ BETA = 0.7  # multiplicative decrease (botocore's adaptive mode)
 #: Seconds the cubic curve takes to climb back to the rate it was cut from (first time).
 CUBIC_K_S = 8.0
 MAX_HOLD_S = 60.0
+#: ...and after a stall that ended when answers freed slots (module docstring).
+RESTART_CLIMB_S = 2.0
 #: Cuts within this share of the last cut's rate count as the same limit refusing again.
 SAME_LEVEL = 0.15
 MIN_RATE = 0.2  # requests per second; the adaptive rate never drops below this
@@ -176,6 +181,9 @@ class Congestion:
         self.refusal_rtt = 0.0  # the longest recent time from a send to its 429
         self.cuts = 0
         self.random_refusals = 0
+        self.climb_s: float | None = None  # the rate's climb after a stall (None: hold_s())
+        self.answers = 0  # answers seen...
+        self._answers_at_clamp: int | None = None  # ...when a stall last clamped the window
 
     # -- reading a 429 ---------------------------------------------------------------------
 
@@ -281,6 +289,7 @@ class Congestion:
         self.cut_at = now
         self.cuts += 1
         self.w_max = current
+        self.climb_s = None
         rate = current if told else max(MIN_RATE, current * BETA)
         self._set_rate(now, rate)
         # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
@@ -311,6 +320,7 @@ class Congestion:
             return
         if stall:
             self.window_level = accepted_in_flight
+            self._answers_at_clamp = self.answers
         elif accepted_in_flight >= self.window_level:
             self.repeats += 1  # refused again at the same window: probe it less often
         if not self._clamped:  # the window before this episode, for a trial to restore
@@ -332,6 +342,11 @@ class Congestion:
         self._new_level(current)
         self.cut_at = now
         self.w_max = current
+        # A stall that clamped the window and ended after answers freed slots of ours
+        # restarts below where the refusals began: climb back soon.
+        freed = self._answers_at_clamp is not None and self.answers > self._answers_at_clamp
+        self.climb_s = RESTART_CLIMB_S if freed else None
+        self._answers_at_clamp = None
         if paced:
             self._set_rate(now, current)
             return
@@ -350,6 +365,7 @@ class Congestion:
 
     def accepted(self, now: float) -> None:
         """One send answered: grow the rate along the cubic curve and the window."""
+        self.answers += 1
         if self.window is not None and now - self.window_at >= self.hold_s():
             self._window_credit += 1 / self.window
             if self._window_credit >= 1:
@@ -357,7 +373,7 @@ class Congestion:
                 self.window += 1
         if self.rate is None or self.trial is not None:
             return  # (a cut on trial holds its rate until judged)
-        k = self.hold_s()
+        k = self.climb_s or self.hold_s()
         elapsed = now - self.cut_at
         scale = self.w_max * (1 - BETA) / k**3
         rate = max(MIN_RATE, scale * (elapsed - k) ** 3 + self.w_max)

@@ -52,6 +52,19 @@ def test_unnamed_429s_of_a_concurrency_limit_hold_the_window_not_the_rate(style)
         assert out.refused_share <= 0.05, dumps(out)
 
 
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_after_the_openings_stall_the_rate_climbs_back_within_seconds(style):
+    # 50 slots, 1 s answers: the opening's stall restarts the run at what it delivered over
+    # the stall (26-34/s: a burst and a wait). That rate is below where the refusals began,
+    # so it climbs back in seconds; held 8 s first as after a cut, 50/s came back only after
+    # 20 s (2,000 rows at 40-43 rows/s).
+    out = run(Shape("concurrency", concurrency=50), rows=2000, style=style)
+    assert out.ok == 2000, dumps(out)
+    assert out.gateway.sent(since=7.0, until=10.0) >= 0.95 * 150, dumps(out)
+    assert 2000 / out.end >= 0.9 * 50, dumps(out)
+    assert out.gateway.refused() <= 40, dumps(out)  # 2 %
+
+
 @pytest.mark.parametrize("kind", ["sliding", "fixed"])
 def test_a_full_rate_window_does_not_clamp_the_in_flight_window(kind):
     # 3,000 per minute counted in 10 s, 2,000 rows, 429s that name nothing. The opening fills
