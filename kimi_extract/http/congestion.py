@@ -31,8 +31,9 @@ come back at once; answers take longer). The two are then told apart by their pa
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
   again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
-  at all (a full window). Every sender pauses: the time the server stated when it said one, else
-  ``PROBE_FIRST_S``, ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
+  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals. Every
+  sender pauses: the time the server stated when it said one, else ``PROBE_FIRST_S``,
+  ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
   judged accepted. When a probe is accepted the rate restarts at what the server delivered over
   the whole span of the stall, and the sends before the probe are judged no more (the pause
@@ -85,6 +86,8 @@ SHARE_SENDS = 50
 MIN_JUDGED = 20
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
+#: ...or this many when they are the first refusals of the run.
+CLEAN_STALL_STREAK = 4
 #: ...or this many, each asking to wait at least ``LONG_WAIT_S``.
 LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
@@ -216,7 +219,14 @@ class Congestion:
         return share.value <= bound
 
     def refused(
-        self, now: float, sent_at: float | None, recent: Share, streak: int, stated: float | None
+        self,
+        now: float,
+        sent_at: float | None,
+        recent: Share,
+        streak: int,
+        stated: float | None,
+        *,
+        clean: bool = False,
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
@@ -229,7 +239,8 @@ class Congestion:
             self.trial = None
             return "stall"
         long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
-        if long_wait or streak >= self.stall_streak(recent):
+        first = clean and streak >= CLEAN_STALL_STREAK  # the first refusals of the run
+        if long_wait or first or streak >= self.stall_streak(recent):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"

@@ -313,7 +313,8 @@ class Limiter:
             permit.send.named = True
         if verdict is None:
             streak = self.log.refused_run(permit.send) if permit is not None else 1
-            verdict = congestion.refused(now, sent_at, recent, streak, retry_after)
+            clean = self.throttles == streak  # no refusal before this run of them
+            verdict = congestion.refused(now, sent_at, recent, streak, retry_after, clean=clean)
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         if verdict == "leftover" and retry_after is not None:

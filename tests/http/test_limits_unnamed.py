@@ -224,3 +224,23 @@ def test_a_first_trial_finds_random_refusals_early_when_a_fallen_share_would_not
     assert trial().judge(6.0, Share(sends=9, refused=4)) is None
     assert trial(depth=1).judge(6.0, Share(sends=10, refused=4)) is None
     assert trial().judge(9.0, Share(sends=20, refused=1)) == "rate"
+
+
+def test_the_first_refusals_of_a_run_stall_after_four():
+    # The opening fills a 50-per-10 s window; the 429s name nothing. Refusals that end a clean
+    # run are read as a stall after four (six when refusals came before: random ones are then
+    # likelier): 11 of 211 requests were refused (5.2 %), now at most 10.
+    out = run(Shape("fixed", per_minute=300, window_s=10), rows=200, style="bare")
+    assert out.ok == 200, dumps(out)
+    assert out.gateway.refused() <= 10, dumps(out)
+    opening = [a for a in out.gateway.attempts if a.at < 1.2]  # (the first probe: 1.4 s)
+    assert sum(1 for a in opening if a.refused) <= 4, dumps(out)
+
+
+def test_four_refusals_are_a_stall_only_when_they_are_the_first():
+    from kimi_extract.http.congestion import Congestion
+
+    none = Share(0, 0)
+    assert Congestion().refused(1.0, 0.9, none, 4, None, clean=True) == "stall"
+    assert Congestion().refused(1.0, 0.9, none, 4, None, clean=False) != "stall"
+    assert Congestion().refused(1.0, 0.9, none, 6, None, clean=False) == "stall"
