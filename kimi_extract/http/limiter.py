@@ -69,6 +69,8 @@ logger = logging.getLogger("kimi_extract")
 
 WINDOW_S = MAX_WINDOW_S
 DEFAULT_COMPLETION_GUESS = 512
+#: A learned prompt scale stays within this factor of our own estimate.
+MAX_PROMPT_SCALE = 10.0
 #: After a 429 that is the rest of our own burst and asks for at most a second (Kimi rounds up
 #: to whole seconds), every sender waits this long, not the whole second.
 LEFTOVER_WAIT_S = 0.25
@@ -135,6 +137,8 @@ class Limiter:
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
+        self._prompt_scale = 1.0  # the server's prompt tokens per one of ours (learned)
+        self._prompts_seen = 0
         self._held: Counter[str] = Counter()
         self._first_send: float | None = None
         self._last_send = 0.0
@@ -172,8 +176,9 @@ class Limiter:
         return max(1, min(self.max_concurrency, window))
 
     def estimate(self, prompt_tokens: int) -> int:
-        """Tokens to charge before sending: prompt estimate + expected completion."""
-        return int(prompt_tokens + self._completion_mean)
+        """Tokens to charge before sending: the prompt estimate, scaled to what the server
+        counted for the prompts before (``observe_prompt``), and the expected completion."""
+        return int(prompt_tokens * self._prompt_scale + self._completion_mean)
 
     def send_rate(self) -> float | None:
         """The current pacing rate in requests per second (None when unpaced)."""
@@ -262,6 +267,16 @@ class Limiter:
         if self.outer is not None and permit.outer is not None:
             self.outer.release(permit.outer, 0 if permit.refused else actual_tokens)
         self._wake_slots()
+
+    def observe_prompt(self, estimated: int, actual: int) -> None:
+        """The server counted ``actual`` prompt tokens for a prompt we ``estimated``: later
+        estimates are scaled toward it (another tokenizer, or text we did not count, would
+        otherwise charge a TPM limit too little and correct it in bursts after every answer)."""
+        if estimated <= 0 or actual <= 0:
+            return
+        self._prompts_seen += 1
+        ratio = min(MAX_PROMPT_SCALE, max(1 / MAX_PROMPT_SCALE, actual / estimated))
+        self._prompt_scale += (ratio - self._prompt_scale) / min(self._prompts_seen, 50)
 
     def observe_completion(self, completion_tokens: int) -> None:
         """Feed an observed completion size into the running mean used by ``estimate``."""

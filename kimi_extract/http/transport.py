@@ -313,6 +313,8 @@ class Gate(Protocol):
 
     def succeeded(self, permit: Any = None) -> None: ...
 
+    def observe_prompt(self, estimated: int, actual: int) -> None: ...
+
     def observe_completion(self, completion_tokens: int) -> None: ...
 
     def throttled(self, retry_after: float | None, message: str, permit: Any = None) -> None: ...
@@ -440,6 +442,7 @@ class Transport:
             gate.release(permit, actual)
         self.last_answer = self.clock.now()
         gate.succeeded(permit)
+        gate.observe_prompt(prompt_tokens, answer.usage.prompt_tokens)
         gate.observe_completion(answer.usage.completion_tokens)
         return answer
 

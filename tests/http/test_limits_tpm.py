@@ -110,3 +110,30 @@ def test_refusals_never_let_a_tpm_burst_above_its_capacity(requests, source):
     went = asyncio.run(scenario())
     capacity = 60_000 / 60 * PACING_SHARE * PACING_BURST_S  # 49.5 tokens
     assert went * 100 <= capacity + 100, went
+
+
+def test_a_tpm_limit_is_paced_at_what_the_server_counts_not_at_our_estimate():
+    # 600,000 tokens per minute in 10 s windows (~512 requests of ~195 tokens), learned from
+    # Kimi's 429s; our prompt estimate is 30 tokens where the server counts ~175 (padding we do
+    # not count, or another tokenizer). Charged the estimate and corrected after each answer,
+    # the pacer went in bursts of 100 and stops: 2,000 rows at 43 rows/s. Scaled to what the
+    # server counted for the prompts before, the rate settles at the limit (~51 rows/s).
+    shape = Shape("sliding", per_minute=600_000, unit="tokens", window_s=10)
+    out = run(shape, rows=2000, pad=620)
+    assert out.ok == 2000, dumps(out)
+    assert 4.0 <= out.limiter._prompt_scale <= 8.0, out.limiter._prompt_scale
+    steady = [t for t in out.gateway.accepted_times() if t >= 15.0]
+    per_second = [sum(1 for t in steady if s <= t < s + 1) for s in range(15, 35)]
+    assert min(per_second) >= 40, per_second  # no second without sends
+    assert 2000 / out.end >= 0.95 * 51, dumps(out)
+
+
+def test_the_prompt_scale_follows_what_the_server_counts():
+    limiter = Limiter(concurrency=10, clock=VirtualTime())
+    assert limiter.estimate(100) == 100 + 512  # (nothing learned: our estimate, a guess)
+    for _ in range(60):
+        limiter.observe_prompt(100, 300)
+    assert limiter.estimate(100) == 300 + 512
+    limiter.observe_prompt(0, 300)  # (nothing to learn from)
+    limiter.observe_prompt(100, 100_000)  # (at most 10 times ours)
+    assert limiter.estimate(100) <= 10 * 100 + 512
