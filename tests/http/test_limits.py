@@ -482,3 +482,24 @@ def test_the_virtual_limiter_matrix_runs():
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 40 | token bucket")]
     assert len(rows) == 3 and all(row.split("|")[8].strip() == "0" for row in rows), done.stdout
+
+
+def test_the_limiter_sweep_compares_runs():
+    # benchmarks/limiters_sweep.py: a shape that got slower or refuses more is listed, worst
+    # first; one that finishes sooner is counted; rows lost are summed.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "limiters_sweep.py"
+    spec = importlib.util.spec_from_file_location("limiters_sweep", path)
+    assert spec is not None and spec.loader is not None
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    assert len(sweep.shapes()) == 36
+    old = {"a": [10.0, 1, 100, 0], "b": [10.0, 1, 100, 0], "c": [10.0, 1, 100, 0]}
+    new = {"a": [20.0, 1, 100, 0], "b": [5.0, 1, 100, 1], "c": [10.0, 10, 100, 0]}
+    lines = sweep.compare(old, new)
+    assert lines[0].startswith("cases 3: 1 more than 10 % sooner, 2 slower or refusing more")
+    assert lines[0].endswith("rows lost 0 before, 1 now")
+    assert lines[1].startswith("0.50x") and lines[1].endswith("a")
+    assert lines[2].startswith("1.00x  refused 1.0% -> 10.0%")

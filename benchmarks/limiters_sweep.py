@@ -1,0 +1,113 @@
+"""A regression sweep for the limiter: many rate-limit shapes, on a virtual clock.
+
+    python benchmarks/limiters_sweep.py --save before.json          # on the old code
+    python benchmarks/limiters_sweep.py --compare before.json       # on the new code
+    python benchmarks/limiters_sweep.py --refusal-s 0.01 --save x.json
+
+The limiter matrix (section 7, ``limiters_virtual.py``) has 52 cells chosen for the issue's
+targets; a change that meets more of them can still make a shape outside it much slower. This
+runs 648: fixed and sliding windows of 5, 10, 30 and 60 s at 60, 600 and 6,000 requests per
+minute; token buckets of burst 1, 10 and 100 at the same rates; concurrency limits of 2, 10 and
+50; each with Kimi's 429 text, a generic 429 with ``Retry-After`` and a bare one; answers of 0.3,
+1 and 8 s; runs of 100 and 600 rows; 100 workers. Each is the real ``Transport`` and ``Limiter``
+against ``ratelimits.Shape`` on the virtual clock of ``tests/http/virtual_gateway.py``, with the
+retry jitter seeded: the same code gives the same figures on any machine. About 2 minutes.
+
+``--compare`` prints how many shapes finish more than 10 % sooner or later than the saved run,
+rows lost in either, and the shapes that got slower (or refuse 5 points more), worst first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent)]
+
+from tests.http.virtual_gateway import Shape, run  # noqa: E402
+
+STYLES = ("bare", "retry-after", "kimi")
+LATENCIES = (0.3, 1.0, 8.0)
+ROWS = (100, 600)
+#: A shape is "slower" below this ratio of the old end time to the new, "faster" above its
+#: inverse.
+SLOWER = 0.9
+
+
+def shapes() -> list[dict[str, Any]]:
+    """The sweep's rate-limit shapes (``ratelimits.Shape`` keyword arguments)."""
+    found: list[dict[str, Any]] = []
+    for kind, window in itertools.product(("fixed", "sliding"), (5.0, 10.0, 30.0, 60.0)):
+        for per_minute in (60, 600, 6000):
+            found.append({"kind": kind, "per_minute": per_minute, "window_s": window})
+    for per_minute, burst in itertools.product((60, 600, 6000), (1, 10, 100)):
+        found.append({"kind": "bucket", "per_minute": per_minute, "burst": burst})
+    for slots in (2, 10, 50):
+        found.append({"kind": "concurrency", "concurrency": slots})
+    return found
+
+
+def sweep(refusal_s: float) -> dict[str, list[float]]:
+    """Every case: end time, requests refused, requests sent, rows lost."""
+    out: dict[str, list[float]] = {}
+    for shape, style, latency, rows in itertools.product(shapes(), STYLES, LATENCIES, ROWS):
+        o = run(
+            Shape(**shape),
+            rows=rows,
+            style=style,
+            latency_s=latency,
+            workers=100,
+            refusal_s=refusal_s,
+        )
+        key = json.dumps([shape, style, latency, rows])
+        out[key] = [round(o.end, 2), o.gateway.refused(), len(o.gateway.attempts), len(o.lost)]
+    return out
+
+
+def compare(old: dict[str, list[float]], new: dict[str, list[float]]) -> list[str]:
+    """Lines saying how ``new`` differs from ``old`` (module docstring)."""
+    worse, faster, lost_old, lost_new = [], 0, 0, 0
+    for key, (end_old, refused_old, sent_old, lost_o) in old.items():
+        if key not in new:
+            continue
+        end_new, refused_new, sent_new, lost_n = new[key]
+        lost_old, lost_new = lost_old + int(lost_o), lost_new + int(lost_n)
+        ratio = end_old / end_new if end_new else 1.0
+        share_old, share_new = refused_old / sent_old, refused_new / sent_new
+        if ratio < SLOWER or share_new > share_old + 0.05:
+            worse.append((ratio, share_old, share_new, key, end_old, end_new))
+        faster += ratio > 1 / SLOWER
+    lines = [
+        f"cases {len(old)}: {faster} more than 10 % sooner, {len(worse)} slower or refusing "
+        f"more; rows lost {lost_old} before, {lost_new} now"
+    ]
+    for ratio, share_old, share_new, key, end_old, end_new in sorted(worse):
+        lines.append(
+            f"{ratio:.2f}x  refused {share_old:.1%} -> {share_new:.1%}  "
+            f"{end_old:.1f} s -> {end_new:.1f} s  {key}"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--refusal-s", type=float, default=0.0, help="each 429 read this late")
+    parser.add_argument("--save", type=Path, help="write the figures to this JSON file")
+    parser.add_argument("--compare", type=Path, help="compare with a file --save wrote")
+    args = parser.parse_args()
+    figures = sweep(args.refusal_s)
+    if args.save:
+        args.save.write_text(json.dumps(figures))
+    if args.compare:
+        print("\n".join(compare(json.loads(args.compare.read_text()), figures)))
+    if not args.save and not args.compare:
+        print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
