@@ -1,6 +1,8 @@
 """Corrections in the review page, in a real browser (tests/cdp.py): a reviewer edits a number,
 marks a list item as not in the source, adds an item, confirms an untouched row; the marks
 survive a reload; "download corrections" saves the file ``read_corrections`` turns into gold.
+Pages whose corrections are kept are served over loopback HTTP (``site``; ``cdp.serve`` says why
+not from file://).
 Typed values that do not fit the field's type are refused, by the same rules the Python side
 checks (a property over many values)."""
 
@@ -8,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Literal
 
@@ -21,7 +23,7 @@ from pydantic import BaseModel
 import kimi_extract as kx
 from kimi_extract.table.review_types import check_value, describe_model
 
-from ..cdp import Browser, browser_session
+from ..cdp import Browser, browser_session, serve
 from .test_review import page_data
 
 
@@ -89,11 +91,20 @@ def page(browser: Browser) -> Iterator[Browser]:
     assert browser.problems() == []
 
 
-def open_fresh(page: Browser, path: Path) -> None:
-    """Open a page with no corrections stored (the browser keeps them across tests)."""
-    page.open(path)
-    page.evaluate("localStorage.clear()")
-    page.reload()
+@pytest.fixture
+def site(page: Browser, tmp_path: Path) -> Iterator[Callable[[Path], str]]:
+    """The test's folder on a fresh loopback origin, its storage emptied in the browser: a file
+    under it -> its URL."""
+    with serve(tmp_path) as url:
+        page.clear_storage(url(tmp_path))
+        yield url
+
+
+def open_fresh(page: Browser, url: str) -> None:
+    """Open a page (``site``) with no corrections stored. The storage is emptied before the page
+    opens, not by the page and a reload: a reload is itself what a test of corrections checks."""
+    page.open(url)
+    assert page.evaluate("localStorage.length") == 0
     page.wait_for("document.querySelectorAll('.cx-check').length > 0")
 
 
@@ -113,10 +124,10 @@ def block(page: Browser, pos: int) -> str:
     return text
 
 
-def test_edit_drop_add_reload_download_read(page, tmp_path):
+def test_edit_drop_add_reload_download_read(page, site, tmp_path):
     df = invoices()
     out = kx.review(df, tmp_path / "inv.html", text_column="text", id="ref", model=Invoice)
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     assert "0 of 3 rows reviewed" in page.evaluate(
         "document.getElementById('kx-reviewed').textContent"
     )
@@ -203,9 +214,9 @@ def test_edit_drop_add_reload_download_read(page, tmp_path):
     assert list(evaluation.rows.index) == [0, 1]
 
 
-def test_a_value_of_the_wrong_type_is_refused(page, tmp_path):
+def test_a_value_of_the_wrong_type_is_refused(page, site, tmp_path):
     out = kx.review(invoices(), tmp_path / "inv.html", text_column="text", model=Invoice)
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     error = f"document.querySelector('{check(0)} .cx-error').textContent"
     cases = [
         ("total", "12a", "refused: total takes a number (digits, '.' for decimals, e.g. 1234.5)"),
@@ -248,11 +259,11 @@ def test_a_value_of_the_wrong_type_is_refused(page, tmp_path):
     assert page.evaluate("kxReview.corrections().rows") == []
 
 
-def test_typing_survives_other_marks_in_the_row(page, tmp_path):
+def test_typing_survives_other_marks_in_the_row(page, site, tmp_path):
     """Marking another value redraws the row's block: an open editor keeps its text and its
     message, an open "add" form its inputs; saving the form closes it."""
     out = kx.review(invoices(), tmp_path / "inv.html", text_column="text", model=Invoice)
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     edit(page, 0, "total", "12a")
     page.click(f"{check(0)} button.cx-add")
     page.call("Input.insertText", {"text": "Washer"})
@@ -281,13 +292,13 @@ def test_typing_survives_other_marks_in_the_row(page, tmp_path):
     }
 
 
-def test_a_failed_row_stays_out_until_its_values_fit(page, tmp_path):
+def test_a_failed_row_stays_out_until_its_values_fit(page, site, tmp_path):
     df = invoices()
     for name in Invoice.model_fields:
         df.loc[2, name] = None
     df.loc[2, "kx_error"] = "ValidationFailedError: ..."
     out = kx.review(df, tmp_path / "inv.html", text_column="text", model=Invoice)
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     page.click(f"{check(2)} button.cx-confirm")
     assert "left out of the gold: vendor takes string, not none" in block(page, 2)
     assert [r["status"] for r in page.evaluate("kxReview.corrections().rows")] == ["unresolved"]
@@ -311,42 +322,43 @@ def test_a_failed_row_stays_out_until_its_values_fit(page, tmp_path):
     }
 
 
-def test_corrections_are_kept_per_page_data(page, tmp_path):
+def test_corrections_are_kept_per_page_data(page, site, tmp_path):
     """localStorage is keyed by the data hash: a page of other data starts clean and keeps its
     own corrections apart; the same data (another file) finds its corrections; a stored entry
     that is unreadable or for other data is ignored."""
     df = invoices()
     first = kx.review(df, tmp_path / "a.html", text_column="text", model=Invoice)
-    open_fresh(page, first)
+    open_fresh(page, site(first))
     page.click(f"{check(1)} button.cx-confirm")
     page.wait_for("kxReview.corrections().rows.length === 1")  # kept before the page goes
     same = kx.review(df, tmp_path / "b.html", text_column="text", model=Invoice, title="again")
-    page.open(same)
+    page.open(site(same))
     assert [r["position"] for r in page.evaluate("kxReview.corrections().rows")] == [1]
     other = df.copy()
     other.loc[1, "vendor"] = "Bolt Limited"
-    page.open(kx.review(other, tmp_path / "c.html", text_column="text", model=Invoice))
+    page.open(site(kx.review(other, tmp_path / "c.html", text_column="text", model=Invoice)))
     assert page.evaluate("kxReview.corrections().rows") == []
     page.wait_for(f"!!document.querySelector('{check(2)}')")
     page.click(f"{check(2)} button.cx-confirm")
     page.wait_for("kxReview.corrections().rows.length === 1")
-    page.open(first)
+    page.open(site(first))
     assert [r["position"] for r in page.evaluate("kxReview.corrections().rows")] == [1]
     key = "kimi_extract.corrections:" + page_data(first)["check"]["hash"]
     stored = json.loads(page.evaluate(f"localStorage.getItem({json.dumps(key)})"))
     for entry in ("{not json", json.dumps({**stored, "hash": "sha256:other"})):
         page.evaluate(f"localStorage.setItem({json.dumps(key)}, {json.dumps(entry)})")
         page.reload()
+        assert page.evaluate(f"localStorage.getItem({json.dumps(key)})") == entry  # read, ignored
         assert page.evaluate("kxReview.corrections().rows") == []
         assert "not kept" not in page.evaluate("document.getElementById('kx-reviewed').textContent")
 
 
-def test_without_a_model_types_are_inferred_and_said(page, tmp_path):
+def test_without_a_model_types_are_inferred_and_said(page, site, tmp_path):
     df = invoices()
     df["date"] = df["date"].map(lambda d: d.isoformat())
     out = kx.review(df, tmp_path / "inv.html", text_column="text", id="ref")
     assert "inferred from the values; pass model=" in out.read_text(encoding="utf-8")
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     assert "inferred from the values" in page.evaluate(
         "document.getElementById('kx-note').textContent"
     )
@@ -362,7 +374,7 @@ def test_without_a_model_types_are_inferred_and_said(page, tmp_path):
     assert gold.loc[0, "total"] is None and gold.loc[0, "vendor"] == "ACME Corp"
 
 
-def test_big_integers_come_back_exact(page, tmp_path):
+def test_big_integers_come_back_exact(page, site, tmp_path):
     """JavaScript holds integers exactly only up to 2**53: a confirmed value comes back from
     pred (the file was made from it), not from the page's rounded copy."""
 
@@ -373,7 +385,7 @@ def test_big_integers_come_back_exact(page, tmp_path):
     big = 2**60 + 1
     df = pd.DataFrame({"text": ["order"], "number": [big], "vendor": ["ACME"]})
     out = kx.review(df, tmp_path / "o.html", text_column="text", model=Order)
-    open_fresh(page, out)
+    open_fresh(page, site(out))
     page.click(f"{check(0)} button.cx-confirm")
     saved = page.evaluate("kxReview.corrections()")
     assert saved["rows"][0]["fields"]["number"]["value"] != big  # rounded in the browser
