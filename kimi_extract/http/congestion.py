@@ -40,8 +40,9 @@ come back at once; answers take longer). The two are then told apart by their pa
   answered them: counting their refusals again would cut a rate that has just restarted). When the
   stall clamped the window and ended after answers of ours freed slots (a concurrency limit, as
   far as it shows), that rate is below where the refusals began (the stall's wait is in it), and
-  its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``. A
-  stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
+  its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``; at ``UNPACED_AT`` times it
+  that quick climb ends paced and goes on as after a cut (unpaced, sends would leave together).
+  A stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
   does not clamp the window.
 """
 
@@ -388,7 +389,12 @@ class Congestion:
         elapsed = now - self.cut_at
         scale = self.w_max * (1 - BETA) / k**3
         rate = max(MIN_RATE, scale * (elapsed - k) ** 3 + self.w_max)
-        if rate >= UNPACED_AT * self.w_max:
+        if rate >= UNPACED_AT * self.w_max and self.climb_s is not None:
+            # A restart's quick climb ends paced, and climbs on as after a cut from there (an
+            # unpaced burst would meet a bucket that takes one at a time).
+            self.climb_s, self.w_max, self.cut_at = None, rate, now
+            self._set_rate(now, rate)
+        elif rate >= UNPACED_AT * self.w_max:
             self.rate, self.pacer = None, None
         elif rate > self.rate:  # growth never lowers it
             self._set_rate(now, rate)

@@ -244,3 +244,15 @@ def test_four_refusals_are_a_stall_only_when_they_are_the_first():
     assert Congestion().refused(1.0, 0.9, none, 4, None, clean=True) == "stall"
     assert Congestion().refused(1.0, 0.9, none, 4, None, clean=False) != "stall"
     assert Congestion().refused(1.0, 0.9, none, 6, None, clean=False) == "stall"
+
+
+def test_a_quick_climb_after_a_stall_ends_paced():
+    # A bucket that takes one request at a time (100/s, burst 1), 429s read 10 ms late: the
+    # opening's stall clamps the window to 2 and its probe ends when answers come back, so the
+    # rate climbs quickly. Climbed to unpaced, the sends went out together and the bucket
+    # refused all but one of each pair: the window stayed at 2 (600 rows in 301 s; before the
+    # quick climb, 85 s). Ending the climb paced, they stay spread.
+    out = run(Shape("bucket", per_minute=6000, burst=1), rows=600, style="bare", refusal_s=0.01)
+    assert out.ok == 600, dumps(out)
+    assert out.end <= 60.0, dumps(out)
+    assert out.gateway.refused() <= 30, dumps(out)
