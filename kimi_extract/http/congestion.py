@@ -164,7 +164,8 @@ class Congestion:
     def __init__(self) -> None:
         self.rate: float | None = None  # requests per second; None: unpaced
         self.pacer: Pacer | None = None
-        self.w_max = 0.0
+        self.w_max = 0.0  # the rate the cubic curve climbs back to
+        self.cut_rate = 0.0  # the rate of the last cut or restart (what the summary says)
         self.cut_at = -math.inf
         self.repeats = 0  # cuts in a row at about the same rate
         self.window: int | None = None  # in-flight limit learned from 429s; None: none
@@ -300,7 +301,7 @@ class Congestion:
         self._new_level(current)
         self.cut_at = now
         self.cuts += 1
-        self.w_max = current
+        self.w_max = self.cut_rate = current
         self.climb_s = None
         rate = current if told else max(MIN_RATE, current * BETA)
         self._set_rate(now, rate)
@@ -353,7 +354,7 @@ class Congestion:
         current = max(MIN_RATE, delivered)
         self._new_level(current)
         self.cut_at = now
-        self.w_max = current
+        self.w_max = self.cut_rate = current
         # A stall that clamped the window and ended after answers freed slots of ours
         # restarts below where the refusals began: climb back soon.
         freed = self._answers_at_clamp is not None and self.answers > self._answers_at_clamp

@@ -274,7 +274,7 @@ def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
     elif cause == "rate":
         if short:
             return "adaptive rate"
-        rate = f"{congestion.w_max:,.1f}/s" if congestion.w_max else "?"
+        rate = f"{congestion.cut_rate:,.1f}/s" if congestion.cut_rate else "?"
         return (
             f"adaptive rate (cut at {rate} after {congestion.cuts:,} rate signals among "
             f"unnamed 429s; {congestion.random_refusals:,} read as random)"
