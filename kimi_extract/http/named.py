@@ -130,7 +130,8 @@ class Limit:
             verdict = "adopted"
         else:
             if self.read_at is not None and sent_at <= self.read_at:
-                self.reread(now, context)  # one more of the burst it was read from was refused
+                # One more of the burst it was read from was refused.
+                self.reread(self.read_at, now, context)
             if self.verdict != "adopted" and sent_at < self.refused_at:
                 # Sent before the last 429 naming it came back: the same moment, read the same.
                 return self.verdict
@@ -147,13 +148,12 @@ class Limit:
             return "leftover"  # once in a window, at its edge: a short pause
         return "congestion"  # again and again: someone else shares the quota
 
-    def reread(self, now: float, context: Adoption) -> None:
-        """A send of the burst a window was read from was refused after all: the window as the
-        burst shows it without that send (shorter: it held fewer), never below what the server's
-        stated wait required."""
-        assert self.read_at is not None
+    def reread(self, read_at: float, now: float, context: Adoption) -> None:
+        """A send of the burst the window was read from at ``read_at`` was refused after all:
+        the window as the burst shows it without that send (shorter: it held fewer), never below
+        what the server's stated wait required."""
         window = context.log.window_for(
-            self.read_at, self.value or 0, tokens=False, judged_before=self.read_at
+            read_at, self.value or 0, tokens=False, judged_before=read_at
         )
         if window is None or window >= self.window_s:
             return
