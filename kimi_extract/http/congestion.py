@@ -16,16 +16,19 @@ come back at once; answers take longer). The two are then told apart by their pa
 - The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
   limit's refusals fall, to none once below the limit. When enough sends have been judged at the
   lower rate (``TRIAL_SENDS``, more when the share is small, no more than the cut rate sends in
-  ``TRIAL_MAX_S``: a trial ends), a share that fell to ``FELL`` of
-  the one before is a rate limit; one that stayed (``STAYED`` to ``ROSE`` of it) is random: the
-  cut is undone and the share learned as the **noise** share. In between, the next 429 cuts
-  again; after ``DEEPEST`` cuts in a row a share that has still not fallen so far is random too,
-  and every cut of the row is undone. A trial that finds a rate limit halves the noise share.
+  ``TRIAL_MAX_S``: a trial ends), a share that fell to ``FELL`` of the one before is a rate limit;
+  one that stayed (``STAYED`` to ``ROSE`` of it, with at least ``NOISE_MIN_REFUSED`` refused: one
+  refusal makes no share) is random: the cut is undone and the share learned as the **noise** share.
+  In between, the next 429 cuts again; after ``DEEPEST`` cuts in a row a share that has still not
+  fallen so far is random too, and every cut of the row is undone. A trial that finds a rate limit
+  halves the noise share.
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that; at
-  ``UNPACED_AT`` times it, pacing ends. The window is held where it was clamped for as long, then
-  grows by one slot per window of answers. A limit that refuses again at the same level is held
-  twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+  ``UNPACED_AT`` times it, pacing ends. A trial holds the cut rate, so when it ends the curve goes
+  on from no further than where it meets the rate it was cut from (a long trial at a low rate would
+  otherwise end far up the curve, unpaced at once). The window is held where it was clamped for as
+  long, then grows by one slot per window of answers. A limit that refuses again at the same level
+  is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
 - **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
   A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
@@ -94,6 +97,9 @@ LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
 STALL_CHANCE = 1e-4
 NOISE_MARGIN = 0.05
+#: A trial reads refusals as random only when it saw at least this many (one or two in a short
+#: trial at a low rate say nothing of a share).
+NOISE_MIN_REFUSED = 3
 #: Refusal shares above this are never read as random, whatever a trial says.
 MAX_NOISE = 0.6
 PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
@@ -135,7 +141,12 @@ class Trial:
         # Random refusals keep their share: neither fallen nor risen by much (a share that rose
         # is a limit's dynamics, a bucket still empty or a window still full).
         steady = STAYED * self.before <= after.value <= ROSE * self.before
-        noise = steady and after.value <= MAX_NOISE and self.settled
+        noise = (
+            steady
+            and after.value <= MAX_NOISE
+            and self.settled
+            and after.refused >= NOISE_MIN_REFUSED
+        )
         if after.sends < self.needed:
             # Sooner when so many were refused that a share fallen with the rate would almost
             # never refuse as many (the trial runs at the lower rate: it costs throughput).
@@ -420,6 +431,11 @@ class Congestion:
         elif verdict == "rate":
             self.noise /= 2  # the share fell with the rate: less of it was random
             self._chain = None
+        if verdict != "noise":
+            # The trial held the cut rate: the curve goes on from no further than where it
+            # meets the rate cut from (a long trial at a low rate would otherwise end far up the
+            # curve, unpaced at once).
+            self.cut_at = max(self.cut_at, now - self.hold_s())
         return verdict
 
     def _set_rate(self, now: float, rate: float) -> None:

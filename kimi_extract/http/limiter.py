@@ -134,6 +134,7 @@ class Limiter:
         self.peak_in_flight = 0
         self.pause_until = 0.0
         self.throttles = 0
+        self.stated_waits = 0  # of them, 429s that said how long to wait
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
@@ -304,6 +305,7 @@ class Limiter:
         only for a rate signal (module docstring)."""
         now = self.clock()
         self.throttles += 1
+        self.stated_waits += retry_after is not None
         self._saw_response()
         if permit is not None and not permit.refused:
             self.congestion.saw_refusal(now - permit.sent_at)

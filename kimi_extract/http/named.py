@@ -239,6 +239,7 @@ class LimiterView(Protocol):
     max_concurrency: int
     concurrency_source: str
     congestion: Congestion
+    stated_waits: int  # 429s that said how long to wait
 
     @property
     def window_allowed(self) -> int: ...
@@ -279,8 +280,11 @@ def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
             f"adaptive rate (cut at {rate} after {congestion.cuts:,} rate signals among "
             f"unnamed 429s; {congestion.random_refusals:,} read as random)"
         )
-    else:
+    elif limiter.stated_waits:
         return "server-asked pauses"
+    else:
+        # Stalls of 429s that said nothing: every sender paused while a probe looked for room.
+        return "stall pauses" if short else "stall pauses (probing after 429s that said nothing)"
     if source == "set":
         return f"{label} {value:,}"
     suffix = " (learned)" if short else f" (learned from a 429 naming it{how})"

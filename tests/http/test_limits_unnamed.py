@@ -260,3 +260,43 @@ def test_a_quick_climb_after_a_stall_ends_paced():
     assert out.ok == 600, dumps(out)
     assert out.end <= 60.0, dumps(out)
     assert out.gateway.refused() <= 30, dumps(out)
+
+
+@pytest.mark.parametrize("latency_s", [0.3, 1.0, 8.0])
+def test_a_long_trial_at_a_low_rate_does_not_end_far_up_the_curve(latency_s):
+    # A 1/s token bucket with a burst of one, 429s that name nothing, 100 rows. A cut's trial at
+    # a rate under 1/s takes tens of seconds; the cubic curve's clock ran meanwhile, so when the
+    # trial ended the rate was far above the cut, often unpaced at once, and the burst that
+    # followed was refused and cut again: 226-328 s and 29-36 refusals. The curve now goes on
+    # from no further than where it meets the rate it was cut from: 151-156 s, 18-19 refusals.
+    out = run(Shape("bucket", per_minute=60, burst=1), rows=100, style="bare", latency_s=latency_s)
+    assert out.ok == 100, dumps(out)
+    assert out.end <= 180.0, dumps(out)
+    assert out.gateway.refused() <= 25, dumps(out)
+
+
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_the_summary_says_whose_pauses_held_the_run(style):
+    # Stall pauses held this run back most. With 429s that said nothing they were our own
+    # probing, not waits the server asked for (the summary said "server-asked pauses" either way).
+    out = run(Shape("bucket", per_minute=60, burst=1), rows=30, style=style, latency_s=0.3)
+    text = out.limiter.bound_by() or ""
+    expected = {
+        "bare": "stall pauses (probing after 429s that said nothing): ",
+        "retry-after": "server-asked pauses: ",
+    }[style]
+    assert text.startswith(expected), dumps(out)
+
+
+def test_a_trial_reads_no_random_refusals_from_one_refusal():
+    # A cut's trial at a low rate ends after the sends it makes in TRIAL_MAX_S (21 here). One
+    # refusal among them, against 5.8 % before the cut, is a "steady share" by ratio, but one
+    # refusal says nothing of a share: it was read as random refusals, the cut undone and the
+    # share learned as noise (a 1/s bucket then refused 17-18 % of a 600-row run).
+    from kimi_extract.http.congestion import NOISE_MIN_REFUSED, Trial
+
+    trial = Trial(0.0, 0.058, 21, 1.0, None, 100, False)
+    assert trial.verdict(Share(21, 1)) == "unclear"
+    # As many refusals as make a share, at the same ratio, still read as random.
+    trial = Trial(0.0, 0.058, 60, 1.0, None, 100, False)
+    assert trial.verdict(Share(60, NOISE_MIN_REFUSED)) == "noise"
