@@ -103,6 +103,17 @@ NOISE_MIN_REFUSED = 3
 #: Refusal shares above this are never read as random, whatever a trial says.
 MAX_NOISE = 0.6
 PROBE_FIRST_S, PROBE_MAX_S = 0.5, 16.0
+#: A stall of 429s that say nothing, its first probe refused: the window the server filled
+#: most likely has one of these lengths (per second, per 10 s, per minute...). The next probes
+#: go as each would end, counted from the window's first accepted send, ``PROBE_AFTER_S`` after
+#: it and no sooner than ``PROBE_MIN_S`` from the refusal: a window of 60 s is found in 6 probes
+#: (growing pauses took 11), and its length read to within ``PROBE_AFTER_S`` (they read 10 s as
+#: up to 11.7 s).
+WINDOW_LENGTHS_S = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+PROBE_AFTER_S, PROBE_MIN_S = 0.05, 0.25
+#: ...after this many probes refused at growing pauses (a bucket or a concurrency limit has room
+#: again within a moment; random refusals seldom refuse two probes in a row).
+GROWING_PROBES = 2
 #: Each refused probe waits this much longer than the last (doubling found a 10 s window
 #: 6 s after it freed, its first probes being refused at 1, 2, 4 and 8 s).
 PROBE_GROWTH = 1.5
@@ -264,10 +275,20 @@ class Congestion:
             return "noise"  # a cut is on trial: wait for its verdict
         return "cut"
 
-    def stall_pause(self, stated: float | None) -> float:
-        """How long every sender waits in a stall before the next probe."""
+    def stall_pause(self, stated: float | None, since: float | None = None) -> float:
+        """How long every sender waits in a stall before the next probe: the ``stated`` wait;
+        else ``PROBE_FIRST_S`` before the first probe (a bucket or a concurrency limit has room
+        again within a moment); then, when the window the server filled began ``-since``
+        seconds ago (its first accepted send), until the next of the usual window lengths from
+        there (``WINDOW_LENGTHS_S``) ends, a moment after it; else (or past them) a pause that
+        grows with each refused probe."""
         if stated is not None:
             return stated
+        if since is not None and self.stalls > GROWING_PROBES:
+            for length in WINDOW_LENGTHS_S:
+                pause = since + length + PROBE_AFTER_S
+                if pause >= PROBE_MIN_S:
+                    return pause
         return min(PROBE_MAX_S, PROBE_FIRST_S * PROBE_GROWTH ** max(0, self.stalls - 1))
 
     def cut(

@@ -79,6 +79,9 @@ LEFTOVER_WAIT_S = 0.25
 DELIVERY_FLOOR_S = 0.25
 #: ...and a cut's over this many sends at least (a rate read from a send or two is no measure).
 DELIVERY_SENDS = 10
+#: A stall's probe that went this soon after its pause ended went when it was meant to (not
+#: held back for a slot): the room it found is where the probes looked for it.
+PROBE_ON_TIME_S = 0.25
 
 
 class OuterGate(Protocol):
@@ -135,6 +138,7 @@ class Limiter:
         self.pause_until = 0.0
         self.throttles = 0
         self.stated_waits = 0  # of them, 429s that said how long to wait
+        self._probe_late = 0.0  # how long after the stall's pause the last probe went
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
@@ -240,6 +244,7 @@ class Limiter:
             congestion.pacer.take(1.0)
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
+            self._probe_late = now - self.pause_until  # (held back for a slot, or not)
         permit = Permit(sent_at=now, send=send)
         if self.outer is not None:
             try:
@@ -349,7 +354,11 @@ class Limiter:
                     since=congestion.epoch if shown is None else -math.inf,
                     window=WINDOW_S if shown is None else shown.length,
                 )
-            pause = congestion.stall_pause(self.stall.pause(retry_after, now))
+            taken = self.stall.taken
+            pause = congestion.stall_pause(
+                self.stall.pause(retry_after, now),
+                since=None if taken is None else taken.first - now,
+            )
             self.pause_until = max(self.pause_until, now + pause)
             congestion.clamp(now, self._accepted_in_flight())
         elif congestion.full_window(verdict, self._accepted_in_flight()):
@@ -469,7 +478,13 @@ class Limiter:
         """A stall's probe was accepted: go on at the rate the server delivered, or keep to the
         window the stall showed (``shown``)."""
         congestion = self.congestion
-        shown = self.stall.end(self.log, now, congestion.probe_sent, self._shown())
+        shown = self.stall.end(
+            self.log,
+            now,
+            congestion.probe_sent,
+            self._shown(),
+            on_time=self._probe_late <= PROBE_ON_TIME_S,
+        )
         adopted = shown is not None and self.limits["rpm"].infer(
             shown, now, self.log, congestion.refusal_rtt
         )

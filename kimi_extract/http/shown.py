@@ -6,7 +6,8 @@ room again, ``length`` seconds after the first of them. A fixed window or a slid
 (a window of ``length`` holding ``count``); a token bucket or a concurrency limit has room again
 within a moment (``MIN_STALL_S``), and shows nothing. Nor does a stall whose accepted probe went
 long after its last refusal (``SEEN_SHARE``): held back for a slot while answers are slow, the
-probe does not say when the room came.
+probe does not say when the room came. (A probe that went when its pause ended, as one of the
+usual window lengths ended, ``congestion.WINDOW_LENGTHS_S``, found the room where it looked.)
 
 ``Stall`` keeps one stall's evidence: when it starts, what the server took (``taken_before``);
 when its probe is accepted, the window that was (``StallStart.shown``):
@@ -125,22 +126,28 @@ class Stall:
             return stated
         return min(stated, max(0.0, self.room_by - now))
 
-    def end(self, log: SendLog, now: float, probe: float, before: Shown | None) -> Shown | None:
+    def end(
+        self, log: SendLog, now: float, probe: float, before: Shown | None, *, on_time: bool = False
+    ) -> Shown | None:
         """The stall's probe went at ``probe`` and was accepted: the window it showed (None:
-        none), ``before`` the window shown by an earlier stall. In a window shown before, the
-        stall means it holds less now (its limit dropped): its length stays (after a drop the
-        sends before leave one by one, so the room is no edge), and what it holds is, with a
-        stated wait, what it held when it had room again (the probe included), else (the
-        probes find the room late) at most ``BETA`` of what it held before."""
+        none), ``before`` the window shown by an earlier stall; ``on_time``: the probe went
+        when its pause ended (as a usual window length ended), not held back for a slot, so the
+        room is where it looked. In a window shown before, the stall means it holds less now
+        (its limit dropped): its length stays (after a drop the sends before leave one by one,
+        so the room is no edge), and what it holds is, with a stated wait, what it held when it
+        had room again (the probe included), else (the probes find the room late) at most
+        ``BETA`` of what it held before."""
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
         no_room = self.no_room
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
         if taken is None:
             return None
         if before is None:
-            # A probe's room is known only as well as the last refusal before it says: one
-            # that waited for a slot of ours (long answers, a clamped window) says nothing.
-            if not stated and no_room - taken.last < SEEN_SHARE * (room - taken.last):
+            # A probe's room is known only as well as the last refusal before it says (unless
+            # it went on time, where the usual window lengths end): one that waited for a slot
+            # of ours (long answers, a clamped window) says nothing.
+            seen = stated or on_time
+            if not seen and no_room - taken.last < SEEN_SHARE * (room - taken.last):
                 return None
             return taken.shown(room)
         if stated:
