@@ -19,6 +19,8 @@ when its probe is accepted, the window that was (``StallStart.shown``):
 - ``length``: from the first of them to the moment the server had room: the earliest time a
   stated wait (``Retry-After``, whole seconds rounded up) promised it, else the accepted probe.
   A stated wait rounds up, so the window is read at most a second long: never shorter than it is.
+  When a usual window length from the first of them ends within that second, the probe goes
+  there (``Stall.pause``), and if it is accepted, the window is read from it.
 
 The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, sends at once
 up to ``BURST_SHARE`` of it) instead of a rate spread evenly: in a window the server refills all
@@ -31,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .congestion import BETA
+from .congestion import BETA, PROBE_AFTER_S, WINDOW_LENGTHS_S
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
@@ -87,6 +89,12 @@ def taken_before(log: SendLog, *, since: float, window: float) -> StallStart | N
     return StallStart(len(accepted), accepted[0], last)
 
 
+def _after(room: float, stated: float) -> float:
+    """The room came after this, as a stated wait of ``stated`` seconds ending at ``room``
+    says: a second before it when the wait is a whole number (rounded up), else at it."""
+    return room - 1.0 if stated >= 1.0 and stated == int(stated) else room
+
+
 class Stall:
     """One stall's evidence of a window, from its start to its accepted probe: what the server
     took before it (``start``) and the earliest room a stated wait promised (``room_by``)."""
@@ -94,6 +102,8 @@ class Stall:
     def __init__(self) -> None:
         self.taken: StallStart | None = None
         self.room_by = math.inf
+        #: The room came after this: a stated wait in whole seconds is rounded up.
+        self.room_after = -math.inf
         self.no_room = -math.inf  # the last send of the stall refused
 
     def refused(self, send: Send, now: float, stated: float | None) -> None:
@@ -109,6 +119,7 @@ class Stall:
         send.room = now + stated
         if self.taken is not None:
             self.room_by = min(self.room_by, send.room)
+            self.room_after = max(self.room_after, _after(send.room, stated))
 
     def start(self, log: SendLog, *, since: float, window: float) -> None:
         """A stall starts now (``taken_before``); the refusals that made it count for its
@@ -117,14 +128,27 @@ class Stall:
         last = -math.inf if self.taken is None else self.taken.last
         refused = [s for s in log.newest() if s.sent_at >= last and s.refused]
         self.room_by = min((s.room for s in refused), default=math.inf)
+        # (a send's room is a whole number of seconds after its 429 only as far as we know)
+        rooms = [s.room for s in refused if s.room < math.inf]
+        self.room_after = max(rooms, default=-math.inf) - 1.0
         self.no_room = max((s.sent_at for s in refused), default=-math.inf)
 
     def pause(self, stated: float | None, now: float) -> float | None:
-        """The stated wait, or less when an earlier refusal of the stall promised room
-        sooner."""
+        """The stated wait, or less when an earlier refusal of the stall promised room sooner,
+        or when one of the usual window lengths (``WINDOW_LENGTHS_S``) from the first send the
+        server took ends after the room could have come (the stated waits are whole seconds,
+        rounded up): the probe then goes ``PROBE_AFTER_S`` after that end, and if the server
+        has room, the window is read to within that, not up to a second long."""
         if stated is None or self.room_by == math.inf:
             return stated
-        return min(stated, max(0.0, self.room_by - now))
+        room = self.room_by
+        if self.taken is not None:
+            for length in WINDOW_LENGTHS_S:
+                end = self.taken.first + length + PROBE_AFTER_S
+                if self.room_after < end < room and end > now:
+                    room = end
+                    break
+        return min(stated, max(0.0, room - now))
 
     def end(
         self, log: SendLog, now: float, probe: float, before: Shown | None, *, on_time: bool = False
@@ -140,6 +164,7 @@ class Stall:
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
         no_room = self.no_room
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
+        self.room_after = -math.inf
         if taken is None:
             return None
         if before is None:

@@ -224,3 +224,28 @@ def test_bare_probes_find_a_usual_window_as_it_ends(kind, per_minute, window_s, 
     assert window_s <= float(length) <= window_s + 0.1, dumps(out)
     cap = {200: 0.05, 2000: 0.02}[rows]
     assert out.refused_share <= cap, dumps(out)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_a_rounded_up_retry_after_is_probed_where_a_usual_window_ends(kind):
+    # 50 per 10 s with Retry-After in whole seconds, rounded up: the refusals say the room
+    # comes within a second before what they promise. A usual window length (10 s from the
+    # first send) ends in that second, so the probe goes there, and the window is read as
+    # 10.05 s long, not as the earliest promise (10.9 s: 200 rows in 35 s, not 32).
+    out = run(Shape(kind, per_minute=300, window_s=10), rows=200, style="retry-after")
+    assert out.ok == 200, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 50 and 10.0 <= float(length) <= 10.2, dumps(out)
+    assert out.end <= 33.0, dumps(out)
+    assert out.gateway.refused() <= 3, dumps(out)
+
+
+def test_a_retry_after_promising_room_before_a_usual_window_ends_is_kept():
+    # 40 per 7 s (no usual length): the promised room comes before any usual window from the
+    # first send ends, so the stated wait stands, and the window is never read shorter than it
+    # is.
+    out = run(Shape("sliding", per_minute=343, window_s=7), rows=200, style="retry-after")
+    assert out.ok == 200, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert 7.0 <= float(length) <= 8.0, dumps(out)
+    assert out.refused_share <= 0.05, dumps(out)
