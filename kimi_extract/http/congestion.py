@@ -52,6 +52,7 @@ come back at once; answers take longer). The two are then told apart by their pa
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .pacing import Pacer, Share
@@ -171,6 +172,12 @@ class Trial:
         return "noise" if noise else "unclear"
 
 
+def window_ends(first: float) -> Iterator[float]:
+    """``PROBE_AFTER_S`` after each usual window length (``WINDOW_LENGTHS_S``) from ``first``,
+    in order: where a probe finds a window that began at ``first`` as it ends."""
+    return (first + length + PROBE_AFTER_S for length in WINDOW_LENGTHS_S)
+
+
 def _at_least(count: int, sends: int, share: float) -> float:
     """The chance that ``sends`` each refused with chance ``share`` have ``count`` or more
     refused."""
@@ -285,8 +292,7 @@ class Congestion:
         if stated is not None:
             return stated
         if since is not None and self.stalls > GROWING_PROBES:
-            for length in WINDOW_LENGTHS_S:
-                pause = since + length + PROBE_AFTER_S
+            for pause in window_ends(since):
                 if pause >= PROBE_MIN_S:
                     return pause
         return min(PROBE_MAX_S, PROBE_FIRST_S * PROBE_GROWTH ** max(0, self.stalls - 1))

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .congestion import BETA, PROBE_AFTER_S, WINDOW_LENGTHS_S
+from .congestion import BETA, window_ends
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
@@ -135,7 +135,7 @@ class Stall:
 
     def pause(self, stated: float | None, now: float) -> float | None:
         """The stated wait, or less when an earlier refusal of the stall promised room sooner,
-        or when one of the usual window lengths (``WINDOW_LENGTHS_S``) from the first send the
+        or when one of the usual window lengths (``window_ends``) from the first send the
         server took ends after the room could have come (the stated waits are whole seconds,
         rounded up): the probe then goes ``PROBE_AFTER_S`` after that end, and if the server
         has room, the window is read to within that, not up to a second long."""
@@ -143,8 +143,7 @@ class Stall:
             return stated
         room = self.room_by
         if self.taken is not None:
-            for length in WINDOW_LENGTHS_S:
-                end = self.taken.first + length + PROBE_AFTER_S
+            for end in window_ends(self.taken.first):
                 if self.room_after < end < room and end > now:
                     room = end
                     break
