@@ -63,7 +63,7 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
-from .shown import Shown, Stall
+from .shown import Shown, Stall, held
 
 logger = logging.getLogger("kimi_extract")
 
@@ -324,7 +324,9 @@ class Limiter:
             return
         learned = limits_in_message(message)
         if not learned and permit is not None:
-            self.stall.refused(permit.send, now, retry_after)
+            shown = self._shown()
+            holding = None if shown is None else held(self.log, permit.sent_at, shown.length)
+            self.stall.refused(permit.send, now, retry_after, holding=holding)
         sent_at = permit.sent_at if permit is not None else None
         window_before = self.opening.window
         growing_before = self.opening.growing or self.opening.pacing
@@ -353,10 +355,14 @@ class Limiter:
                     self.log,
                     since=congestion.epoch if shown is None else -math.inf,
                     window=WINDOW_S if shown is None else shown.length,
+                    known=shown is not None,
                 )
-            taken = self.stall.taken
+            taken, shown = self.stall.taken, self._shown()
+            pause = self.stall.pause(retry_after, now)
+            if pause is None and shown is not None and taken is not None:
+                pause = self.stall.leaving(self.log, now, shown.length)
             pause = congestion.stall_pause(
-                self.stall.pause(retry_after, now),
+                pause,
                 since=None if taken is None else taken.first - now,
             )
             self.pause_until = max(self.pause_until, now + pause)

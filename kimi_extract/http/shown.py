@@ -25,7 +25,13 @@ when its probe is accepted, the window that was (``StallStart.shown``):
 The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, sends at once
 up to ``BURST_SHARE`` of it) instead of a rate spread evenly: in a window the server refills all
 at once, a run takes it all at once too (``named.Limit.infer``). A later stall reads the window
-again (``Stall.end``): a window shown before that now holds less.
+again (``Stall.end``): a window shown before that now holds less. With no wait stated, its
+probes go as our sends leave it (``Stall.leaving``: after a drop the room comes as the sends
+before it leave, one by one, not at the window's next edge), and what it holds is bounded by
+what it held of ours at each refusal (at most that) and at each send taken (at least that):
+when no refusal came below what it held as the last send before the stall was taken, the limit
+did not drop (a token limit's prompts differ in length) and the window is read as that; else as
+what it held when the probe found room, the probe included.
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .congestion import BETA, window_ends
+from .congestion import PROBE_AFTER_S, PROBE_MIN_S, window_ends
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
@@ -89,6 +95,18 @@ def taken_before(log: SendLog, *, since: float, window: float) -> StallStart | N
     return StallStart(len(accepted), accepted[0], last)
 
 
+def held(log: SendLog, at: float, length: float) -> int:
+    """Sends of ours the server accepted in the ``length`` seconds before ``at`` (``at`` not
+    included): what a window of that length held of ours just before a send at ``at``."""
+    count = 0
+    for send in log.newest():
+        if send.sent_at <= at - length:
+            break
+        if send.sent_at < at and not send.refused:
+            count += 1
+    return count
+
+
 def _after(room: float, stated: float) -> float:
     """The room came after this, as a stated wait of ``stated`` seconds ending at ``room``
     says: a second before it when the wait is a whole number (rounded up), else at it."""
@@ -105,12 +123,21 @@ class Stall:
         #: The room came after this: a stated wait in whole seconds is rounded up.
         self.room_after = -math.inf
         self.no_room = -math.inf  # the last send of the stall refused
+        #: In a window shown before: the least it held of ours when the server refused a send,
+        #: and when the first send of the stall was refused.
+        self.full_at = math.inf
+        self.first_refused = math.inf
 
-    def refused(self, send: Send, now: float, stated: float | None) -> None:
-        """A 429 that names nothing refused ``send``, saying (or not) how long to wait."""
+    def refused(
+        self, send: Send, now: float, stated: float | None, *, holding: int | None = None
+    ) -> None:
+        """A 429 that names nothing refused ``send``, saying (or not) how long to wait;
+        ``holding``: what the window shown before held of ours when it went."""
         taken = self.taken
         if taken is not None:
             self.no_room = max(self.no_room, send.sent_at)
+            if holding is not None:
+                self.full_at = min(self.full_at, holding)
             if taken.first <= send.sent_at <= taken.last:
                 # Counted as taken when the stall started, its 429 still on the way.
                 self.taken = replace(taken, count=taken.count - 1)
@@ -121,17 +148,39 @@ class Stall:
             self.room_by = min(self.room_by, send.room)
             self.room_after = max(self.room_after, _after(send.room, stated))
 
-    def start(self, log: SendLog, *, since: float, window: float) -> None:
+    def start(self, log: SendLog, *, since: float, window: float, known: bool = False) -> None:
         """A stall starts now (``taken_before``); the refusals that made it count for its
-        room."""
+        room; ``known``: ``window`` is the length of a window shown before (what it held when
+        the server last took a send, and when it refused one, bound what it holds now)."""
         self.taken = taken_before(log, since=since, window=window)
         last = -math.inf if self.taken is None else self.taken.last
         refused = [s for s in log.newest() if s.sent_at >= last and s.refused]
+        self.full_at = math.inf if self.taken is None else self.taken.count
+        self.first_refused = math.inf
+        if known and self.taken is not None:
+            self.full_at = min([self.full_at] + [held(log, s.sent_at, window) for s in refused])
+            self.first_refused = min((s.sent_at for s in refused), default=math.inf)
         self.room_by = min((s.room for s in refused), default=math.inf)
         # (a send's room is a whole number of seconds after its 429 only as far as we know)
         rooms = [s.room for s in refused if s.room < math.inf]
         self.room_after = max(rooms, default=-math.inf) - 1.0
         self.no_room = max((s.sent_at for s in refused), default=-math.inf)
+
+    def leaving(self, log: SendLog, now: float, length: float) -> float | None:
+        """In a window of ``length`` shown before, with no wait stated: the pause until the next
+        of our accepted sends leaves it (``PROBE_AFTER_S`` after, at least ``PROBE_MIN_S`` from
+        now). After a drop the sends before leave one by one and the room comes as they do: the
+        probe looks each time it could have come, not at the window's next edge (None: the
+        window holds nothing of ours that leaves)."""
+        soonest = now + PROBE_MIN_S - length - PROBE_AFTER_S  # sent after this, it leaves later
+        leaves = [
+            s.sent_at
+            for s in log.newest()
+            if not s.refused and s.sent_at >= soonest and s.sent_at > now - length
+        ]
+        if not leaves:
+            return None
+        return min(leaves) + length + PROBE_AFTER_S - now
 
     def pause(self, stated: float | None, now: float) -> float | None:
         """The stated wait, or less when an earlier refusal of the stall promised room sooner,
@@ -156,14 +205,17 @@ class Stall:
         none), ``before`` the window shown by an earlier stall; ``on_time``: the probe went
         when its pause ended (as a usual window length ended), not held back for a slot, so the
         room is where it looked. In a window shown before, the stall means it holds less now
-        (its limit dropped): its length stays (after a drop the sends before leave one by one,
-        so the room is no edge), and what it holds is, with a stated wait, what it held when it
-        had room again (the probe included), else (the probes find the room late) at most
-        ``BETA`` of what it held before."""
+        or held more than we counted: its length stays (after a drop the sends before leave one
+        by one, so the room is no edge), and what it holds is, with a stated wait, what it held
+        when it had room again (the probe included); else, when no refusal of the stall came
+        with the window holding less than when the server took the last send before it (no
+        drop: a token limit's prompts differ in length), what it held then; else what it held
+        of ours at the probe (the probe included: the server had room for it; the probes went
+        as our sends left it, ``leaving``), counted over the shortest length it can have."""
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
-        no_room = self.no_room
+        no_room, full_at, first_refused = self.no_room, self.full_at, self.first_refused
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
-        self.room_after = -math.inf
+        self.room_after, self.full_at, self.first_refused = -math.inf, math.inf, math.inf
         if taken is None:
             return None
         if before is None:
@@ -177,6 +229,22 @@ class Stall:
         if stated:
             count = round(log.accepted(now, now - (room - before.length)))
         else:
-            count = math.floor(BETA * before.count)
+            # Counted over the shortest length the window could have (it was read to within
+            # PROBE_AFTER_S): a lower bound of what the server held at the probe.
+            length = before.length - PROBE_AFTER_S
+            count = held(log, probe, length) + 1
+            # What it held when the server took the last send before the stall (the 429s on
+            # their way then have all come back now)...
+            last = next(
+                (s.sent_at for s in log.newest() if s.sent_at < first_refused and not s.refused),
+                None,
+            )
+            took_at = 0 if last is None else held(log, last, length) + 1
+            if full_at >= took_at:
+                # ...below what it held at every refusal since: no drop, the window filled
+                # where it holds (a token limit's prompts differ in length).
+                count = max(count, took_at)
         count = min(taken.count, count)
-        return StallStart(count, taken.first, taken.last).shown(room, length=before.length)
+        if count < MIN_COUNT:
+            return None
+        return Shown(count, before.length)
