@@ -63,7 +63,7 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
-from .shown import Shown, Stall, held
+from .shown import LEAVE_PROBES, Shown, Stall, held
 
 logger = logging.getLogger("kimi_extract")
 
@@ -360,7 +360,8 @@ class Limiter:
             taken, shown = self.stall.taken, self._shown()
             pause = self.stall.pause(retry_after, now)
             if pause is None and shown is not None and taken is not None:
-                pause = self.stall.leaving(self.log, now, shown.length)
+                if congestion.stalls <= LEAVE_PROBES:
+                    pause = self.stall.leaving(self.log, now, shown.length)
             pause = congestion.stall_pause(
                 pause,
                 since=None if taken is None else taken.first - now,

@@ -49,6 +49,12 @@ MIN_COUNT = 4
 #: ...nor one that names no wait and whose last refusal came before this share of it (the
 #: room is then not where the probe found it).
 SEEN_SHARE = 0.5
+#: In a window shown before, with no wait stated, each probe goes when this share more of what
+#: it held has left it since the last (the last refused probe and the accepted one bound what it
+#: holds now to within it)...
+LEAVE_STEP = 0.05
+#: ...for this many probes, then the probes' pauses grow (a window longer than it was read).
+LEAVE_PROBES = 12
 
 
 @dataclass(frozen=True)
@@ -168,19 +174,22 @@ class Stall:
 
     def leaving(self, log: SendLog, now: float, length: float) -> float | None:
         """In a window of ``length`` shown before, with no wait stated: the pause until the next
-        of our accepted sends leaves it (``PROBE_AFTER_S`` after, at least ``PROBE_MIN_S`` from
-        now). After a drop the sends before leave one by one and the room comes as they do: the
-        probe looks each time it could have come, not at the window's next edge (None: the
-        window holds nothing of ours that leaves)."""
+        ``LEAVE_STEP`` of what it held of ours has left it (``PROBE_AFTER_S`` after the last of
+        them, at least ``PROBE_MIN_S`` from now). After a drop the sends before leave one by one
+        and the room comes as they do: the probes look as it could have come, not at the
+        window's next edge (None: the window holds nothing of ours that leaves)."""
         soonest = now + PROBE_MIN_S - length - PROBE_AFTER_S  # sent after this, it leaves later
-        leaves = [
+        leaves = sorted(
             s.sent_at
             for s in log.newest()
-            if not s.refused and s.sent_at >= soonest and s.sent_at > now - length
-        ]
+            if not s.refused and s.sent_at > now - length - PROBE_AFTER_S
+        )
         if not leaves:
             return None
-        return min(leaves) + length + PROBE_AFTER_S - now
+        step = 1 if self.taken is None else max(1, round(LEAVE_STEP * self.taken.count))
+        at = min(len(leaves) - 1, step - 1)
+        at = max(at, next((i for i, t in enumerate(leaves) if t >= soonest), at))
+        return max(PROBE_MIN_S, leaves[at] + length + PROBE_AFTER_S - now)
 
     def pause(self, stated: float | None, now: float) -> float | None:
         """The stated wait, or less when an earlier refusal of the stall promised room sooner,

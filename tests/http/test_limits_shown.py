@@ -15,7 +15,15 @@ import re
 import pytest
 
 from kimi_extract.http.pacing import SendLog
-from kimi_extract.http.shown import MIN_STALL_S, Shown, Stall, StallStart, held, taken_before
+from kimi_extract.http.shown import (
+    LEAVE_PROBES,
+    MIN_STALL_S,
+    Shown,
+    Stall,
+    StallStart,
+    held,
+    taken_before,
+)
 
 from .virtual_gateway import Shape, dumps, longest_gap, run
 
@@ -133,6 +141,20 @@ def test_a_small_drop_with_bare_429s_is_read_as_small(kind):
     count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert 0.85 * 450 <= int(count.replace(",", "")) <= 450, dumps(out)
     assert out.refused_share <= 0.02, dumps(out)
+
+
+def test_probes_as_sends_leave_are_bounded_when_the_limit_drops_far():
+    # 3,000 -> 300 per minute (500 -> 50 per 10 s), bare 429s, the sends spread over the window:
+    # probing each time a send left (every 0.25 s) took 24 refusals before the room; a probe
+    # goes when another LEAVE_STEP of the window has left, for LEAVE_PROBES probes, then at the
+    # usual window ends: the stall (six refused in a row) and its probes refuse at most 18.
+    shape = Shape("sliding", per_minute=3000, window_s=10, change_at=30, change_to=300)
+    out = run(shape, rows=2000, style="bare", pad=620)
+    assert out.ok == 2000, dumps(out)
+    after = [a for a in out.gateway.attempts if a.at >= 30.0]
+    room = next(a.at for a in after if not a.refused)
+    refused = sum(1 for a in after if a.refused and a.at < room)
+    assert refused <= 6 + LEAVE_PROBES, (refused, dumps(out))
 
 
 def _stalled_window(refusals: list[tuple[float, float]]) -> tuple[SendLog, Stall]:
