@@ -28,7 +28,8 @@ adaptive send rate, and server-asked pauses.
   random refusals by their pattern, cuts the rate (CUBIC on the delivered rate), pauses every
   sender and probes when the server has no room at all. A stall whose probe finds room again
   seconds later shows a window (``shown``): it is kept to like a named limit's, as ``count`` per
-  ``length`` in the log, and taken whole when it refills.
+  ``length`` in the log, and taken whole when it refills. Read again after a drop from the least
+  it holds, it is scanned up, one send past it at a time, until the server refuses one.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -52,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .clock import Clock, default_clock
-from .congestion import BEFORE_SENDS, SHARE_SENDS, Congestion
+from .congestion import BEFORE_SENDS, PROBE_AFTER_S, SHARE_SENDS, Congestion
 from .named import (
     BELOW_LIMIT,
     PACING_SHARE,
@@ -63,7 +64,7 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
-from .shown import LEAVE_PROBES, Shown, Stall, held
+from .shown import HALVING_PROBES, LEAVE_PROBES, Shown, Stall, held
 
 logger = logging.getLogger("kimi_extract")
 
@@ -149,6 +150,12 @@ class Limiter:
         self._last_send = 0.0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self.stall = Stall()  # what the stall now (if any) shows of a window
+        #: A window re-read after a drop from the least it holds is scanned up, one send past
+        #: what it holds at a time, each once judged accepted, until one is refused or it holds
+        #: ``_scan_upper`` less one (0: no scan).
+        self._scan_upper = 0.0
+        self._scan: Send | None = None  # the scan's send out, not yet judged
+        self._scan_next = False  # the send about to go is the scan's
 
     # -- the limits in force ----------------------------------------------------------------
 
@@ -234,7 +241,8 @@ class Limiter:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self._sends += 1
-        for name, amount in (("rpm", 1.0), ("tpm", float(tokens))):
+        scan = self._scan_next  # (past the window: not taken from its pacer either)
+        for name, amount in (("rpm", 0.0 if scan else 1.0), ("tpm", float(tokens))):
             pacer = self.limits[name].pacer
             if pacer is not None:
                 pacer.take(amount)
@@ -245,6 +253,8 @@ class Limiter:
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
+        if self._scan_next:
+            self._scan_next, self._scan = False, send
         permit = Permit(sent_at=now, send=send)
         if self.outer is not None:
             try:
@@ -323,6 +333,11 @@ class Limiter:
             self._wake_slots()
             return
         learned = limits_in_message(message)
+        if not learned and permit is not None and self._scan is permit.send:
+            # The scan went one past what the window holds: now it is known (not a stall).
+            self._scan, self._scan_upper = None, 0.0
+            self._wake_slots()
+            return
         if not learned and permit is not None:
             shown = self._shown()
             holding = None if shown is None else held(self.log, permit.sent_at, shown.length)
@@ -347,6 +362,7 @@ class Limiter:
             wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
+            self._scan, self._scan_upper = None, 0.0
             if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
                 # In a window shown before: what the server holds in it (its sends before the
                 # last probe too); else what it took since the last stall.
@@ -359,9 +375,13 @@ class Limiter:
                 )
             taken, shown = self.stall.taken, self._shown()
             pause = self.stall.pause(retry_after, now)
-            if pause is None and shown is not None and taken is not None:
-                if congestion.stalls <= LEAVE_PROBES:
-                    pause = self.stall.leaving(self.log, now, shown.length)
+            if shown is not None and taken is not None:
+                if pause is None:
+                    if congestion.stalls <= LEAVE_PROBES:
+                        pause = self.stall.leaving(self.log, now, shown.length)
+                elif congestion.stalls <= HALVING_PROBES:
+                    sooner = self.stall.halving(self.log, now, shown.length)
+                    pause = pause if sooner is None else min(pause, sooner)
             pause = congestion.stall_pause(
                 pause,
                 since=None if taken is None else taken.first - now,
@@ -474,6 +494,29 @@ class Limiter:
             if pacer is not None:
                 pacer.give_back(amount)
 
+    def _scan_wait(self, now: float, limit: Limit, wait: float) -> float:
+        """A full window being scanned (``_scan_upper``): how long the next send waits, its
+        window ``wait`` before. The scan's send out is judged accepted after
+        ``judge_after()``: the window holds one more; at its bound the scan ends. With none
+        out, the next send is the scan's (0)."""
+        scan = self._scan
+        if scan is not None:
+            due = scan.sent_at + self.congestion.judge_after()
+            if now < due:
+                return min(wait, due - now)
+            self._scan = None
+            # The server had room for it: it holds at least one more than it held of ours,
+            # counted over the shortest length the window can have (what our log holds over
+            # its longer one may have left the server's).
+            count = held(self.log, scan.sent_at, limit.window_s - PROBE_AFTER_S) + 1
+            if count > limit.window_count():
+                limit.widen(count, now)
+            if count + 1 >= self._scan_upper:
+                self._scan_upper = 0.0
+                return wait
+        self._scan_next = True
+        return 0.0
+
     def _shown(self) -> Shown | None:
         """The window a stall showed, if one is kept to."""
         rpm = self.limits["rpm"]
@@ -495,6 +538,8 @@ class Limiter:
         adopted = shown is not None and self.limits["rpm"].infer(
             shown, now, self.log, congestion.refusal_rtt
         )
+        if adopted and shown is not None and shown.count + 2 <= shown.upper < math.inf:
+            self._scan_upper = shown.upper
         congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
 
     def _undo_cut(self) -> None:
@@ -550,6 +595,7 @@ class Limiter:
         """Seconds to wait before this request may go (inf: wait for a release), and why."""
         now = self.clock()
         self.log.expire(now)
+        self._scan_next = False
         waits = [(self.pause_until - now, "pause")]
         congestion = self.congestion
         if congestion.probing:
@@ -568,7 +614,12 @@ class Limiter:
             capacity = limit.value * limit.window_s / WINDOW_S
             if name == "tpm":
                 amount = min(amount, capacity)
-            waits.append((window.wait(now, amount, capacity), name))
+            wait = window.wait(now, amount, capacity)
+            if name == "rpm" and wait > 0 and self._scan_upper and limit.source == "shown":
+                wait = self._scan_wait(now, limit, wait)
+                if wait <= 0:
+                    continue  # the scan's next send: past the window and its pacer
+            waits.append((wait, name))
             if limit.pacer is not None:
                 waits.append((limit.pacer.wait(now, amount), name))
         waits.append((self.opening.wait(now), "opening"))

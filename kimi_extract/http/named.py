@@ -231,6 +231,16 @@ class Limit:
         )
         return True
 
+    def widen(self, count: int, now: float) -> None:
+        """A window a stall showed holds ``count``, more than it was read as (a scan found
+        room past it): keep to that, its pacer's rate and burst with it."""
+        self.value = math.ceil(count * WINDOW_S / self.window_s - 1e-9)
+        pacer = self.pacer
+        if pacer is not None:
+            pacer.refill(now)
+            pacer.rate = self.value * PACING_SHARE / WINDOW_S
+            pacer.capacity = max(1.0, pacer.rate * PACING_BURST_S, BURST_SHARE * count)
+
 
 class LimiterView(Protocol):
     """What ``describe`` reads of a limiter."""

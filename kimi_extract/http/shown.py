@@ -31,13 +31,23 @@ before it leave, one by one, not at the window's next edge), and what it holds i
 what it held of ours at each refusal (at most that) and at each send taken (at least that):
 when no refusal came below what it held as the last send before the stall was taken, the limit
 did not drop (a token limit's prompts differ in length) and the window is read as that; else as
-what it held when the probe found room, the probe included.
+what it held when the probe found room, the probe included. With a wait stated, its first
+probes go before the room it promised, each when half of our sends that leave the window
+meanwhile have left (``Stall.halving``: a wait in whole seconds, rounded up, promises room up
+to a second late, and by then the sends before a drop have left the window, which then holds
+one or two of ours and shows nothing), and what it holds is what it held when one found room.
+
+Read so after a drop, the window holds at least ``count`` and fewer than what it held at a
+refusal of the stall (``Shown.upper``). The limiter then scans it up: when the window is full,
+one send goes past it, and once judged accepted the window holds one more than it held of ours
+then (counted over the shortest length it can have); the next goes, until one is refused (that
+refusal is the scan's, not a stall) or it reaches the bound.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .congestion import PROBE_AFTER_S, PROBE_MIN_S, window_ends
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
@@ -55,6 +65,10 @@ SEEN_SHARE = 0.5
 LEAVE_STEP = 0.05
 #: ...for this many probes, then the probes' pauses grow (a window longer than it was read).
 LEAVE_PROBES = 12
+#: In a window shown before, with a wait stated: so many probes each go when half of our sends
+#: that leave it before the room the wait promised have left, then the probe goes at the room
+#: promised (``Stall.halving``).
+HALVING_PROBES = 3
 
 
 @dataclass(frozen=True)
@@ -63,6 +77,10 @@ class Shown:
 
     count: int
     length: float
+    #: Read after a drop, from what the window held when a probe found room: the server was
+    #: seen refusing with this many of ours in it (it holds fewer), and ``count`` is the least
+    #: it holds (``inf``: no bound above known).
+    upper: float = field(default=math.inf, compare=False)
 
     @property
     def per_minute(self) -> float:
@@ -191,6 +209,25 @@ class Stall:
         at = max(at, next((i for i, t in enumerate(leaves) if t >= soonest), at))
         return max(PROBE_MIN_S, leaves[at] + length + PROBE_AFTER_S - now)
 
+    def halving(self, log: SendLog, now: float, length: float) -> float | None:
+        """In a window of ``length`` shown before, with a wait stated: the pause until half of
+        our sends that leave it between now and the room the wait promised have left (None:
+        fewer than two leave in between). A stated wait is whole seconds, rounded up: after a
+        drop the window has room as the sends before it leave, up to a second before the room
+        promised, and what it holds then is no measure of what it holds (most of them have
+        left); the probe that finds the room sooner holds more of ours."""
+        if self.room_by == math.inf:
+            return None
+        start = max(now + PROBE_MIN_S, self.room_after)
+        leaves = sorted(
+            s.sent_at + length + PROBE_AFTER_S
+            for s in log.newest()
+            if not s.refused and start < s.sent_at + length + PROBE_AFTER_S < self.room_by
+        )
+        if len(leaves) < 2:
+            return None
+        return leaves[(len(leaves) - 1) // 2] - now
+
     def pause(self, stated: float | None, now: float) -> float | None:
         """The stated wait, or less when an earlier refusal of the stall promised room sooner,
         or when one of the usual window lengths (``window_ends``) from the first send the
@@ -252,8 +289,8 @@ class Stall:
             if full_at >= took_at:
                 # ...below what it held at every refusal since: no drop, the window filled
                 # where it holds (a token limit's prompts differ in length).
-                count = max(count, took_at)
+                count, full_at = max(count, took_at), math.inf
         count = min(taken.count, count)
         if count < MIN_COUNT:
             return None
-        return Shown(count, before.length)
+        return Shown(count, before.length, upper=full_at)

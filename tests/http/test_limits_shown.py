@@ -129,6 +129,43 @@ def test_after_a_drop_bare_probes_find_room_as_the_sends_before_leave(kind):
     assert out.refused_share <= 0.02, dumps(out)
 
 
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+@pytest.mark.parametrize("style", ["retry-after", "bare"])
+def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, refusal_s):
+    # The matrix's 200-row halving limit: 50 -> 25 per 10 s at 30 s. The stall at the drop
+    # reads the least the window holds now: bare, what it held of ours when a probe found room
+    # (15: the sends before the drop left it in a burst); with Retry-After, what it held at the
+    # room its rounded-up wait promised (read 10 ms late: one or two, no window at all, so the
+    # old 50 stayed). The probes now go before that room, as our sends leave, and the window is
+    # then scanned up: one send past it at a time, each once judged accepted, until one is
+    # refused. It holds exactly what the server holds, for that one refusal.
+    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
+    out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
+    assert out.ok == 200, dumps(out)
+    count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 25, dumps(out)
+    scan_refused = [a.at for a in out.gateway.attempts if a.refused and a.at >= 31.0]
+    assert len(scan_refused) == 1, (scan_refused, dumps(out))
+
+
+def test_a_stated_wait_in_a_known_window_is_probed_as_half_its_leavers_leave():
+    # Ten sends taken at 0.0 .. 0.9 s in a window of 10.05 s; a refusal at 10.2 s asks a second
+    # (rounded up: the room comes after 10.2 and by 11.2). Of ours, the sends at 0.4 .. 0.9 leave
+    # it in between (0.05 s after the window's end, at least 0.25 s from now); the probe goes
+    # when half of them have, as the one sent at 0.6 leaves: at 10.7.
+    log = SendLog()
+    for i in range(10):
+        log.add(i / 10, 1.0)
+    stall = Stall()
+    send = log.add(10.2, 1.0)
+    log.refuse(send)
+    stall.start(log, since=-math.inf, window=10.05, known=True)
+    stall.refused(send, 10.2, 1.0, holding=held(log, 10.2, 10.05))
+    pause = stall.halving(log, 10.2, 10.05)
+    assert pause == pytest.approx(0.5)
+    assert stall.halving(log, 11.0, 10.05) is None  # fewer than two leave before the room
+
+
 @pytest.mark.parametrize("kind", ["fixed", "sliding"])
 def test_a_small_drop_with_bare_429s_is_read_as_small(kind):
     # 3,000 -> 2,700 per minute (500 -> 450 per 10 s). A stall in a window shown before was
