@@ -131,6 +131,23 @@ def held(log: SendLog, at: float, length: float) -> int:
     return count
 
 
+def _made_the_stall(log: SendLog, last: float) -> list[Send]:
+    """The refusals that made a stall starting now, the last send taken before it at ``last``:
+    those sent since, and the refused run (in the order sent) that ends with the newest refusal.
+    A send whose 429 is still on the way is counted as taken, and a burst's sends go a moment
+    apart on a real clock: the run's refusals were sent before the last of them."""
+    refused: list[Send] = []
+    in_run = True
+    for send in log.newest():
+        if send.refused and (send.sent_at >= last or in_run):
+            refused.append(send)
+        elif refused and not send.refused:
+            in_run = False  # (sends after the newest refusal are on their way)
+        if not in_run and send.sent_at < last:
+            break
+    return refused
+
+
 def _after(room: float, stated: float) -> float:
     """The room came after this, as a stated wait of ``stated`` seconds ending at ``room``
     says: a second before it when the wait is a whole number (rounded up), else at it."""
@@ -178,7 +195,7 @@ class Stall:
         the server last took a send, and when it refused one, bound what it holds now)."""
         self.taken = taken_before(log, since=since, window=window)
         last = -math.inf if self.taken is None else self.taken.last
-        refused = [s for s in log.newest() if s.sent_at >= last and s.refused]
+        refused = _made_the_stall(log, last)
         self.full_at = math.inf if self.taken is None else self.taken.count
         self.first_refused = math.inf
         if known and self.taken is not None:

@@ -148,6 +148,28 @@ def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, re
     assert len(scan_refused) == 1, (scan_refused, dumps(out))
 
 
+def test_a_stalls_room_counts_the_refusals_sent_a_moment_before_the_last_taken():
+    # A window shown before (10 per 10 s), then a burst of eight sent a moment apart (as on a
+    # real clock) at 10.2 s: the first three are refused, each asking a second; the other
+    # five's 429s are on their way, so they count as taken and the last taken was sent after
+    # the refusals. Those refusals made the stall: its room is theirs (11.2 s). Counted only
+    # from the last taken on, the stall knew no room and its probes waited for the wait of a
+    # later refusal (the window after a drop was then read from almost nothing).
+    log = SendLog()
+    for i in range(10):
+        log.add(i / 10, 1.0)
+    burst = [log.add(10.2 + i * 1e-4, 1.0) for i in range(8)]
+    for send in burst[:3]:
+        log.refuse(send)
+        send.room = 11.2
+    stall = Stall()
+    stall.start(log, since=-math.inf, window=10.05, known=True)
+    assert stall.taken is not None and stall.taken.last == burst[-1].sent_at
+    assert stall.room_by == pytest.approx(11.2)
+    assert stall.room_after == pytest.approx(10.2)
+    assert stall.first_refused == burst[0].sent_at
+
+
 def test_a_stated_wait_in_a_known_window_is_probed_as_half_its_leavers_leave():
     # Ten sends taken at 0.0 .. 0.9 s in a window of 10.05 s; a refusal at 10.2 s asks a second
     # (rounded up: the room comes after 10.2 and by 11.2). Of ours, the sends at 0.4 .. 0.9 leave
