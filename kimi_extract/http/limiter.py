@@ -253,7 +253,7 @@ class Limiter:
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
-        if self._scan_next:
+        if scan:
             self._scan_next, self._scan = False, send
         permit = Permit(sent_at=now, send=send)
         if self.outer is not None:

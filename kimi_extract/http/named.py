@@ -106,9 +106,13 @@ class Limit:
         """A pacer at ``PACING_SHARE`` of the limit (None when there is no limit)."""
         if self.value is None:
             return None
-        rate = self.value * PACING_SHARE / WINDOW_S
-        capacity = max(rate * PACING_BURST_S, BURST_SHARE * burst if burst else 0.0)
-        return Pacer(rate, capacity, now, full=full)
+        return Pacer(*self._pacing(burst), now, full=full)
+
+    def _pacing(self, burst: float | None) -> tuple[float, float]:
+        """The pacer's rate (``PACING_SHARE`` of the limit) and capacity (``BURST_SHARE`` of
+        ``burst``, if any, else a moment's worth)."""
+        rate = (self.value or 0) * PACING_SHARE / WINDOW_S
+        return rate, max(rate * PACING_BURST_S, BURST_SHARE * burst if burst else 0.0)
 
     def recent_rate(self, log: SendLog, now: float) -> float:
         """Our accepted rate (requests or tokens per second) over two of the limit's windows
@@ -238,8 +242,8 @@ class Limit:
         pacer = self.pacer
         if pacer is not None:
             pacer.refill(now)
-            pacer.rate = self.value * PACING_SHARE / WINDOW_S
-            pacer.capacity = max(1.0, pacer.rate * PACING_BURST_S, BURST_SHARE * count)
+            pacer.rate, capacity = self._pacing(count)
+            pacer.capacity = max(1.0, capacity)
 
 
 class LimiterView(Protocol):

@@ -131,6 +131,16 @@ def held(log: SendLog, at: float, length: float) -> int:
     return count
 
 
+def leave_times(log: SendLog, length: float, after: float, before: float = math.inf) -> list[float]:
+    """When the sends of ours the server took leave a window of ``length`` (``PROBE_AFTER_S``
+    after its end), in order: those leaving after ``after`` and before ``before``."""
+    return sorted(
+        t
+        for s in log.newest()
+        if not s.refused and after < (t := s.sent_at + length + PROBE_AFTER_S) < before
+    )
+
+
 def _made_the_stall(log: SendLog, last: float) -> list[Send]:
     """The refusals that made a stall starting now, the last send taken before it at ``last``:
     those sent since, and the refused run (in the order sent) that ends with the newest refusal.
@@ -213,18 +223,13 @@ class Stall:
         them, at least ``PROBE_MIN_S`` from now). After a drop the sends before leave one by one
         and the room comes as they do: the probes look as it could have come, not at the
         window's next edge (None: the window holds nothing of ours that leaves)."""
-        soonest = now + PROBE_MIN_S - length - PROBE_AFTER_S  # sent after this, it leaves later
-        leaves = sorted(
-            s.sent_at
-            for s in log.newest()
-            if not s.refused and s.sent_at > now - length - PROBE_AFTER_S
-        )
+        leaves = leave_times(log, length, now)
         if not leaves:
             return None
         step = 1 if self.taken is None else max(1, round(LEAVE_STEP * self.taken.count))
         at = min(len(leaves) - 1, step - 1)
-        at = max(at, next((i for i, t in enumerate(leaves) if t >= soonest), at))
-        return max(PROBE_MIN_S, leaves[at] + length + PROBE_AFTER_S - now)
+        at = max(at, next((i for i, t in enumerate(leaves) if t >= now + PROBE_MIN_S), at))
+        return max(PROBE_MIN_S, leaves[at] - now)
 
     def halving(self, log: SendLog, now: float, length: float) -> float | None:
         """In a window of ``length`` shown before, with a wait stated: the pause until half of
@@ -235,12 +240,7 @@ class Stall:
         left); the probe that finds the room sooner holds more of ours."""
         if self.room_by == math.inf:
             return None
-        start = max(now + PROBE_MIN_S, self.room_after)
-        leaves = sorted(
-            s.sent_at + length + PROBE_AFTER_S
-            for s in log.newest()
-            if not s.refused and start < s.sent_at + length + PROBE_AFTER_S < self.room_by
-        )
+        leaves = leave_times(log, length, max(now + PROBE_MIN_S, self.room_after), self.room_by)
         if len(leaves) < 2:
             return None
         return leaves[(len(leaves) - 1) // 2] - now
