@@ -29,6 +29,13 @@ come back at once; answers take longer). The two are then told apart by their pa
   otherwise end far up the curve, unpaced at once). The window is held where it was clamped for as
   long, then grows by one slot per window of answers. A limit that refuses again at the same level
   is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+- **The limit found again**: with no random refusals known, a refusal at (or above) the rate
+  last cut to or restarted at, after ``CLEAN_SENDS`` judged sends none of which was refused, is
+  a cut at once ("again"), not noise under the margin: the rate a stall restarted at, read from
+  a burst the server took once (a bucket's saved tokens), or the cubic curve climbing past the
+  limit, would otherwise be refused at up to ``NOISE_MARGIN`` of its sends (or 20 judged sends'
+  worth) before the share said so. Such a cut goes from what the server accepted since the
+  oldest refusal of the last 10 s when that is lower (its rate once the saved room was spent).
 - **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
   A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
@@ -89,6 +96,9 @@ DEEPEST = 2
 SHARE_SENDS = 50
 #: Fewer judged sends than this say nothing yet.
 MIN_JUDGED = 20
+#: A refusal at the rate last cut to (or restarted at), after this many judged sends none of
+#: which was refused, is the limit found again (a cut), when no random refusals are known.
+CLEAN_SENDS = 10
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
 #: ...or this many when they are the first refusals of the run.
@@ -261,7 +271,8 @@ class Congestion:
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
-        ``stated`` the wait the server asked for: "stall", "noise" or "cut" (the caller acts on
+        ``stated`` the wait the server asked for: "stall", "noise", "cut" or "again" (a cut: the
+        limit found again at the rate refused before, after a clean run; the caller acts on
         it). Two refusals in a row that each ask to wait ``LONG_WAIT_S`` or more are a stall:
         the server says it has no room for that long."""
         if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
@@ -275,12 +286,21 @@ class Congestion:
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"
+        if self.probing_past() and recent.refused == 0 and recent.sends >= CLEAN_SENDS:
+            return "again"  # at the rate refused before, after a clean run: the limit found again
         if self.explained(recent):
             self.random_refusals += self.noise > 0
             return "noise"
         if self.trial is not None:
             return "noise"  # a cut is on trial: wait for its verdict
         return "cut"
+
+    def probing_past(self) -> bool:
+        """Whether the rate has grown past the one it was last cut to (or restarted at) while no
+        random refusals are known: a refusal now is the limit found again, not noise."""
+        if self.noise > 0 or not self.w_max or self.trial is not None or self.rate is None:
+            return False
+        return self.rate >= self.w_max
 
     def stall_pause(self, stated: float | None, since: float | None = None) -> float:
         """How long every sender waits in a stall before the next probe: the ``stated`` wait;
@@ -358,7 +378,7 @@ class Congestion:
         as a stall's clamp found the server holding: a concurrency limit refusing the one above
         it, to be answered with the window, not the rate (a "cut"; or "noise" while no random
         refusals have been seen)."""
-        if verdict not in ("cut", "noise") or (verdict == "noise" and self.noise):
+        if verdict not in ("cut", "again", "noise") or (verdict == "noise" and self.noise):
             return False
         return self.window_level >= MIN_WINDOW_LEVEL and accepted_in_flight >= self.window_level
 

@@ -390,18 +390,19 @@ class Limiter:
             congestion.clamp(now, self._accepted_in_flight())
         elif congestion.full_window(verdict, self._accepted_in_flight()):
             congestion.clamp(now, self._accepted_in_flight(), stall=False)
-        elif verdict in ("cut", "congestion"):
+        elif verdict in ("cut", "again", "congestion"):
             short = self.log.span_of(now, DELIVERY_SENDS, 2.0, since=congestion.epoch)
             if retry_after is not None:
                 self.pause_until = max(self.pause_until, now + retry_after)
             congestion.cut(
                 now,
-                # The lower of the last 2 s (or DELIVERY_SENDS sends) and 10 s: a burst the
-                # server took once (a bucket's saved tokens) does not make its rate look higher.
-                min(self._delivered(now, retry_after), self._delivered(now, None, span=short)),
+                # The lower of the last 2 s (or DELIVERY_SENDS sends), 10 s and the time since
+                # the first of these refusals: a burst the server took once (a bucket's saved
+                # tokens) does not make its rate look higher.
+                self._delivered_for_cut(now, retry_after, short, again=verdict == "again"),
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
-                told=retry_after is not None and verdict == "cut",
+                told=retry_after is not None and verdict in ("cut", "again"),
                 limiter_window=window_before,
                 growing_before=growing_before,
             )
@@ -461,6 +462,21 @@ class Limiter:
         span = min(WINDOW_S if whole else span, now - self._first_send)
         accepted = self.log.accepted(now, span + 1e-9)  # the first send included
         return accepted / max(DELIVERY_FLOOR_S, span + (stated_wait or 0.0))
+
+    def _delivered_for_cut(
+        self, now: float, stated: float | None, short: float, *, again: bool
+    ) -> float:
+        """The delivered rate a cut goes from: the lower of the last 10 s (the ``stated`` wait
+        in it) and the last ``short`` seconds; when the rate was ``again`` at the one refused
+        before, also the time since the oldest refusal of the last 10 s, when enough sends went
+        after it (the server's rate once its saved room was spent: a bucket's burst, taken
+        before, is not its rate)."""
+        rates = [self._delivered(now, stated), self._delivered(now, None, span=short)]
+        first = self.log.refusing_since(now, 10.0, since=-math.inf, after=DELIVERY_SENDS // 2)
+        if again and first is not None:
+            span = max(DELIVERY_FLOOR_S, now - first)
+            rates.append(self.log.accepted(now, now - first) / span)
+        return min(rates)
 
     def _judged(self, now: float, since: float | None = None, count: int = SHARE_SENDS) -> Share:
         """The recent judged sends (``SendLog.judged``; a 429 is seen within

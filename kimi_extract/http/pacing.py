@@ -209,6 +209,19 @@ class SendLog:
                 break
         return now - oldest
 
+    def refusing_since(self, now: float, span: float, *, since: float, after: int) -> float | None:
+        """When the oldest refusal of the last ``span`` seconds (from ``since`` on; not by a named
+        limit) was sent, if at least ``after`` sends went after it; else None. What the server
+        accepted since then is its rate while it had no saved room (a bucket's burst spent)."""
+        oldest, count, later = None, 0, 0
+        for send in reversed(self.sends):
+            if send.sent_at <= now - span or send.sent_at < since:
+                break
+            count += 1
+            if send.refused and not send.named:
+                oldest, later = send.sent_at, count - 1
+        return oldest if oldest is not None and later >= after else None
+
     def judged(
         self, young: float, since: float | None = None, count: int = 50, *, epoch: float = -1e18
     ) -> Share:

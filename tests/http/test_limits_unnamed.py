@@ -300,3 +300,66 @@ def test_a_trial_reads_no_random_refusals_from_one_refusal():
     # As many refusals as make a share, at the same ratio, still read as random.
     trial = Trial(0.0, 0.058, 60, 1.0, None, 100, False)
     assert trial.verdict(Share(60, NOISE_MIN_REFUSED)) == "noise"
+
+
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_a_bucket_found_again_after_its_burst_is_cut_at_once_to_its_rate(style, refusal_s):
+    # A 5/s token bucket with 10 of burst, 200 rows, 429s that name nothing (the limiter
+    # matrix's 200-row cell). The opening's stall restarts at what the burst delivered, 10/s:
+    # once the bucket's saved tokens were spent, every other send was refused, read as noise
+    # until 20 were judged (6 refusals), then cut to a rate that still counted the burst
+    # (6/s: refused again), and the curve probed past the bucket with refusals under the 5 %
+    # margin: 11-12 refused after the opening, 7.0-7.4 % of the run. A refusal at the rate
+    # restarted at (or cut to) after a clean run is the limit found again: cut at once, to what
+    # the server accepted since its first refusal.
+    out = run(
+        Shape("bucket", per_minute=300, burst=10),
+        rows=200,
+        style=style,
+        refusal_s=refusal_s,
+        pad=620,
+    )
+    assert out.ok == 200, dumps(out)
+    assert out.gateway.refused(since=1.0) <= 3, dumps(out)
+    assert out.refused_share <= 0.05, dumps(out)
+    after = [t for t in out.gateway.accepted_times() if t >= 15.0]
+    assert (len(after) - 1) / (max(after) - min(after)) >= 0.9 * 5, dumps(out)
+
+
+def test_a_refusal_at_the_rate_refused_before_after_a_clean_run_is_the_limit_found_again():
+    from kimi_extract.http.congestion import CLEAN_SENDS, Congestion
+
+    def at_its_level(noise: float = 0.0) -> Congestion:
+        congestion = Congestion()
+        congestion.restart(0.0, 10.0)  # a stall's probe accepted: 10/s, the level refused
+        congestion.noise = noise
+        return congestion
+
+    clean = Share(CLEAN_SENDS, 0)
+    assert at_its_level().refused(2.0, 1.9, clean, 1, None) == "again"
+    # Not with a refusal among the recent judged sends, too few judged, random refusals known,
+    # or below the level (a cut on trial, or not yet climbed back).
+    assert at_its_level().refused(2.0, 1.9, Share(CLEAN_SENDS, 1), 1, None) == "noise"
+    assert at_its_level().refused(2.0, 1.9, Share(CLEAN_SENDS - 1, 0), 1, None) == "noise"
+    assert at_its_level(noise=0.1).refused(2.0, 1.9, clean, 1, None) == "noise"
+    below = at_its_level()
+    below.rate = 9.0
+    assert below.refused(2.0, 1.9, clean, 1, None) == "noise"
+
+
+def test_a_cut_at_the_level_refused_before_goes_from_the_rate_since_the_first_refusal():
+    from kimi_extract.http.pacing import SendLog
+
+    log = SendLog()
+    for _ in range(10):  # a burst of ten taken at 0, then refusals from 0.1 on
+        log.add(0.0, 1.0)
+    log.refuse(log.add(0.1, 1.0))
+    for i in range(1, 11):  # then a send each 0.2 s, every other one refused
+        send = log.add(0.1 + 0.2 * i, 1.0)
+        if i % 2 == 0:
+            log.refuse(send)
+    assert log.refusing_since(2.1, 10.0, since=-1e9, after=5) == 0.1
+    assert log.accepted(2.1, 2.1 - 0.1) == 5  # 5 accepted in 2 s: 2.5/s, not 15 in 2.1 s
+    assert log.refusing_since(2.1, 10.0, since=-1e9, after=11) is None
+    assert log.refusing_since(2.1, 1.0, since=-1e9, after=1) == pytest.approx(1.3)  # within 1 s
