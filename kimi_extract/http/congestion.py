@@ -41,7 +41,9 @@ come back at once; answers take longer). The two are then told apart by their pa
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
   again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
-  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals. Every
+  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals; one in
+  a window a stall showed before, after a clean run (``clean()``: a further burst the window
+  would refuse may otherwise be on the wire before the 429s come back). Every
   sender pauses: the time the server stated when it said one, else ``PROBE_FIRST_S``,
   ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
@@ -103,6 +105,8 @@ CLEAN_SENDS = 10
 STALL_STREAK = 6
 #: ...or this many when they are the first refusals of the run.
 CLEAN_STALL_STREAK = 4
+#: ...or this many in a window a stall showed before, when no random refusals are known.
+SHOWN_STALL_STREAK = 1
 #: ...or this many, each asking to wait at least ``LONG_WAIT_S``.
 LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
@@ -268,6 +272,7 @@ class Congestion:
         stated: float | None,
         *,
         clean: bool = False,
+        shown: bool = False,
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
@@ -282,11 +287,13 @@ class Congestion:
             return "stall"
         long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
         first = clean and streak >= CLEAN_STALL_STREAK  # the first refusals of the run
-        if long_wait or first or streak >= self.stall_streak(recent):
+        # A window shown before refusing again, no random refusals known: it is full (again).
+        full = shown and self.clean(recent) and streak >= SHOWN_STALL_STREAK
+        if long_wait or first or full or streak >= self.stall_streak(recent):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"
-        if self.probing_past() and recent.refused == 0 and recent.sends >= CLEAN_SENDS:
+        if self.probing_past() and self.clean(recent):
             return "again"  # at the rate refused before, after a clean run: the limit found again
         if self.explained(recent):
             self.random_refusals += self.noise > 0
@@ -294,6 +301,11 @@ class Congestion:
         if self.trial is not None:
             return "noise"  # a cut is on trial: wait for its verdict
         return "cut"
+
+    def clean(self, recent: Share) -> bool:
+        """Whether no random refusals are known and none of the last ``CLEAN_SENDS`` or more
+        judged sends (``recent``) was refused."""
+        return not self.noise and recent.refused == 0 and recent.sends >= CLEAN_SENDS
 
     def probing_past(self) -> bool:
         """Whether the rate has grown past the one it was last cut to (or restarted at) while no

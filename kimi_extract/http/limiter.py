@@ -353,7 +353,15 @@ class Limiter:
         if verdict is None:
             streak = self.log.refused_run(permit.send) if permit is not None else 1
             clean = self.throttles == streak  # no refusal before this run of them
-            verdict = congestion.refused(now, sent_at, recent, streak, retry_after, clean=clean)
+            verdict = congestion.refused(
+                now,
+                sent_at,
+                recent,
+                streak,
+                retry_after,
+                clean=clean,
+                shown=self._shown() is not None,
+            )
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         if verdict == "leftover" and retry_after is not None:

@@ -178,6 +178,7 @@ class Stall:
         #: and when the first send of the stall was refused.
         self.full_at = math.inf
         self.first_refused = math.inf
+        self.refusals = 0  # of the stall, those that made it included
 
     def refused(
         self, send: Send, now: float, stated: float | None, *, holding: int | None = None
@@ -186,6 +187,7 @@ class Stall:
         ``holding``: what the window shown before held of ours when it went."""
         taken = self.taken
         if taken is not None:
+            self.refusals += 1
             self.no_room = max(self.no_room, send.sent_at)
             if holding is not None:
                 self.full_at = min(self.full_at, holding)
@@ -206,6 +208,7 @@ class Stall:
         self.taken = taken_before(log, since=since, window=window)
         last = -math.inf if self.taken is None else self.taken.last
         refused = _made_the_stall(log, last)
+        self.refusals = len(refused)
         self.full_at = math.inf if self.taken is None else self.taken.count
         self.first_refused = math.inf
         if known and self.taken is not None:
@@ -277,6 +280,7 @@ class Stall:
         as our sends left it, ``leaving``), counted over the shortest length it can have."""
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
         no_room, full_at, first_refused = self.no_room, self.full_at, self.first_refused
+        refusals, self.refusals = self.refusals, 0
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
         self.room_after, self.full_at, self.first_refused = -math.inf, math.inf, math.inf
         if taken is None:
@@ -303,9 +307,10 @@ class Stall:
                 None,
             )
             took_at = 0 if last is None else held(log, last, length) + 1
-            if full_at >= took_at:
+            if full_at >= took_at and refusals > 1:
                 # ...below what it held at every refusal since: no drop, the window filled
-                # where it holds (a token limit's prompts differ in length).
+                # where it holds (a token limit's prompts differ in length). One refusal says
+                # nothing of that (a stall in a clean window shown before starts at one).
                 count, full_at = max(count, took_at), math.inf
         count = min(taken.count, count)
         if count < MIN_COUNT:
