@@ -41,9 +41,11 @@ come back at once; answers take longer). The two are then told apart by their pa
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
   again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
-  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals; one in
-  a window a stall showed before, after a clean run (``clean()``: a further burst the window
-  would refuse may otherwise be on the wire before the 429s come back). Every
+  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals; two in
+  a window a stall showed before, after a clean run (``clean()``): after the first, the next
+  send goes alone (``wary``; the others wait until it is judged), and when it is refused too
+  the window is full (a further burst the window would refuse might otherwise be on the wire
+  before the 429s came back). Every
   sender pauses: the time the server stated when it said one, else ``PROBE_FIRST_S``,
   ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
@@ -101,12 +103,12 @@ MIN_JUDGED = 20
 #: A refusal at the rate last cut to (or restarted at), after this many judged sends none of
 #: which was refused, is the limit found again (a cut), when no random refusals are known.
 CLEAN_SENDS = 10
+#: ...when this many of the newest ``AGAIN_WITHIN`` sends were refused (one alone may be random).
+AGAIN_REFUSED, AGAIN_WITHIN = 2, 5
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
 #: ...or this many when they are the first refusals of the run.
 CLEAN_STALL_STREAK = 4
-#: ...or this many in a window a stall showed before, when no random refusals are known.
-SHOWN_STALL_STREAK = 1
 #: ...or this many, each asking to wait at least ``LONG_WAIT_S``.
 LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
@@ -210,6 +212,7 @@ class Congestion:
         self.w_max = 0.0  # the rate the cubic curve climbs back to
         self.cut_rate = 0.0  # the rate of the last cut or restart (what the summary says)
         self.cut_at = -math.inf
+        self.restarted_at = math.nan  # when a stall's probe last restarted the rate
         self.repeats = 0  # cuts in a row at about the same rate
         self.window: int | None = None  # in-flight limit learned from 429s; None: none
         self.window_at = -math.inf
@@ -272,7 +275,8 @@ class Congestion:
         stated: float | None,
         *,
         clean: bool = False,
-        shown: bool = False,
+        wary: bool = False,
+        close: int = 1,
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
@@ -287,14 +291,20 @@ class Congestion:
             return "stall"
         long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
         first = clean and streak >= CLEAN_STALL_STREAK  # the first refusals of the run
-        # A window shown before refusing again, no random refusals known: it is full (again).
-        full = shown and self.clean(recent) and streak >= SHOWN_STALL_STREAK
-        if long_wait or first or full or streak >= self.stall_streak(recent):
+        # The send that went alone after one refusal in a clean window shown before, refused
+        # too: the window is full (again).
+        if long_wait or first or wary or streak >= self.stall_streak(recent):
             self.stalls = max(self.stalls, 1)
             self.trial = None
             return "stall"
-        if self.probing_past() and self.clean(recent):
-            return "again"  # at the rate refused before, after a clean run: the limit found again
+        if (
+            self.restarted_past()
+            and recent.refused <= 1
+            and recent.sends - recent.refused >= CLEAN_SENDS
+            and recent.sends < MIN_JUDGED
+            and close >= AGAIN_REFUSED
+        ):
+            return "again"  # refused again soon at the rate restarted at: the limit found again
         if self.explained(recent):
             self.random_refusals += self.noise > 0
             return "noise"
@@ -307,12 +317,13 @@ class Congestion:
         judged sends (``recent``) was refused."""
         return not self.noise and recent.refused == 0 and recent.sends >= CLEAN_SENDS
 
-    def probing_past(self) -> bool:
-        """Whether the rate has grown past the one it was last cut to (or restarted at) while no
-        random refusals are known: a refusal now is the limit found again, not noise."""
-        if self.noise > 0 or not self.w_max or self.trial is not None or self.rate is None:
+    def restarted_past(self) -> bool:
+        """Whether the rate is still (or again) at the one a stall's accepted probe restarted it
+        at, or above it, with no cut since: a rate read from the stall's span (a bucket's
+        saved burst in it), not yet confirmed by the server."""
+        if self.noise > 0 or self.rate is None or self.trial is not None:
             return False
-        return self.rate >= self.w_max
+        return self.cut_at == self.restarted_at and self.rate >= self.w_max
 
     def stall_pause(self, stated: float | None, since: float | None = None) -> float:
         """How long every sender waits in a stall before the next probe: the ``stated`` wait;
@@ -421,6 +432,7 @@ class Congestion:
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
+        self.restarted_at = now
         current = max(MIN_RATE, delivered)
         self._new_level(current)
         self.cut_at = now

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .clock import Clock, default_clock
-from .congestion import BEFORE_SENDS, PROBE_AFTER_S, SHARE_SENDS, Congestion
+from .congestion import AGAIN_WITHIN, BEFORE_SENDS, PROBE_AFTER_S, SHARE_SENDS, Congestion
 from .named import (
     BELOW_LIMIT,
     PACING_SHARE,
@@ -156,6 +156,10 @@ class Limiter:
         self._scan_upper = 0.0
         self._scan: Send | None = None  # the scan's send out, not yet judged
         self._scan_next = False  # the send about to go is the scan's
+        #: After one refusal in a clean window shown before, the next send goes alone: refused
+        #: too, the window is full (a stall); judged accepted, the refusal was random.
+        self._wary = False  # the next send goes alone
+        self._wary_send: Send | None = None  # ...and went: the others wait for its verdict
 
     # -- the limits in force ----------------------------------------------------------------
 
@@ -255,6 +259,8 @@ class Limiter:
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
         if scan:
             self._scan_next, self._scan = False, send
+        if self._wary:
+            self._wary, self._wary_send = False, send
         permit = Permit(sent_at=now, send=send)
         if self.outer is not None:
             try:
@@ -350,6 +356,8 @@ class Limiter:
         verdict = self._read_named(learned, now, retry_after, sent_at) if learned else None
         if learned and permit is not None:
             permit.send.named = True
+        in_shown = self._shown() is not None
+        wary = permit is not None and self._wary_send is permit.send
         if verdict is None:
             streak = self.log.refused_run(permit.send) if permit is not None else 1
             clean = self.throttles == streak  # no refusal before this run of them
@@ -360,8 +368,11 @@ class Limiter:
                 streak,
                 retry_after,
                 clean=clean,
-                shown=self._shown() is not None,
+                wary=in_shown and wary,
+                close=self.log.refused_among(AGAIN_WITHIN),
             )
+        self._wary_send = None
+        self._wary = verdict == "noise" and in_shown and not wary and congestion.clean(recent)
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         if verdict == "leftover" and retry_after is not None:
@@ -628,6 +639,13 @@ class Limiter:
                 self._restart(now)
             else:
                 waits.append((deadline - now, "rate"))
+        wary = self._wary_send
+        if wary is not None:
+            due = wary.sent_at + congestion.judge_after()
+            if now < due and not wary.refused:
+                waits.append((due - now, "rate"))
+            else:
+                self._wary_send = None
         if self.in_flight >= self.concurrency:
             return math.inf, "concurrency"
         for name, amount in (("rpm", 1.0), ("tpm", float(tokens))):

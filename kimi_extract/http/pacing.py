@@ -14,6 +14,7 @@ span, and which window a refusal implies (``window_for``).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
 from collections.abc import Iterator
@@ -208,6 +209,13 @@ class SendLog:
             if count >= sends:
                 break
         return now - oldest
+
+    def refused_among(self, count: int) -> int:
+        """Refusals (not by a named limit) among the newest ``count`` sends."""
+        return sum(
+            send.refused and not send.named
+            for send in itertools.islice(reversed(self.sends), count)
+        )
 
     def refusing_since(self, now: float, span: float, *, since: float, after: int) -> float | None:
         """When the oldest refusal of the last ``span`` seconds (from ``since`` on; not by a named

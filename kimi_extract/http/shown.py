@@ -164,6 +164,10 @@ def _after(room: float, stated: float) -> float:
     return room - 1.0 if stated >= 1.0 and stated == int(stated) else room
 
 
+#: A stall of no more refusals than this says nothing of "no drop" (``Stall.end``).
+NO_DROP_REFUSALS = 2
+
+
 class Stall:
     """One stall's evidence of a window, from its start to its accepted probe: what the server
     took before it (``start``) and the earliest room a stated wait promised (``room_by``)."""
@@ -307,10 +311,11 @@ class Stall:
                 None,
             )
             took_at = 0 if last is None else held(log, last, length) + 1
-            if full_at >= took_at and refusals > 1:
+            if full_at >= took_at and refusals > NO_DROP_REFUSALS:
                 # ...below what it held at every refusal since: no drop, the window filled
-                # where it holds (a token limit's prompts differ in length). One refusal says
-                # nothing of that (a stall in a clean window shown before starts at one).
+                # where it holds (a token limit's prompts differ in length). A refusal or two
+                # a moment apart say nothing of that (a stall in a clean window shown before
+                # starts at two: the first, and the send that went alone after it).
                 count, full_at = max(count, took_at), math.inf
         count = min(taken.count, count)
         if count < MIN_COUNT:

@@ -304,15 +304,14 @@ def test_a_trial_reads_no_random_refusals_from_one_refusal():
 
 @pytest.mark.parametrize("refusal_s", [0.0, 0.01])
 @pytest.mark.parametrize("style", ["bare", "retry-after"])
-def test_a_bucket_found_again_after_its_burst_is_cut_at_once_to_its_rate(style, refusal_s):
+def test_a_bucket_found_again_after_a_restart_is_cut_at_once_to_its_rate(style, refusal_s):
     # A 5/s token bucket with 10 of burst, 200 rows, 429s that name nothing (the limiter
     # matrix's 200-row cell). The opening's stall restarts at what the burst delivered, 10/s:
     # once the bucket's saved tokens were spent, every other send was refused, read as noise
     # until 20 were judged (6 refusals), then cut to a rate that still counted the burst
-    # (6/s: refused again), and the curve probed past the bucket with refusals under the 5 %
-    # margin: 11-12 refused after the opening, 7.0-7.4 % of the run. A refusal at the rate
-    # restarted at (or cut to) after a clean run is the limit found again: cut at once, to what
-    # the server accepted since its first refusal.
+    # (6/s: refused again): 11-12 refused after the opening, 7.0-7.4 % of the run. Refused
+    # twice within five sends at the rate a stall restarted at, after a clean run, is the limit
+    # found again: cut at once, to what the server accepted since its first refusal.
     out = run(
         Shape("bucket", per_minute=300, burst=10),
         rows=200,
@@ -321,34 +320,36 @@ def test_a_bucket_found_again_after_its_burst_is_cut_at_once_to_its_rate(style, 
         pad=620,
     )
     assert out.ok == 200, dumps(out)
-    assert out.gateway.refused(since=1.0) <= 3, dumps(out)
+    assert out.gateway.refused(since=1.0) <= 6, dumps(out)
     assert out.refused_share <= 0.05, dumps(out)
     after = [t for t in out.gateway.accepted_times() if t >= 15.0]
     assert (len(after) - 1) / (max(after) - min(after)) >= 0.9 * 5, dumps(out)
 
 
-def test_a_refusal_at_the_rate_refused_before_after_a_clean_run_is_the_limit_found_again():
-    from kimi_extract.http.congestion import CLEAN_SENDS, Congestion
+def test_refused_again_soon_at_the_rate_a_stall_restarted_at_is_the_limit_found_again():
+    from kimi_extract.http.congestion import AGAIN_REFUSED, CLEAN_SENDS, MIN_JUDGED, Congestion
 
-    def at_its_level(noise: float = 0.0) -> Congestion:
+    def restarted(noise: float = 0.0) -> Congestion:
         congestion = Congestion()
-        congestion.restart(0.0, 10.0)  # a stall's probe accepted: 10/s, the level refused
+        congestion.restart(1.0, 10.0)  # a stall's probe accepted: 10/s, read from its span
         congestion.noise = noise
         return congestion
 
-    clean = Share(CLEAN_SENDS, 0)
-    assert at_its_level().refused(2.0, 1.9, clean, 1, None) == "again"
-    # Not with a refusal among the recent judged sends, too few judged, random refusals known,
-    # or below the level (a cut on trial, or not yet climbed back).
-    assert at_its_level().refused(2.0, 1.9, Share(CLEAN_SENDS, 1), 1, None) == "noise"
-    assert at_its_level().refused(2.0, 1.9, Share(CLEAN_SENDS - 1, 0), 1, None) == "noise"
-    assert at_its_level(noise=0.1).refused(2.0, 1.9, clean, 1, None) == "noise"
-    below = at_its_level()
-    below.rate = 9.0
-    assert below.refused(2.0, 1.9, clean, 1, None) == "noise"
+    clean = Share(CLEAN_SENDS + 1, 1)  # the first of the two refusals judged already
+    assert restarted().refused(2.5, 2.5, clean, 1, None, close=AGAIN_REFUSED) == "again"
+    # One refusal alone may be random; so may two after more; not with random refusals known,
+    # once the restart's rate has been judged, or after a cut since.
+    assert restarted().refused(2.5, 2.5, clean, 1, None, close=1) == "noise"
+    assert restarted().refused(2.5, 2.5, Share(CLEAN_SENDS + 2, 2), 1, None, close=2) == "noise"
+    assert restarted(0.1).refused(2.5, 2.5, clean, 1, None, close=2) == "noise"
+    judged = Share(MIN_JUDGED, 1)
+    assert restarted().refused(2.5, 2.5, judged, 1, None, close=2) == "noise"
+    cut = restarted()
+    cut.cut_at = 2.0
+    assert cut.refused(2.5, 2.5, clean, 1, None, close=2) == "noise"
 
 
-def test_a_cut_at_the_level_refused_before_goes_from_the_rate_since_the_first_refusal():
+def test_a_cut_at_the_limit_found_again_goes_from_the_rate_since_the_first_refusal():
     from kimi_extract.http.pacing import SendLog
 
     log = SendLog()
@@ -363,3 +364,27 @@ def test_a_cut_at_the_level_refused_before_goes_from_the_rate_since_the_first_re
     assert log.accepted(2.1, 2.1 - 0.1) == 5  # 5 accepted in 2 s: 2.5/s, not 15 in 2.1 s
     assert log.refusing_since(2.1, 10.0, since=-1e9, after=11) is None
     assert log.refusing_since(2.1, 1.0, since=-1e9, after=1) == pytest.approx(1.3)  # within 1 s
+    assert log.refused_among(5) == 3 and log.refused_among(2) == 1
+
+
+@pytest.mark.parametrize(
+    ("shape", "most"),
+    [
+        # The end time over three seeds at 3 % random refusals against none. Before these
+        # bounds were tested, a refusal at the rate a stall restarted at (one alone) cut the
+        # rate (concurrency: 1.54x), and one in a window shown before stalled (5.2x).
+        ({"kind": "concurrency", "concurrency": 5}, 1.3),
+        ({"kind": "sliding", "per_minute": 300, "window_s": 10}, 1.15),
+        ({"kind": "bucket", "per_minute": 3000, "burst": 100}, 1.4),
+    ],
+)
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_a_few_random_refusals_on_a_rate_limit_cost_little(shape, most, style):
+    rows = 2000 if shape.get("burst") == 100 else 600
+    clean = run(Shape(**shape), rows=rows, style=style)
+    ends = []
+    for seed in (1, 2, 3):
+        noisy = run(Shape(**shape, random_share=0.03, seed=seed), rows=rows, style=style)
+        assert noisy.ok == rows, dumps(noisy)
+        ends.append(noisy.end)
+    assert statistics.mean(ends) <= most * clean.end, (clean.end, ends)
