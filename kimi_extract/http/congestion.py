@@ -29,13 +29,14 @@ come back at once; answers take longer). The two are then told apart by their pa
   otherwise end far up the curve, unpaced at once). The window is held where it was clamped for as
   long, then grows by one slot per window of answers. A limit that refuses again at the same level
   is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
-- **The limit found again**: with no random refusals known, a refusal at (or above) the rate
-  last cut to or restarted at, after ``CLEAN_SENDS`` judged sends none of which was refused, is
-  a cut at once ("again"), not noise under the margin: the rate a stall restarted at, read from
-  a burst the server took once (a bucket's saved tokens), or the cubic curve climbing past the
-  limit, would otherwise be refused at up to ``NOISE_MARGIN`` of its sends (or 20 judged sends'
-  worth) before the share said so. Such a cut goes from what the server accepted since the
-  oldest refusal of the last 10 s when that is lower (its rate once the saved room was spent).
+- **The limit found again**: with no random refusals known, ``AGAIN_REFUSED`` refusals within
+  ``AGAIN_WITHIN`` sends at the rate a stall's probe restarted at (no cut since, fewer than
+  ``MIN_JUDGED`` judged since the restart, at least ``CLEAN_SENDS`` of them accepted and at most
+  the first of the two refused) are a cut at once ("again"), not noise until 20 are judged: a
+  rate read from the stall's span counts a burst the server took once (a token bucket's saved
+  tokens), and once that is spent every other send is refused. Such a cut goes from what the
+  server accepted since the oldest refusal of the last 10 s when that is lower (its rate once
+  the saved room was spent). One refusal alone may be random: it cuts nothing.
 - **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
   A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
@@ -100,10 +101,11 @@ DEEPEST = 2
 SHARE_SENDS = 50
 #: Fewer judged sends than this say nothing yet.
 MIN_JUDGED = 20
-#: A refusal at the rate last cut to (or restarted at), after this many judged sends none of
-#: which was refused, is the limit found again (a cut), when no random refusals are known.
+#: A run is clean after this many judged sends none of which was refused (``clean()``; the
+#: limit found again counts them since a stall's restart, the first of its two refusals aside)...
 CLEAN_SENDS = 10
-#: ...when this many of the newest ``AGAIN_WITHIN`` sends were refused (one alone may be random).
+#: ...and the limit is found again when this many of the newest ``AGAIN_WITHIN`` sends were
+#: refused (one alone may be random).
 AGAIN_REFUSED, AGAIN_WITHIN = 2, 5
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
@@ -281,9 +283,11 @@ class Congestion:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
         ``stated`` the wait the server asked for: "stall", "noise", "cut" or "again" (a cut: the
-        limit found again at the rate refused before, after a clean run; the caller acts on
-        it). Two refusals in a row that each ask to wait ``LONG_WAIT_S`` or more are a stall:
-        the server says it has no room for that long."""
+        limit found again at the rate a stall restarted at; the caller acts on it). ``wary``:
+        the refused send went alone after one refusal in a clean window shown before (a stall);
+        ``close``: refusals among the newest ``AGAIN_WITHIN`` sends. Two refusals in a row that
+        each ask to wait ``LONG_WAIT_S`` or more are a stall: the server says it has no room
+        for that long."""
         if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
             self.probing = False
             self.stalls += 1
