@@ -415,9 +415,9 @@ class Limiter:
                 self.pause_until = max(self.pause_until, now + retry_after)
             congestion.cut(
                 now,
-                # The lower of the last 2 s (or DELIVERY_SENDS sends), 10 s and the time since
-                # the first of these refusals: a burst the server took once (a bucket's saved
-                # tokens) does not make its rate look higher.
+                # The lower of the last 2 s (or DELIVERY_SENDS sends) and 10 s (and, for the
+                # limit found again, the time since its first refusal): a burst the server took
+                # once (a bucket's saved tokens) does not make its rate look higher.
                 self._delivered_for_cut(now, retry_after, short, again=verdict == "again"),
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
@@ -491,11 +491,15 @@ class Limiter:
         after it (the server's rate once its saved room was spent: a bucket's burst, taken
         before, is not its rate)."""
         rates = [self._delivered(now, stated), self._delivered(now, None, span=short)]
-        first = self.log.refusing_since(now, 10.0, since=-math.inf, after=DELIVERY_SENDS // 2)
-        if again and first is not None:
+        first = self.log.refusing_since(now, 10.0, after=DELIVERY_SENDS // 2) if again else None
+        if first is not None:
             span = max(DELIVERY_FLOOR_S, now - first)
             rates.append(self.log.accepted(now, now - first) / span)
         return min(rates)
+
+    def _judged_at(self, send: Send) -> float:
+        """When ``send`` counts as accepted if no 429 has come for it by then."""
+        return send.sent_at + self.congestion.judge_after()
 
     def _judged(self, now: float, since: float | None = None, count: int = SHARE_SENDS) -> Share:
         """The recent judged sends (``SendLog.judged``; a 429 is seen within
@@ -536,7 +540,7 @@ class Limiter:
         out, the next send is the scan's (0)."""
         scan = self._scan
         if scan is not None:
-            due = scan.sent_at + self.congestion.judge_after()
+            due = self._judged_at(scan)
             if now < due:
                 return min(wait, due - now)
             self._scan = None
@@ -641,7 +645,7 @@ class Limiter:
                 waits.append((deadline - now, "rate"))
         wary = self._wary_send
         if wary is not None:
-            due = wary.sent_at + congestion.judge_after()
+            due = self._judged_at(wary)
             if now < due and not wary.refused:
                 waits.append((due - now, "rate"))
             else:

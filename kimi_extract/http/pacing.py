@@ -217,13 +217,13 @@ class SendLog:
             for send in itertools.islice(reversed(self.sends), count)
         )
 
-    def refusing_since(self, now: float, span: float, *, since: float, after: int) -> float | None:
-        """When the oldest refusal of the last ``span`` seconds (from ``since`` on; not by a named
-        limit) was sent, if at least ``after`` sends went after it; else None. What the server
-        accepted since then is its rate while it had no saved room (a bucket's burst spent)."""
+    def refusing_since(self, now: float, span: float, *, after: int) -> float | None:
+        """When the oldest refusal of the last ``span`` seconds (not by a named limit) was sent,
+        if at least ``after`` sends went after it; else None. What the server accepted since
+        then is its rate while it had no saved room (a bucket's burst spent)."""
         oldest, count, later = None, 0, 0
         for send in reversed(self.sends):
-            if send.sent_at <= now - span or send.sent_at < since:
+            if send.sent_at <= now - span:
                 break
             count += 1
             if send.refused and not send.named:

@@ -360,10 +360,10 @@ def test_a_cut_at_the_limit_found_again_goes_from_the_rate_since_the_first_refus
         send = log.add(0.1 + 0.2 * i, 1.0)
         if i % 2 == 0:
             log.refuse(send)
-    assert log.refusing_since(2.1, 10.0, since=-1e9, after=5) == 0.1
+    assert log.refusing_since(2.1, 10.0, after=5) == 0.1
     assert log.accepted(2.1, 2.1 - 0.1) == 5  # 5 accepted in 2 s: 2.5/s, not 15 in 2.1 s
-    assert log.refusing_since(2.1, 10.0, since=-1e9, after=11) is None
-    assert log.refusing_since(2.1, 1.0, since=-1e9, after=1) == pytest.approx(1.3)  # within 1 s
+    assert log.refusing_since(2.1, 10.0, after=11) is None
+    assert log.refusing_since(2.1, 1.0, after=1) == pytest.approx(1.3)  # within 1 s
     assert log.refused_among(5) == 3 and log.refused_among(2) == 1
 
 
