@@ -34,6 +34,7 @@ answer holding more JSON values than ``VALUES_PER_TOKEN`` per token of its
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import math
@@ -149,6 +150,10 @@ class RowStore(Protocol):
 _OverBudget = OverBudget
 #: An attempt that may have been billed without telling us how much (``dispatch``).
 outcome_unknown = billing_unknown
+#: How long a cancelled run (Ctrl-C) waits for the commits already on their way to the store,
+#: so the rows they land are in its partial (``RowRunner.unreported``). The store's close waits
+#: for them anyway; this only bounds a store that does not answer.
+COMMIT_GRACE_S = 5.0
 
 
 class RowRunner:
@@ -186,6 +191,10 @@ class RowRunner:
         self._early_400: dict[str, int] = {}
         #: Row position -> the exchange of the row in progress (``turn`` continues it).
         self._exchanges: dict[int, Exchange] = {}
+        #: Rows finished, or committed to the store, that the scheduler has not reported yet:
+        #: position -> (the commit of the row's answer, or None, and its result). The scheduler
+        #: drops a row once reported; a cancelled run reports the rest (``unreported``).
+        self.finishing: dict[int, tuple[asyncio.Future[None] | None, RowResult]] = {}
 
     async def process(self, row: RowInput) -> RowResult:
         """One row, start to finish; never raises for the row's own failures.
@@ -205,6 +214,9 @@ class RowRunner:
             result = await self._process(row, exchange)
         finally:
             del self._exchanges[row.position]
+        # Finished from here on: a Ctrl-C in the hooks, or before the scheduler reports the
+        # row, leaves it in ``finishing`` and the partial frame still gets it.
+        self.finishing[row.position] = (None, result)
         if "on_row_end" in hooks.listening:
             await hooks.row_end(exchange, result)
         return result
@@ -261,10 +273,10 @@ class RowRunner:
                 ttl=settings.cache_ttl,
             )
         if key is not None and raw is not None and self.store is not None:
-            try:
-                # Grouped with the rows finishing this event-loop turn; returns once committed, so
-                # the row is reported (frame, sink, progress) only when a kill -9 cannot lose it.
-                await self.store.commit(
+            # Grouped with the rows finishing this event-loop turn; done once committed, so the
+            # row is reported (frame, sink, progress) only when a kill -9 cannot lose it.
+            commit = asyncio.ensure_future(
+                self.store.commit(
                     key,
                     model=settings.model,
                     output=raw,
@@ -273,13 +285,37 @@ class RowRunner:
                     web_searches=result.web_searches,
                     replace=stale,
                 )
+            )
+            self.finishing[row.position] = (commit, result)
+            try:
+                # Shielded: a Ctrl-C while it is on its way does not cancel the commit, and the
+                # cancelled run reports the row if it lands (``unreported``).
+                await asyncio.shield(commit)
             except StoreError as exc:  # the row keeps its value; the run stops after it
+                del self.finishing[row.position]
                 self.stop_starting(exc)
         if settings.grounding:  # (no coroutine per row when grounding is off)
             await self._ground(row, result, raw)
         if row.gleaning is not None and raw is not None and result.value is not None:
             await glean(self, row, user, result, raw, reply)
         return result
+
+    async def unreported(self) -> list[RowResult]:
+        """The rows of a cancelled run (Ctrl-C) that finished, or whose answer the store
+        committed, but that the scheduler had not reported: the partial frame holds them (a row
+        cut off in its grounding or a later pass as it was then). A commit still on its way is
+        waited for (``COMMIT_GRACE_S`` at most); its row is reported only if it landed."""
+        entries = list(self.finishing.values())
+        self.finishing.clear()
+        pending = [commit for commit, _ in entries if commit is not None and not commit.done()]
+        if pending:
+            await asyncio.wait(pending, timeout=COMMIT_GRACE_S)
+        return [
+            result
+            for commit, result in entries
+            if commit is None
+            or (commit.done() and not commit.cancelled() and commit.exception() is None)
+        ]
 
     async def turn(
         self, turns: list[dict[str, Any]], result: RowResult

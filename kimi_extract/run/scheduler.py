@@ -92,6 +92,8 @@ class Scheduler:
                 order.put(result)  # may hand results to the sink (run_to writes them)
             except Exception as exc:  # the output cannot take them: stop with what was written
                 raise RunStopped(str(exc), cause=exc) from exc
+            finally:
+                del runner.finishing[result.position]
             bar.update(result)
             if runner.fatal is not None:
                 raise RunStopped(str(runner.fatal), cause=runner.fatal)
@@ -169,7 +171,11 @@ class Scheduler:
                 for _ in range(max(1, concurrency)):
                     group.create_task(worker())
         except asyncio.CancelledError:
-            order.collected()  # hand finished rows to the sink before the cancel goes on
+            # Rows finished (or committed) but cut off before their report are reported now,
+            # then every finished row goes to the sink before the cancel goes on.
+            for result in await self.runner.unreported():
+                order.put(result)
+            order.collected()
             raise
 
 

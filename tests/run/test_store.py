@@ -330,10 +330,9 @@ def test_ctrl_c_raises_with_the_partial_frame_and_keeps_finished_rows(backend: B
         cwd=Path(__file__).parents[2],
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "started"
-    # The five fast rows are reported by the run (each after its commit); the rest hang 60 s.
-    # (Waiting only for the store to show five let the Ctrl-C land between a row's commit and
-    # its report under load: the store kept it, the partial frame did not; 1 run in 14 with two
-    # CPU burners beside.)
+    # The five fast rows have ended (each after its commit); the rest hang 60 s. (A Ctrl-C
+    # between a row's commit and its report once left it out of the partial under load: the
+    # property is tests/promises/test_interrupt_finished_rows.py.)
     for _ in range(5):
         assert proc.stdout.readline().strip() == "ended"
     assert backend.committed() == 5
