@@ -143,6 +143,8 @@ class Limiter:
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
+        #: When the first answer calibrated the token estimates (prompt scale, completion).
+        self._calibrated_at: float | None = None
         self._prompt_scale = 1.0  # the server's prompt tokens per one of ours (learned)
         self._prompts_seen = 0
         self._held: Counter[str] = Counter()
@@ -303,6 +305,8 @@ class Limiter:
     def observe_completion(self, completion_tokens: int) -> None:
         """Feed an observed completion size into the running mean used by ``estimate``."""
         self._completions_seen += 1
+        if self._calibrated_at is None:
+            self._calibrated_at = self.clock()
         self._completion_mean += (completion_tokens - self._completion_mean) / min(
             self._completions_seen, 50
         )
@@ -514,6 +518,7 @@ class Limiter:
             self.congestion.refusal_rtt,
             float(self.estimate(0)),
             sent_at,
+            self._calibrated_at,
         )
 
     def _judge_trial(self, now: float) -> None:

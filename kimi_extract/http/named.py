@@ -5,9 +5,10 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
 (``read``). The ``Limiter`` keeps one per kind and checks its log and pacer before every send.
 
 - **Adopting** a named limit below the one in force (``adopt``): its window is the longest in
-  which our accepted sends already fill it, as a burst of ours shows (only an opening burst of
-  requests can: its tokens are still estimates, and after a while at a steady rate every window
-  is full of a lower limit), and no longer than makes
+  which our accepted sends already fill it, as a burst of ours shows (only an opening burst
+  can: after a while at a steady rate every window is full of a lower limit; and a burst of
+  tokens only once they are known, each its usage or estimated after an answer calibrated the
+  estimates: ``SendLog.tokens_known``), and no longer than makes
   the log owe more than the wait the server states (Kimi rounds it up to whole seconds): a lower
   limit applies from now on, and the past is owed only as long as the server says. When a burst
   showed what the window takes, ``BURST_SHARE`` of it may go at once later. The log counts the
@@ -79,6 +80,7 @@ class Adoption:
     refusal_rtt: float
     each_tokens: float
     sent_at: float | None = None  # when the refused request was sent
+    calibrated_at: float | None = None  # when an answer first calibrated the token estimates
 
 
 @dataclass
@@ -156,26 +158,27 @@ class Limit:
         """A send of the burst the window was read from at ``read_at`` was refused after all:
         the window as the burst shows it without that send (shorter: it held fewer), never below
         what the server's stated wait required."""
-        window = context.log.window_for(
-            read_at, self.value or 0, tokens=False, judged_before=read_at
-        )
+        log = context.log
+        window = log.window_for(read_at, self.value or 0, tokens=self.tokens, judged_before=read_at)
         if window is None or window >= self.window_s:
             return
         self.window_s = max(window, self.least_s)
         edge = log_margin(context.refusal_rtt)
-        context.log.set_length(context.log.requests, self.window_s + edge, now)
+        log.set_length(log.tokens if self.tokens else log.requests, self.window_s + edge, now)
 
     def adopt(self, value: int, now: float, stated: float | None, context: Adoption) -> None:
         """Keep to ``value`` from now on: its window, pacer and log (module docstring)."""
         log, tokens, previous = context.log, self.tokens, self.value
-        # Only an opening burst of requests shows a window: tokens are still estimates then (no
-        # answer has said what they cost), and after a while at a steady rate every window of
-        # the log is full of a lower limit. The window is read long (sends whose 429 may still
-        # be on the way counted as taken) and what may go at once short (only those judged).
-        shows = previous is None and not tokens
-        window = log.window_for(now, value, tokens=False, judged_before=now) if shows else None
+        # Only an opening burst shows a window: after a while at a steady rate every window of
+        # the log is full of a lower limit. A burst of tokens shows one only when they are
+        # known: every send's usage came back, or was estimated after an answer had calibrated
+        # the estimates (before, a guess at the completion and the prompt's scale). The window
+        # is read long (sends whose 429 may still be on the way counted as taken) and what may
+        # go at once short (only those judged).
+        shows = previous is None and (not tokens or log.tokens_known(context.calibrated_at))
+        window = log.window_for(now, value, tokens=tokens, judged_before=now) if shows else None
         judged = (
-            log.window_for(now, value, tokens=False, judged_before=context.judged_before)
+            log.window_for(now, value, tokens=tokens, judged_before=context.judged_before)
             if shows
             else None
         )

@@ -75,11 +75,12 @@ class Share:
 class Send:
     """One admitted request: when it went, the tokens charged, and whether it was refused."""
 
-    __slots__ = ("sent_at", "tokens", "refused", "named", "held", "room")
+    __slots__ = ("sent_at", "tokens", "known", "refused", "named", "held", "room")
 
     def __init__(self, sent_at: float, tokens: float) -> None:
         self.sent_at = sent_at
         self.tokens = tokens
+        self.known = False  # its tokens are its answer's usage, not an estimate
         self.refused = False
         self.room = math.inf  # refused: when its stated wait said the server has room
         self.named = False  # refused by a limit its 429 named
@@ -166,7 +167,7 @@ class SendLog:
         if send.refused:
             return
         self.tokens.drop(send)
-        send.tokens = tokens
+        send.tokens, send.known = tokens, True
         if send.held & TOKENS:
             self.tokens.total += tokens
 
@@ -263,6 +264,13 @@ class SendLog:
                 break
             run += 1
         return run
+
+    def tokens_known(self, calibrated_at: float | None) -> bool:
+        """Whether every accepted send's tokens are its usage, or an estimate made after an
+        answer had calibrated them (``calibrated_at``); never before any answer."""
+        if calibrated_at is None:
+            return False
+        return all(s.known or s.refused or s.sent_at >= calibrated_at for s in self.sends)
 
     def window_for(
         self, now: float, per_minute: float, *, tokens: bool, judged_before: float

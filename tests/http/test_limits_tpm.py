@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimi_extract.http.limiter import PACING_SHARE, Limiter
 from kimi_extract.http.named import PACING_BURST_S
-from kimi_extract.http.pacing import Pacer
+from kimi_extract.http.pacing import Pacer, SendLog
 
 from .virtual_gateway import Shape, VirtualTime, dumps, run
 
@@ -117,14 +118,14 @@ def test_a_tpm_limit_is_paced_at_what_the_server_counts_not_at_our_estimate():
     # Kimi's 429s; our prompt estimate is 30 tokens where the server counts ~175 (padding we do
     # not count, or another tokenizer). Charged the estimate and corrected after each answer,
     # the pacer went in bursts of 100 and stops: 2,000 rows at 43 rows/s. Scaled to what the
-    # server counted for the prompts before, the rate settles at the limit (~51 rows/s).
+    # server counted for the prompts before, the rate settles at the limit (~51 rows/s), and
+    # the window the opening burst showed (its tokens known once the first answers calibrated
+    # the estimates) is taken whole as it refills, 100 a second then a pause, as the burst went.
     shape = Shape("sliding", per_minute=600_000, unit="tokens", window_s=10)
     out = run(shape, rows=2000, pad=620)
     assert out.ok == 2000, dumps(out)
     assert 4.0 <= out.limiter._prompt_scale <= 8.0, out.limiter._prompt_scale
-    steady = [t for t in out.gateway.accepted_times() if t >= 15.0]
-    per_second = [sum(1 for t in steady if s <= t < s + 1) for s in range(15, 35)]
-    assert min(per_second) >= 40, per_second  # no second without sends
+    assert out.gateway.refused() <= 0.01 * 2000, dumps(out)
     assert 2000 / out.end >= 0.95 * 51, dumps(out)
 
 
@@ -137,3 +138,39 @@ def test_the_prompt_scale_follows_what_the_server_counts():
     limiter.observe_prompt(0, 300)  # (nothing to learn from)
     limiter.observe_prompt(100, 100_000)  # (at most 10 times ours)
     assert limiter.estimate(100) <= 10 * 100 + 512
+
+
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+def test_a_tpm_window_is_learned_from_an_opening_burst_whose_tokens_are_known(refusal_s):
+    # The matrix's 2,000-row cell: TPM 600,000 in fixed 10 s windows (~512 rows of ~195
+    # tokens each), named by Kimi's 429 text. The first 429 comes ~5 s into the opening, when
+    # the first answers have long calibrated the token estimates: the burst shows the 10 s
+    # window, as a burst of requests shows an RPM's, and each window is taken whole as it
+    # refills. Paced over Kimi's 60 s instead, it reached 99 % of the limit (the peer, taking
+    # each window's room as it comes, 105 %).
+    shape = Shape("fixed", per_minute=600_000, unit="tokens", window_s=10)
+    out = run(shape, rows=2000, pad=620, refusal_s=refusal_s)
+    assert out.ok == 2000, dumps(out)
+    tpm = out.limiter.limits["tpm"]
+    assert tpm.how == "burst" and 9.0 <= tpm.window_s <= 10.5, dumps(out)
+    assert out.refused_share <= 0.02, dumps(out)
+    each = next(s.tokens for s in out.limiter.log.sends if s.known)  # (every row alike)
+    limit = 600_000 / 60 / each  # rows/s
+    assert 2000 / out.end >= 1.05 * limit, (2000 / out.end, limit, dumps(out))
+
+
+def test_a_burst_of_guessed_tokens_shows_no_window():
+    # Before any answer a send's tokens are a guess (our prompt estimate and a completion of
+    # DEFAULT_COMPLETION_GUESS): a window read from them could be anything.
+    log = SendLog()
+    early = [log.add(float(t) / 10, 600.0) for t in range(10)]
+    assert not log.tokens_known(None)
+    assert not log.tokens_known(0.5)  # sends before 0.5 s are still guesses
+    for send in early[:5]:
+        log.correct(send, 200.0)
+    assert log.tokens_known(0.5)  # the rest were estimated after the first answer
+    assert not log.tokens_known(0.95)
+    log.refuse(early[9])  # (a refused send counts for nothing)
+    for send in early[5:9]:
+        log.correct(send, 200.0)
+    assert log.tokens_known(100.0)
