@@ -11,7 +11,8 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
   estimates: ``SendLog.tokens_known``), and no longer than makes
   the log owe more than the wait the server states (Kimi rounds it up to whole seconds): a lower
   limit applies from now on, and the past is owed only as long as the server says. When a burst
-  showed what the window takes, ``BURST_SHARE`` of it may go at once later. The log counts the
+  showed what the window takes, ``BURST_SHARE`` of it may go at once later (a lower limit later
+  adopted in that window too: its window is taken whole as it refills). The log counts the
   window a little longer (``EDGE_MIN_S`` .. ``EDGE_MAX_S``), so a send that takes the place of one
   a window ago does not reach the server first.
 - **Reading** a 429 that names a limit we keep (``read``): within a window of adopting it while we
@@ -184,6 +185,11 @@ class Limit:
         )
         length, how = (window, "burst") if window is not None else (self.window_s, self.how)
         burst = value * judged / WINDOW_S if judged is not None else None
+        if burst is None and previous is not None and how == "burst":
+            # A lower limit in the window a burst showed before: its window is taken whole as
+            # it refills, as the higher one's was (paced evenly, a drop at 30 s left the server's
+            # window half empty in every 10 s after it).
+            burst = value * length / WINDOW_S
         if stated is not None:
             # Once the stated wait is over the log must let sends go on (the next two fit: the
             # next alone may slip into the one place left); else a shorter window shows.

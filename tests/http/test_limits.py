@@ -234,11 +234,18 @@ def test_a_limit_that_halves_mid_run_applies_to_the_future(told):
     out = run(shape, rows=200, **({"rpm": 300} if told else {}))
     accepted = out.gateway.accepted_times()
     assert out.ok == 200, dumps(out)
-    assert longest_gap(accepted, since=25.0) <= 7.0, dumps(out)  # 5 s stated, rounded, an edge
+    # Not a minute of debt (27 s without a send in the issue): at most the server's own window
+    # (10 s) less what it held of ours, plus an edge.
+    assert longest_gap(accepted, since=25.0) <= 10.5, dumps(out)
     after = [t for t in accepted if t >= 36.0]
     rate = (len(after) - 1) / (max(after) - min(after))
     assert rate >= 0.85 * 2.5, (rate, dumps(out))
     assert out.gateway.refused() <= 4, dumps(out)
+    if not told:
+        # The 10 s window the opening burst showed is taken whole at the lower limit too, as it
+        # refills (25 at once ~0.7 s after the drop, then 10 s later): the last rows go by
+        # ~41.8 s. Paced evenly at 2.5/s after the drop, as before, the run ended at 51.9 s.
+        assert out.end <= 44.0, dumps(out)
 
 
 # -- 429s that name nothing -----------------------------------------------------------------------
