@@ -6,12 +6,14 @@
 
 The limiter matrix (section 7, ``limiters_virtual.py``) has 52 cells chosen for the issue's
 targets; a change that meets more of them can still make a shape outside it much slower. This
-runs 648: fixed and sliding windows of 5, 10, 30 and 60 s at 60, 600 and 6,000 requests per
+runs 756: fixed and sliding windows of 5, 10, 30 and 60 s at 60, 600 and 6,000 requests per
 minute; token buckets of burst 1, 10 and 100 at the same rates; concurrency limits of 2, 10 and
-50; each with Kimi's 429 text, a generic 429 with ``Retry-After`` and a bare one; answers of 0.3,
-1 and 8 s; runs of 100 and 600 rows; 100 workers. Each is the real ``Transport`` and ``Limiter``
-against ``ratelimits.Shape`` on the virtual clock of ``tests/http/virtual_gateway.py``, with the
-retry jitter seeded: the same code gives the same figures on any machine. About 2 minutes.
+50; 3 % random refusals on a 10 s window, a bucket and a concurrency limit; a TPM in 10 s and 60 s
+windows; a limit that halves after 30 s; each with Kimi's 429 text, a generic 429 with
+``Retry-After`` and a bare one; answers of 0.3, 1 and 8 s; runs of 100 and 600 rows; 100 workers.
+Each is the real ``Transport`` and ``Limiter`` against ``ratelimits.Shape`` on the virtual clock
+of ``tests/http/virtual_gateway.py``, with the retry jitter seeded: the same code gives the same
+figures on any machine. About 3 minutes.
 
 ``--compare`` prints how many shapes finish more than 10 % sooner or later than the saved run,
 rows lost in either, and the shapes that got slower (or refuse 5 points more), worst first.
@@ -49,6 +51,27 @@ def shapes() -> list[dict[str, Any]]:
         found.append({"kind": "bucket", "per_minute": per_minute, "burst": burst})
     for slots in (2, 10, 50):
         found.append({"kind": "concurrency", "concurrency": slots})
+    # Random refusals (3 %, seeded) on a window, a bucket and a concurrency limit: one refusal
+    # alone may be random, and a rule that reads it as a limit costs here.
+    for limit in (
+        {"kind": "sliding", "per_minute": 600, "window_s": 10.0},
+        {"kind": "bucket", "per_minute": 600, "burst": 10},
+        {"kind": "concurrency", "concurrency": 10},
+    ):
+        found.append({**limit, "random_share": 0.03, "seed": 1})
+    # A TPM (~42 tokens a request with no padding: about 10 requests/s) in 10 s and 60 s
+    # windows, and a limit that halves mid-run.
+    for kind, window in (("sliding", 10.0), ("fixed", 60.0)):
+        found.append({"kind": kind, "per_minute": 25_200, "unit": "tokens", "window_s": window})
+    found.append(
+        {
+            "kind": "sliding",
+            "per_minute": 600,
+            "window_s": 10.0,
+            "change_at": 30.0,
+            "change_to": 300,
+        }
+    )
     return found
 
 
@@ -86,6 +109,9 @@ def compare(old: dict[str, list[float]], new: dict[str, list[float]]) -> list[st
         f"cases {len(old)}: {faster} more than 10 % sooner, {len(worse)} slower or refusing "
         f"more; rows lost {lost_old} before, {lost_new} now"
     ]
+    unmatched = sum(1 for key in new if key not in old)
+    if unmatched:
+        lines[0] += f" ({unmatched} cases not in the saved run: save a new one to compare them)"
     for ratio, share_old, share_new, key, end_old, end_new in sorted(worse):
         lines.append(
             f"{ratio:.2f}x  refused {share_old:.1%} -> {share_new:.1%}  "

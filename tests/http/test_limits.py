@@ -502,7 +502,7 @@ def test_the_limiter_sweep_compares_runs():
     assert spec is not None and spec.loader is not None
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
-    assert len(sweep.shapes()) == 36
+    assert len(sweep.shapes()) == 42
     old = {"a": [10.0, 1, 100, 0], "b": [10.0, 1, 100, 0], "c": [10.0, 1, 100, 0]}
     new = {"a": [20.0, 1, 100, 0], "b": [5.0, 1, 100, 1], "c": [10.0, 10, 100, 0]}
     lines = sweep.compare(old, new)
@@ -510,3 +510,6 @@ def test_the_limiter_sweep_compares_runs():
     assert lines[0].endswith("rows lost 0 before, 1 now")
     assert lines[1].startswith("0.50x") and lines[1].endswith("a")
     assert lines[2].startswith("1.00x  refused 1.0% -> 10.0%")
+    # Cases the saved run does not have are named, not compared.
+    first = sweep.compare(old, {**new, "d": [1.0, 0, 10, 0]})[0]
+    assert first.endswith("(1 cases not in the saved run: save a new one to compare them)")
