@@ -56,12 +56,11 @@ class _CancelAt:
 
 
 class _EndHook:
-    def __init__(self, cancel: _CancelAt | None, *, on_end: bool) -> None:
+    def __init__(self, cancel: _CancelAt, *, on_end: bool) -> None:
         self.cancel = cancel
         self.on_end = on_end
 
     async def on_row_end(self, event: Any) -> None:
-        assert self.cancel is not None
         self.cancel.ended[event.row] = event.ok
         if self.on_end and self.cancel.hit():
             await asyncio.sleep(0)  # the cancel lands here, in the hook
@@ -77,10 +76,10 @@ def _patch_commit(monkeypatch: pytest.MonkeyPatch, cancel: _CancelAt, stage: str
         outer: asyncio.Future[None] = loop.create_future()
 
         def landed(_: asyncio.Future[None]) -> None:
-            if stage == "commit-done" and cancel.hit():
+            if stage == "commit-done":
                 # The cancel first, then the commit's answer: the row's task wakes to the cancel
                 # with its row committed (a Ctrl-C between the commit and the row's report).
-                pass
+                cancel.hit()
             if not outer.done():  # (cancelled with the row by the code before the fix)
                 outer.set_result(None)
 
