@@ -29,7 +29,8 @@ adaptive send rate, and server-asked pauses.
   sender and probes when the server has no room at all. A stall whose probe finds room again
   seconds later shows a window (``shown``): it is kept to like a named limit's, as ``count`` per
   ``length`` in the log, and taken whole when it refills. Read again after a drop from the least
-  it holds, it is scanned up, one send past it at a time, until the server refuses one.
+  it holds, it is scanned up, sends past it a moment apart (at most ``SCAN_OUT`` out before
+  they are judged), until the server refuses one.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -83,6 +84,10 @@ DELIVERY_SENDS = 10
 #: A stall's probe that went this soon after its pause ended went when it was meant to (not
 #: held back for a slot): the room it found is where the probes looked for it.
 PROBE_ON_TIME_S = 0.25
+#: A window read again after a drop is scanned up with at most this many sends past it out at
+#: once, each counted once judged accepted (the first refused ends the scan, and the others
+#: out then are its own too: at most this many refused).
+SCAN_OUT = 3
 
 
 class OuterGate(Protocol):
@@ -152,11 +157,12 @@ class Limiter:
         self._last_send = 0.0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
         self.stall = Stall()  # what the stall now (if any) shows of a window
-        #: A window re-read after a drop from the least it holds is scanned up, one send past
-        #: what it holds at a time, each once judged accepted, until one is refused or it holds
-        #: ``_scan_upper`` less one (0: no scan).
+        #: A window re-read after a drop from the least it holds is scanned up, sends past
+        #: what it holds a moment apart, each counted once judged accepted, until one is
+        #: refused or it holds ``_scan_upper`` less one (0: no scan).
         self._scan_upper = 0.0
-        self._scan: Send | None = None  # the scan's send out, not yet judged
+        #: The scan's sends out, not yet judged (once it ended, their 429s are still its own).
+        self._scan: list[Send] = []
         self._scan_next = False  # the send about to go is the scan's
         #: After one refusal in a clean window shown before, the next send goes alone: refused
         #: too, the window is full (a stall); judged accepted, the refusal was random.
@@ -260,7 +266,8 @@ class Limiter:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
         if scan:
-            self._scan_next, self._scan = False, send
+            self._scan_next = False
+            self._scan.append(send)
         if self._wary:
             self._wary, self._wary_send = False, send
         permit = Permit(sent_at=now, send=send)
@@ -343,9 +350,11 @@ class Limiter:
             self._wake_slots()
             return
         learned = limits_in_message(message)
-        if not learned and permit is not None and self._scan is permit.send:
-            # The scan went one past what the window holds: now it is known (not a stall).
-            self._scan, self._scan_upper = None, 0.0
+        if not learned and permit is not None and permit.send in self._scan:
+            # One past what the window holds: the scan ends (not a stall). The others out are
+            # judged still (one sent before this may be refused too: its 429 on its way).
+            self._scan.remove(permit.send)
+            self._scan_upper = 0.0
             self._wake_slots()
             return
         if not learned and permit is not None:
@@ -385,7 +394,7 @@ class Limiter:
             wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
-            self._scan, self._scan_upper = None, 0.0
+            self._scan, self._scan_upper = [], 0.0
             if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
                 # In a window shown before: what the server holds in it (its sends before the
                 # last probe too); else what it took since the last stall.
@@ -538,28 +547,47 @@ class Limiter:
             if pacer is not None:
                 pacer.give_back(amount)
 
-    def _scan_wait(self, now: float, limit: Limit, wait: float) -> float:
+    def _judge_scan(self, now: float) -> None:
+        """Each of the scan's sends out with no 429 after ``judge_after()`` was accepted: the
+        window holds what it held of ours with it in (``widen``); at the scan's bound it
+        ends."""
+        limit = self.limits["rpm"]
+        while self._scan and now >= self._judged_at(self._scan[0]):
+            count = self._scan_count(self._scan.pop(0), limit)
+            if limit.source == "shown" and count > limit.window_count():
+                limit.widen(count, now)
+            if self._scan_upper and count + 1 >= self._scan_upper:
+                self._scan_upper = 0.0
+
+    def _scan_wait(self, now: float, wait: float) -> float:
         """A full window being scanned (``_scan_upper``): how long the next send waits, its
-        window ``wait`` before. The scan's send out is judged accepted after
-        ``judge_after()``: the window holds one more; at its bound the scan ends. With none
-        out, the next send is the scan's (0)."""
-        scan = self._scan
-        if scan is not None:
-            due = self._judged_at(scan)
+        window ``wait`` before: none (the next send is the scan's) unless ``SCAN_OUT`` are out
+        unjudged, or the last went less than ``judge_after() / SCAN_OUT`` ago (a moment apart,
+        the 429 of one past what the window holds stops the scan before the next goes)."""
+        self._judge_scan(now)
+        if not self._scan_upper:
+            return wait
+        if self._scan:
+            judge_after = self.congestion.judge_after()
+            due = self._scan[0].sent_at + judge_after
+            if len(self._scan) < SCAN_OUT:
+                due = self._scan[-1].sent_at + judge_after / SCAN_OUT
             if now < due:
                 return min(wait, due - now)
-            self._scan = None
-            # The server had room for it: it holds at least one more than it held of ours,
-            # counted over the shortest length the window can have (what our log holds over
-            # its longer one may have left the server's).
-            count = held(self.log, scan.sent_at, limit.window_s - PROBE_AFTER_S) + 1
-            if count > limit.window_count():
-                limit.widen(count, now)
-            if count + 1 >= self._scan_upper:
-                self._scan_upper = 0.0
-                return wait
         self._scan_next = True
         return 0.0
+
+    def _scan_count(self, scan: Send, limit: Limit) -> int:
+        """What the window held of ours with ``scan`` in it (if accepted): the sends accepted
+        before it in the log, and it, over the shortest length the window can have."""
+        start, count, seen = scan.sent_at - (limit.window_s - PROBE_AFTER_S), 0, False
+        for send in self.log.newest():
+            seen = seen or send is scan
+            if send.sent_at <= start:
+                break
+            if seen and not send.refused:
+                count += 1
+        return count
 
     def _shown(self) -> Shown | None:
         """The window a stall showed, if one is kept to."""
@@ -583,7 +611,7 @@ class Limiter:
             shown, now, self.log, congestion.refusal_rtt
         )
         if adopted and shown is not None and shown.count + 2 <= shown.upper < math.inf:
-            self._scan_upper = shown.upper
+            self._scan, self._scan_upper = [], shown.upper
         congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
 
     def _undo_cut(self) -> None:
@@ -640,6 +668,8 @@ class Limiter:
         now = self.clock()
         self.log.expire(now)
         self._scan_next = False
+        if self._scan:
+            self._judge_scan(now)
         waits = [(self.pause_until - now, "pause")]
         congestion = self.congestion
         if congestion.probing:
@@ -667,7 +697,7 @@ class Limiter:
                 amount = min(amount, capacity)
             wait = window.wait(now, amount, capacity)
             if name == "rpm" and wait > 0 and self._scan_upper and limit.source == "shown":
-                wait = self._scan_wait(now, limit, wait)
+                wait = self._scan_wait(now, wait)
                 if wait <= 0:
                     continue  # the scan's next send: past the window and its pacer
             waits.append((wait, name))
@@ -677,5 +707,8 @@ class Limiter:
         if congestion.pacer is not None:
             waits.append((congestion.pacer.wait(now, 1.0), "rate"))
         wait, cause = max(waits)
+        if self._scan:
+            # Wake when the scan's next send out is judged: the window may then hold more.
+            wait = min(wait, self._judged_at(self._scan[0]) - now)
         # Sleep a hair past the boundary so float rounding cannot leave it a hair short.
         return (wait + 1e-6 if wait > 0 else wait), cause

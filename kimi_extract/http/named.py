@@ -111,11 +111,11 @@ class Limit:
             return None
         return Pacer(*self._pacing(burst), now, full=full)
 
-    def _pacing(self, burst: float | None) -> tuple[float, float]:
-        """The pacer's rate (``PACING_SHARE`` of the limit) and capacity (``BURST_SHARE`` of
+    def _pacing(self, burst: float | None, share: float = BURST_SHARE) -> tuple[float, float]:
+        """The pacer's rate (``PACING_SHARE`` of the limit) and capacity (``share`` of
         ``burst``, if any, else a moment's worth)."""
         rate = (self.value or 0) * PACING_SHARE / WINDOW_S
-        return rate, max(rate * PACING_BURST_S, BURST_SHARE * burst if burst else 0.0)
+        return rate, max(rate * PACING_BURST_S, share * burst if burst else 0.0)
 
     def recent_rate(self, log: SendLog, now: float) -> float:
         """Our accepted rate (requests or tokens per second) over two of the limit's windows
@@ -246,12 +246,15 @@ class Limit:
 
     def widen(self, count: int, now: float) -> None:
         """A window a stall showed holds ``count``, more than it was read as (a scan found
-        room past it): keep to that, its pacer's rate and burst with it."""
+        room past it): keep to that, its pacer's rate and burst with it. The scan saw each of
+        them taken, so all of them may go at once as the window refills (``BURST_SHARE`` of it
+        held the last tenth back until the pacer refilled: in a sliding window the round after
+        the scan ended 0.2 s later, and so did each round after it)."""
         self.value = math.ceil(count * WINDOW_S / self.window_s - 1e-9)
         pacer = self.pacer
         if pacer is not None:
             pacer.refill(now)
-            pacer.rate, capacity = self._pacing(count)
+            pacer.rate, capacity = self._pacing(count, share=1.0)
             pacer.capacity = max(1.0, capacity)
 
 

@@ -39,9 +39,10 @@ one or two of ours and shows nothing), and what it holds is what it held when on
 
 Read so after a drop, the window holds at least ``count`` and fewer than what it held at a
 refusal of the stall (``Shown.upper``). The limiter then scans it up: when the window is full,
-one send goes past it, and once judged accepted the window holds one more than it held of ours
-then (counted over the shortest length it can have); the next goes, until one is refused (that
-refusal is the scan's, not a stall) or it reaches the bound.
+sends go past it a moment apart (a third of the time a 429 takes to be seen, at most three out
+unjudged), and once one is judged accepted the window holds what it held of ours with it in
+(counted over the shortest length it can have), until one is refused (that refusal, and those
+of the scan's others out then, are the scan's, not a stall) or it reaches the bound.
 """
 
 from __future__ import annotations

@@ -137,8 +137,9 @@ def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, re
     # (15: the sends before the drop left it in a burst); with Retry-After, what it held at the
     # room its rounded-up wait promised (read 10 ms late: one or two, no window at all, so the
     # old 50 stayed). The probes now go before that room, as our sends leave, and the window is
-    # then scanned up: one send past it at a time, each once judged accepted, until one is
-    # refused. It holds exactly what the server holds, for that one refusal.
+    # then scanned up: sends past it a moment apart, each counted once judged accepted, until
+    # one is refused. It holds exactly what the server holds, for that one refusal (the next
+    # send of the scan goes after it came back).
     shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
     out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
@@ -146,6 +147,44 @@ def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, re
     assert int(count) == 25, dumps(out)
     scan_refused = [a.at for a in out.gateway.attempts if a.refused and a.at >= 31.0]
     assert len(scan_refused) == 1, (scan_refused, dumps(out))
+
+
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+@pytest.mark.parametrize("style", ["retry-after", "bare"])
+def test_the_scan_takes_the_window_as_it_frees_and_each_round_after_it_whole(style, refusal_s):
+    # The same cell. The scan went one send at a time, each once judged (0.05 s): the 25 after
+    # the drop took 0.7-0.95 s. The window it found was then paced with 0.9 of it at once, so
+    # the round a window later ended 0.06-0.3 s later than one window after it. Now the scan's
+    # sends go a third of that apart (at most three out unjudged), and what it found may all go
+    # at once as the window refills: the next round ends one window (10.05 s as read, and the
+    # log's 0.1 s edge) after it. The run ends at 42.4-42.6 s (42.9-43.1 before).
+    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
+    out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
+    assert out.ok == 200, dumps(out)
+    after = sorted(t for t in out.gateway.accepted_times() if t >= 30.0)
+    found, next_round = after[:25], after[25:]
+    assert len(next_round) == 25, (after, dumps(out))
+    assert found[-1] - found[0] <= 0.65, (found, dumps(out))
+    assert next_round[-1] - found[-1] <= 10.151, (after, dumps(out))
+    assert out.end <= 42.6, dumps(out)
+
+
+@pytest.mark.parametrize("style", ["retry-after", "bare"])
+def test_the_scan_holds_when_429s_come_back_out_of_order(style):
+    # The same cell, each 429 read 0-30 ms late at random (a real clock's disorder: the scan's
+    # sends a moment apart may come back refused in any order). Over 20 draws the window is
+    # still found whole and the run ends by 42.85 s (42.86-43.49 s with one send of the scan at
+    # a time; 42.37-42.78 s now). Counting the window at a scan's refusal, as the sends before
+    # it in the log, read it as 26 at one draw (one of them was refused too, its 429 on the
+    # way): a send it let go was refused, the stall after it read the window as 24, and a row
+    # waited a whole window (52.3 s).
+    for seed in range(20):
+        shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
+        out = run(shape, rows=200, style=style, pad=620, refusal_jitter_s=0.03, seed=seed)
+        assert out.ok == 200, (seed, dumps(out))
+        count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+        assert int(count) == 25, (seed, dumps(out))
+        assert out.end <= 42.85, (seed, dumps(out))
 
 
 @pytest.mark.parametrize("refusal_s", [0.0, 0.01])

@@ -105,6 +105,9 @@ class VirtualGateway:
     style: str = "kimi"
     latency_s: float = 1.0
     refusal_s: float = 0.0  # how long a 429 takes to come back (a loaded loop reads it late)
+    #: ...plus up to this much more, drawn for each 429 from ``jitter`` (a real clock's disorder)
+    refusal_jitter_s: float = 0.0
+    jitter: random.Random = field(default_factory=random.Random)
     attempts: list[Attempt] = field(default_factory=list)
 
     async def open(self) -> None:
@@ -120,8 +123,9 @@ class VirtualGateway:
         if refusal is not None:
             self.attempts.append(Attempt(now, refusal.limit))
             headers, body = ratelimits.refusal_reply(refusal, self.style)
-            if self.refusal_s:
-                await self.vt.sleep(self.refusal_s)
+            late = self.refusal_s + self.jitter.uniform(0.0, self.refusal_jitter_s)
+            if late:
+                await self.vt.sleep(late)
             return HttpReply(429, CIMultiDict(headers), body)
         self.attempts.append(Attempt(now, None))
         try:
@@ -169,15 +173,19 @@ def run(
     max_retry_wait: float = 60.0,
     pad: int = 0,
     refusal_s: float = 0.0,
+    refusal_jitter_s: float = 0.0,
     seed: int = 0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
     keyword arguments besides ``concurrency=workers``) against ``shape``; ``pad`` characters
     added to each prompt (a larger body: more tokens per request); ``refusal_s``: how long each
-    429 takes to come back; ``seed``: the transport's retry jitter (a run is reproducible)."""
+    429 takes to come back, and up to ``refusal_jitter_s`` more (drawn for each); ``seed``: the
+    transport's retry jitter and those draws (a run is reproducible)."""
     vt = VirtualTime()
-    gateway = VirtualGateway(vt, shape, style, latency_s, refusal_s)
+    gateway = VirtualGateway(
+        vt, shape, style, latency_s, refusal_s, refusal_jitter_s, random.Random(seed)
+    )
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
     transport = Transport(
         base_url="http://gateway.invalid",
