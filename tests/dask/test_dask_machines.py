@@ -83,14 +83,26 @@ def frame_of(texts: list[str]) -> pd.DataFrame:
 
 
 def worker_running(client: Any, partition: int) -> str:
-    """The address of the worker computing ``partition`` now."""
+    """The address of the worker executing ``partition`` now, as the workers tell.
+
+    Not the scheduler's ``processing()``: it also lists a task sent to a worker still busy with
+    another one, and work stealing may yet move that task to an idle worker (all four partitions
+    sent to one worker, partition 0 then run by another: the victim held no reservation). A
+    task that has started on a worker stays there.
+    """
+
+    def executing(dask_worker: Any) -> bool:
+        return any(
+            isinstance(ts.key, tuple)
+            and ts.key[-1] == partition
+            and "run_partition" in str(ts.key[0])
+            for ts in dask_worker.state.executing
+        )
+
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        for address, keys in client.processing().items():
-            if any(
-                isinstance(k, tuple) and k[-1] == partition and "run_partition" in str(k[0])
-                for k in keys
-            ):
+        for address, running in client.run(executing).items():
+            if running:
                 return str(address)
         time.sleep(0.05)
     raise AssertionError(f"no worker is running partition {partition}")
@@ -254,6 +266,7 @@ def test_a_worker_killed_holding_reservations_never_overspends(
             lambda: any(user_text(h).startswith("doc 1") for h in chat_requests(sim)),
             "partition 0 never sent a held request",
         )
+        # A request is sent once the scheduler has granted its reservation: the victim holds it.
         kill(client, victim)
         stuck.clear()
         with pytest.raises(kx.BudgetExceeded):  # not a wait for the dead worker's leases
