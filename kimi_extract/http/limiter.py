@@ -579,15 +579,8 @@ class Limiter:
 
     def _scan_count(self, scan: Send, limit: Limit) -> int:
         """What the window held of ours with ``scan`` in it (if accepted): the sends accepted
-        before it in the log, and it, over the shortest length the window can have."""
-        start, count, seen = scan.sent_at - (limit.window_s - PROBE_AFTER_S), 0, False
-        for send in self.log.newest():
-            seen = seen or send is scan
-            if send.sent_at <= start:
-                break
-            if seen and not send.refused:
-                count += 1
-        return count
+        up to and including it in the log, over the shortest length the window can have."""
+        return held(self.log, scan.sent_at, limit.window_s - PROBE_AFTER_S, through=scan)
 
     def _shown(self) -> Shown | None:
         """The window a stall showed, if one is kept to."""

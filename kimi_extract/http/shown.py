@@ -120,14 +120,17 @@ def taken_before(log: SendLog, *, since: float, window: float) -> StallStart | N
     return StallStart(len(accepted), accepted[0], last)
 
 
-def held(log: SendLog, at: float, length: float) -> int:
+def held(log: SendLog, at: float, length: float, through: Send | None = None) -> int:
     """Sends of ours the server accepted in the ``length`` seconds before ``at`` (``at`` not
-    included): what a window of that length held of ours just before a send at ``at``."""
-    count = 0
+    included): what a window of that length held of ours just before a send at ``at``. With
+    ``through`` (a send of the log at ``at``), those up to and including it in the order sent:
+    what the window held with it in it, if it was accepted."""
+    count, seen = 0, through is None
     for send in log.newest():
+        seen = seen or send is through
         if send.sent_at <= at - length:
             break
-        if send.sent_at < at and not send.refused:
+        if not send.refused and (seen if through is not None else send.sent_at < at):
             count += 1
     return count
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
 
 import pytest
 
@@ -25,9 +26,15 @@ from kimi_extract.http.shown import (
     taken_before,
 )
 
-from .virtual_gateway import Shape, dumps, longest_gap, run
+from .virtual_gateway import Outcome, Shape, dumps, longest_gap, run
 
 WINDOW = re.compile(r"window of ([\d,]+) requests per ([\d.]+) s \(shown by a stall")
+
+
+def halving_run(style: str, **kw: Any) -> Outcome:
+    """The matrix's 200-row halving limit: 50 -> 25 per 10 s at 30 s, 1 s answers."""
+    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
+    return run(shape, rows=200, style=style, pad=620, **kw)
 
 
 @pytest.mark.parametrize("kind", ["fixed", "sliding"])
@@ -140,8 +147,7 @@ def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, re
     # then scanned up: sends past it a moment apart, each counted once judged accepted, until
     # one is refused. It holds exactly what the server holds, for that one refusal (the next
     # send of the scan goes after it came back).
-    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
-    out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
+    out = halving_run(style, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
     count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert int(count) == 25, dumps(out)
@@ -158,8 +164,7 @@ def test_the_scan_takes_the_window_as_it_frees_and_each_round_after_it_whole(sty
     # sends go a third of that apart (at most three out unjudged), and what it found may all go
     # at once as the window refills: the next round ends one window (10.05 s as read, and the
     # log's 0.1 s edge) after it. The run ends at 42.4-42.6 s (42.9-43.1 before).
-    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
-    out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
+    out = halving_run(style, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
     after = sorted(t for t in out.gateway.accepted_times() if t >= 30.0)
     found, next_round = after[:25], after[25:]
@@ -179,8 +184,7 @@ def test_the_scan_holds_when_429s_come_back_out_of_order(style):
     # way): a send it let go was refused, the stall after it read the window as 24, and a row
     # waited a whole window (52.3 s).
     for seed in range(20):
-        shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
-        out = run(shape, rows=200, style=style, pad=620, refusal_jitter_s=0.03, seed=seed)
+        out = halving_run(style, refusal_jitter_s=0.03, seed=seed)
         assert out.ok == 200, (seed, dumps(out))
         count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
         assert int(count) == 25, (seed, dumps(out))
@@ -197,8 +201,7 @@ def test_after_one_refusal_in_a_clean_window_shown_before_the_next_send_goes_alo
     # burst freed by our log was on the wire before the first 429 came back): 7-11 refused
     # from 30 s on. After one refusal in a window shown before, with a clean run before it,
     # the next send goes alone; refused too, the window is full: a stall.
-    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
-    out = run(shape, rows=200, style=style, pad=620, refusal_s=refusal_s)
+    out = halving_run(style, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
     count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert int(count) == 25, dumps(out)
