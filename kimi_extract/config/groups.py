@@ -86,12 +86,13 @@ class Connection:
 
     max_retries: int = 8
     """Extra attempts after the first for a transient failure (0: none). 429s that ask to slow
-    down do not count while some request got an answer within ``max_retry_wait``."""
+    down do not count while the run makes progress (``max_retry_wait``)."""
 
     max_retry_wait: float = 60.0
     """Longest wait in seconds before a retry; a server that asks for a longer wait fails the
     row instead (never shortened). Also how long a run may go without an answer before its 429s
-    count toward ``max_retries`` again."""
+    count toward ``max_retries`` again; once it has had an answer, 60 s longer, or four times
+    its mean gap between answers if that is longer still."""
 
     timeout: float = 600.0
     """Deadline in seconds for each HTTP attempt, from connect to last byte; a stream also fails

@@ -63,6 +63,7 @@ from ..exceptions import (
 from ..kimi import QUOTA_ERROR_TYPE, RETRY_AFTER_MESSAGE, STATUS_OF_ERROR_TYPE
 from .backends import Backend, HttpReply, make_backend
 from .clock import Clock, default_clock
+from .pacing import MAX_WINDOW_S
 from .routing import Router
 from .secret import MAX_SERVER_TEXT, Secret, server_text
 from .wire import (
@@ -85,6 +86,9 @@ DEFAULT_STALL_TIMEOUT = 120.0
 #: once the next attempt would start this many seconds after the run's first one (transport
 #: clock): an unreachable endpoint stops a run within about this plus one attempt's ``timeout``.
 UNREACHABLE_AFTER = 10.0
+#: A run answering at its own slow pace is making progress while the time since its last answer
+#: is within this many times its mean gap between answers (``Transport.patience``).
+PROGRESS_GAPS = 4.0
 
 
 @dataclass(frozen=True)
@@ -250,14 +254,24 @@ class _Budget:
     jitter. 429s that ask the client to slow down (``RateLimitError``) and state no wait are
     retried after a jitter of at most ``base`` (the gate paces retries, and pauses every sender
     when the server has no room). They do not count while the run makes progress, that is while
-    some request got an answer within the last ``max_wait`` seconds (``since_answer``): a row is
-    never lost to a rate limit the run is working through. When nothing has been answered for
-    that long they count like errors, so a server that refuses everything still ends the run.
+    some request got an answer within the last ``max_wait`` seconds (``since_answer``); once the
+    run has had an answer, within a window (``MAX_WINDOW_S``) more, or ``PROGRESS_GAPS`` times
+    its mean gap between answers when that is longer (``Transport.patience``: a limit counted
+    per minute holds the next answer back a whole window, and one that lets a request through
+    every 30 s, with random refusals on top, leaves longer gaps): a row is never lost to a rate
+    limit the run is working through. When nothing has been answered for that long they count
+    like errors, so a server that refuses everything still ends the run.
     """
 
-    def __init__(self, policy: RetryPolicy, since_answer: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        since_answer: Callable[[], float],
+        patience: Callable[[], float] | None = None,
+    ) -> None:
         self.policy = policy
         self.since_answer = since_answer
+        self.patience = patience or (lambda: policy.max_wait)
         self.backoff = wait_random_exponential(multiplier=policy.base, max=policy.max_wait)
         self._free: dict[int, bool] = {}  # attempt number -> a 429 not counted
 
@@ -266,7 +280,7 @@ class _Budget:
         if number not in self._free:
             exc = state.outcome.exception() if state.outcome else None
             self._free[number] = isinstance(exc, RateLimitError) and (
-                self.since_answer() <= self.policy.max_wait
+                self.since_answer() <= self.patience()
             )
         return self._free[number]
 
@@ -368,6 +382,8 @@ class Transport:
         self.retries = 0
         #: When the last answer (any request's) arrived, on ``clock``: the run's progress.
         self.last_answer = self.clock.now()
+        self._first_answer = 0.0
+        self._answers = 0
         #: Retries after a connection failure (shown by the progress bar).
         self.connection_retries = 0
         #: Some attempt of this run reached a server (any answer, even an error status).
@@ -422,7 +438,7 @@ class Transport:
         gate = self.gate
         if gate is None:
             answer = await self._send(body, exchange)
-            self.last_answer = self.clock.now()
+            self._answered()
             return answer
         permit = await gate.acquire(gate.estimate(prompt_tokens))
         actual: int | None = None  # unknown: the charge stays at the estimate
@@ -440,7 +456,7 @@ class Transport:
             raise
         finally:
             gate.release(permit, actual)
-        self.last_answer = self.clock.now()
+        self._answered()
         gate.succeeded(permit)
         gate.observe_prompt(prompt_tokens, answer.usage.prompt_tokens)
         gate.observe_completion(answer.usage.completion_tokens)
@@ -538,6 +554,26 @@ class Transport:
     def since_answer(self) -> float:
         """Seconds since any request got an answer (since the transport was made, before)."""
         return self.clock.now() - self.last_answer
+
+    def _answered(self) -> None:
+        self.last_answer = self.clock.now()
+        if not self._answers:
+            self._first_answer = self.last_answer
+        self._answers += 1
+
+    def patience(self) -> float:
+        """How long the run may go without an answer and still be making progress:
+        ``max_retry_wait`` until the first answer; after it a window longer (``MAX_WINDOW_S``:
+        a limit counted per minute may hold the next answer back a whole window after its
+        sends went in the first seconds), or ``PROGRESS_GAPS`` times the run's mean gap between
+        answers when that is longer."""
+        wait = self.retry.max_wait
+        if self._answers:
+            wait += MAX_WINDOW_S
+        if self._answers >= 2:
+            gap = (self.last_answer - self._first_answer) / (self._answers - 1)
+            wait = max(wait, PROGRESS_GAPS * gap)
+        return wait
 
     def _read_reply(self, reply: HttpReply) -> Answer:
         secret = self._api_key
@@ -663,7 +699,7 @@ class Transport:
             if not is_retryable(exc):
                 raise
             first: BaseException | None = exc
-        budget = _Budget(self.retry, self.since_answer)
+        budget = _Budget(self.retry, self.since_answer, self.patience)
         retrying = AsyncRetrying(
             stop=lambda state: budget.stop(state) or self._stop_unreachable(state),
             wait=budget.wait,

@@ -1,0 +1,86 @@
+"""The limiter's guarantees as properties, on a virtual clock, over limits drawn at random.
+
+#26: "A row is never lost to retries exhausted by 429s while the run makes progress. 429s wait,
+and they don't count toward the error retry budget, up to ``max_retry_wait``." Whatever the
+limit (a window, a bucket, a concurrency cap, tokens), whatever its 429s say (Kimi's text, a
+generic one with or without ``Retry-After``), however late they come back, with random refusals
+on top and a limit that drops mid-run, every row is answered, even with no retries for errors.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import Phase, example, given, settings
+from hypothesis import strategies as st
+
+from .virtual_gateway import Shape, dumps, run
+
+
+@st.composite
+def limits(draw: st.DrawFn) -> dict[str, Any]:
+    """A server's limit under which the run makes progress (module docstring)."""
+    kind = draw(st.sampled_from(["fixed", "sliding", "bucket", "concurrency", "tokens"]))
+    shape: dict[str, Any] = {"random_share": draw(st.sampled_from([0.0, 0.0, 0.1, 0.3]))}
+    if kind == "concurrency":
+        shape.update(kind="concurrency", concurrency=draw(st.integers(1, 20)))
+        return shape
+    if kind == "bucket":
+        per_minute = draw(st.integers(30, 3000))
+        burst = draw(st.floats(1.0, max(1.0, 2 * per_minute / 60)))
+        shape.update(kind="bucket", per_minute=per_minute, burst=burst)
+        return shape
+    window_s = draw(st.sampled_from([1.0, 10.0, 60.0]))
+    # What a window holds: requests, or tokens (a request here is about 50 as the server
+    # counts them, a quarter of its body's bytes plus the answer's 20).
+    unit = 60 if kind == "tokens" else 1
+    # At least one request every 30 s: the run makes progress well within max_retry_wait
+    # (60 s), past which 429s count toward the retries again.
+    least = unit * math.ceil(window_s / 30)
+    per_window = draw(st.integers(least, 300 * unit))
+    shape.update(kind="sliding" if kind == "tokens" else kind, window_s=window_s)
+    shape.update(per_minute=math.ceil(per_window * 60 / window_s))
+    if kind == "tokens":
+        shape.update(unit="tokens")
+    if draw(st.booleans()):  # the limit drops mid-run, to as little as a tenth
+        lower = max(least, int(per_window * draw(st.floats(0.1, 0.9))))
+        shape.update(change_at=draw(st.sampled_from([5.0, 30.0])))
+        shape.update(change_to=math.ceil(lower * 60 / window_s))
+    return shape
+
+
+# No shrinking: each example is a whole run (shrinking one took over five minutes); a failing
+# draw is reported as drawn.
+@settings(max_examples=300, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(
+    shape=limits(),
+    style=st.sampled_from(["kimi", "retry-after", "bare"]),
+    rows=st.integers(1, 120),
+    workers=st.sampled_from([1, 8, 100]),
+    max_retries=st.integers(0, 2),
+    refusal_s=st.sampled_from([0.0, 0.01, 0.05]),
+    seed=st.integers(0, 2**16),
+)
+@example(  # lost a row when 429s counted after max_retry_wait (60 s) without an answer
+    shape={"random_share": 0.3, "kind": "sliding", "window_s": 60.0, "per_minute": 2},
+    style="bare",
+    rows=88,
+    workers=100,
+    max_retries=0,
+    refusal_s=0.0,
+    seed=88,
+)
+def test_no_row_is_lost_to_429s_while_the_run_makes_progress(
+    shape, style, rows, workers, max_retries, refusal_s, seed
+):
+    out = run(
+        Shape(**shape, seed=seed),
+        rows=rows,
+        workers=workers,
+        style=style,
+        max_retries=max_retries,
+        refusal_s=refusal_s,
+        seed=seed,
+    )
+    assert out.ok == rows and not out.lost, (shape, out.lost[:3], dumps(out))
