@@ -213,7 +213,13 @@ class Limit:
         if recent is None:
             recent = log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
         self.burst_before = recent >= BELOW_LIMIT * value / WINDOW_S
-        self.pacer = self.new_pacer(now, full=burst is not None, burst=burst)
+        self.pacer = pacer = self.new_pacer(now, full=burst is not None, burst=burst)
+        if stated is not None and pacer is not None:
+            # The past is owed only as long as the server says: the next send may go once its
+            # stated wait is over. (An empty pacer owes a burst's worth: at RPM 6 after a drop,
+            # the next send waited 20.2 s where the server asked for 8.)
+            need = min(context.each_tokens if tokens else 1.0, pacer.capacity)
+            pacer.level = max(pacer.level, need - pacer.rate * stated)
         logger.info(
             "server limit learned from a 429: %s %d (counted in %g s)",
             LABELS[self.name],
