@@ -214,10 +214,11 @@ class Limit:
             recent = log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
         self.burst_before = recent >= BELOW_LIMIT * value / WINDOW_S
         self.pacer = pacer = self.new_pacer(now, full=burst is not None, burst=burst)
-        if stated is not None and pacer is not None:
-            # The past is owed only as long as the server says: the next send may go once its
-            # stated wait is over. (An empty pacer owes a burst's worth: at RPM 6 after a drop,
-            # the next send waited 20.2 s where the server asked for 8.)
+        if stated is not None and pacer is not None and previous is not None:
+            # A lower limit: the past is owed only as long as the server says, the next send
+            # may go once its stated wait is over. (An empty pacer owes a burst's worth: at RPM
+            # 6 after a drop, the next send waited 20.2 s where the server asked for 8.) Not the
+            # first limit learned, after a burst of ours: Kimi states "1 seconds" at RPM 3.
             need = min(context.each_tokens if tokens else 1.0, pacer.capacity)
             pacer.level = max(pacer.level, need - pacer.rate * stated)
         logger.info(
