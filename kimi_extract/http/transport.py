@@ -254,24 +254,18 @@ class _Budget:
     jitter. 429s that ask the client to slow down (``RateLimitError``) and state no wait are
     retried after a jitter of at most ``base`` (the gate paces retries, and pauses every sender
     when the server has no room). They do not count while the run makes progress, that is while
-    some request got an answer within the last ``max_wait`` seconds (``since_answer``); once the
-    run has had an answer, within a window (``MAX_WINDOW_S``) more, or ``PROGRESS_GAPS`` times
-    its mean gap between answers when that is longer (``Transport.patience``: a limit counted
+    some request got an answer within the last ``max_wait`` seconds; once the run has had an
+    answer, within a window (``MAX_WINDOW_S``) more, or ``PROGRESS_GAPS`` times its mean gap
+    between answers when that is longer (``Transport.progressing``: a limit counted
     per minute holds the next answer back a whole window, and one that lets a request through
     every 30 s, with random refusals on top, leaves longer gaps): a row is never lost to a rate
     limit the run is working through. When nothing has been answered for that long they count
     like errors, so a server that refuses everything still ends the run.
     """
 
-    def __init__(
-        self,
-        policy: RetryPolicy,
-        since_answer: Callable[[], float],
-        patience: Callable[[], float] | None = None,
-    ) -> None:
+    def __init__(self, policy: RetryPolicy, progressing: Callable[[], bool]) -> None:
         self.policy = policy
-        self.since_answer = since_answer
-        self.patience = patience or (lambda: policy.max_wait)
+        self.progressing = progressing
         self.backoff = wait_random_exponential(multiplier=policy.base, max=policy.max_wait)
         self._free: dict[int, bool] = {}  # attempt number -> a 429 not counted
 
@@ -279,9 +273,7 @@ class _Budget:
         number = state.attempt_number
         if number not in self._free:
             exc = state.outcome.exception() if state.outcome else None
-            self._free[number] = isinstance(exc, RateLimitError) and (
-                self.since_answer() <= self.patience()
-            )
+            self._free[number] = isinstance(exc, RateLimitError) and self.progressing()
         return self._free[number]
 
     def counted(self, state: RetryCallState) -> int:
@@ -561,6 +553,10 @@ class Transport:
             self._first_answer = self.last_answer
         self._answers += 1
 
+    def progressing(self) -> bool:
+        """Whether the run is making progress: an answer within ``patience()``."""
+        return self.since_answer() <= self.patience()
+
     def patience(self) -> float:
         """How long the run may go without an answer and still be making progress:
         ``max_retry_wait`` until the first answer; after it a window longer (``MAX_WINDOW_S``:
@@ -699,7 +695,7 @@ class Transport:
             if not is_retryable(exc):
                 raise
             first: BaseException | None = exc
-        budget = _Budget(self.retry, self.since_answer, self.patience)
+        budget = _Budget(self.retry, self.progressing)
         retrying = AsyncRetrying(
             stop=lambda state: budget.stop(state) or self._stop_unreachable(state),
             wait=budget.wait,
