@@ -133,6 +133,11 @@ PROBE_AFTER_S, PROBE_MIN_S = 0.05, 0.25
 #: ...after this many probes refused at growing pauses (a bucket or a concurrency limit has room
 #: again within a moment; random refusals seldom refuse two probes in a row).
 GROWING_PROBES = 2
+#: Of the usual lengths, those a probe also looks for as every send the server took before the
+#: stall has left them (``left_ends``): each costs a refusal whenever the window is longer, so
+#: only where missing a drop's room costs most (after 10 s the next usual length is 30 s; after
+#: 60 s there is none).
+LEFT_LENGTHS_S = (10.0, 60.0)
 #: Each refused probe waits this much longer than the last (doubling found a 10 s window
 #: 6 s after it freed, its first probes being refused at 1, 2, 4 and 8 s).
 PROBE_GROWTH = 1.5
@@ -194,6 +199,15 @@ def window_ends(first: float) -> Iterator[float]:
     """``PROBE_AFTER_S`` after each usual window length (``WINDOW_LENGTHS_S``) from ``first``,
     in order: where a probe finds a window that began at ``first`` as it ends."""
     return (first + length + PROBE_AFTER_S for length in WINDOW_LENGTHS_S)
+
+
+def left_ends(last: float) -> Iterator[tuple[float, float]]:
+    """``PROBE_AFTER_S`` after each of ``LEFT_LENGTHS_S`` from ``last``, the last send the
+    server took before a stall, with the length: where every send it took has left a window of
+    that length. A sliding window whose limit dropped has room only as the sends before the drop
+    leave it (not when the first of them does): refused at the end from the first, a probe here
+    finds the length (refused here too, the window is longer)."""
+    return ((last + length + PROBE_AFTER_S, length) for length in LEFT_LENGTHS_S)
 
 
 def _at_least(count: int, sends: int, share: float) -> float:
@@ -329,19 +343,25 @@ class Congestion:
             return False
         return self.cut_at == self.restarted_at and self.rate >= self.w_max
 
-    def stall_pause(self, stated: float | None, since: float | None = None) -> float:
+    def stall_pause(
+        self, stated: float | None, since: float | None = None, last: float | None = None
+    ) -> float:
         """How long every sender waits in a stall before the next probe: the ``stated`` wait;
         else ``PROBE_FIRST_S`` before the first probe (a bucket or a concurrency limit has room
         again within a moment); then, when the window the server filled began ``-since``
         seconds ago (its first accepted send), until the next of the usual window lengths from
-        there (``WINDOW_LENGTHS_S``) ends, a moment after it; else (or past them) a pause that
-        grows with each refused probe."""
+        there (``WINDOW_LENGTHS_S``) ends, or from ``last`` (its last, ``left_ends``), a moment
+        after it; else (or past them) a pause that grows with each refused probe."""
         if stated is not None:
             return stated
         if since is not None and self.stalls > GROWING_PROBES:
-            for pause in window_ends(since):
-                if pause >= PROBE_MIN_S:
-                    return pause
+            ends = [pause for pause in window_ends(since) if pause >= PROBE_MIN_S]
+            if last is not None and last - since > PROBE_AFTER_S:
+                # (a moment after the refusal at the end from the first, no sooner than
+                # PROBE_MIN_S: the probe still goes where every send has left the length)
+                ends += [max(PROBE_MIN_S, p) for p, _ in left_ends(last) if p > PROBE_AFTER_S]
+            if ends:
+                return min(ends)
         return min(PROBE_MAX_S, PROBE_FIRST_S * PROBE_GROWTH ** max(0, self.stalls - 1))
 
     def cut(

@@ -360,7 +360,7 @@ class Limiter:
         if not learned and permit is not None:
             shown = self._shown()
             holding = None if shown is None else held(self.log, permit.sent_at, shown.length)
-            self.stall.refused(permit.send, now, retry_after, holding=holding)
+            self.stall.refused(permit.send, now, retry_after, holding=holding, log=self.log)
         sent_at = permit.sent_at if permit is not None else None
         window_before = self.opening.window
         growing_before = self.opening.growing or self.opening.pacing
@@ -417,6 +417,7 @@ class Limiter:
             pause = congestion.stall_pause(
                 pause,
                 since=None if taken is None else taken.first - now,
+                last=None if taken is None else taken.last - now,
             )
             self.pause_until = max(self.pause_until, now + pause)
             congestion.clamp(now, self._accepted_in_flight())

@@ -20,7 +20,11 @@ when its probe is accepted, the window that was (``StallStart.shown``):
   stated wait (``Retry-After``, whole seconds rounded up) promised it, else the accepted probe.
   A stated wait rounds up, so the window is read at most a second long: never shorter than it is.
   When a usual window length from the first of them ends within that second, the probe goes
-  there (``Stall.pause``), and if it is accepted, the window is read from it.
+  there (``Stall.pause``), and if it is accepted, the window is read from it. With no wait
+  stated, a probe refused at a usual length's end from the first of them, and accepted once all
+  of them have left that length (``congestion.left_ends``), shows a limit that dropped before
+  any window was read: the window has that length and holds no more than it held of ours at the
+  refusal (``Stall.end``; read from the first, 50 per 10 s dropped to 5 was read as 5 per 30 s).
 
 The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, sends at once
 up to ``BURST_SHARE`` of it) instead of a rate spread evenly: in a window the server refills all
@@ -50,7 +54,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .congestion import PROBE_AFTER_S, PROBE_MIN_S, window_ends
+from .congestion import PROBE_AFTER_S, PROBE_MIN_S, left_ends, window_ends
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
@@ -168,6 +172,17 @@ def _after(room: float, stated: float) -> float:
     return room - 1.0 if stated >= 1.0 and stated == int(stated) else room
 
 
+def _left_length(taken: StallStart, probe: float) -> float | None:
+    """The usual window length at whose end from the last send the server took before a stall
+    (``congestion.left_ends``) the stall's ``probe`` went; None: it went at no such end."""
+    if taken.last - taken.first <= PROBE_AFTER_S:
+        return None
+    for end, length in left_ends(taken.last):
+        if end - 1e-6 <= probe < end + PROBE_MIN_S:
+            return length
+    return None
+
+
 #: A stall of no more refusals than this says nothing of "no drop" (``Stall.end``).
 NO_DROP_REFUSALS = 2
 
@@ -187,14 +202,30 @@ class Stall:
         self.full_at = math.inf
         self.first_refused = math.inf
         self.refusals = 0  # of the stall, those that made it included
+        #: A probe at a usual length's end from the first send the server took was refused with
+        #: that length holding so many of ours: (length, count).
+        self.ended: tuple[float, int] | None = None
 
     def refused(
-        self, send: Send, now: float, stated: float | None, *, holding: int | None = None
+        self,
+        send: Send,
+        now: float,
+        stated: float | None,
+        *,
+        holding: int | None = None,
+        log: SendLog | None = None,
     ) -> None:
         """A 429 that names nothing refused ``send``, saying (or not) how long to wait;
-        ``holding``: what the window shown before held of ours when it went."""
+        ``holding``: what the window shown before held of ours when it went (None: none was
+        shown; with ``log``, a probe at a usual length's end from the first send the server
+        took records what that length held of ours: ``ended``)."""
         taken = self.taken
         if taken is not None:
+            if holding is None and log is not None and stated is None:
+                for end in window_ends(taken.first):
+                    if end - 1e-6 <= send.sent_at < end + PROBE_MIN_S:
+                        length = end - taken.first - PROBE_AFTER_S
+                        self.ended = (length, held(log, send.sent_at, length))
             self.refusals += 1
             self.no_room = max(self.no_room, send.sent_at)
             if holding is not None:
@@ -214,6 +245,7 @@ class Stall:
         room; ``known``: ``window`` is the length of a window shown before (what it held when
         the server last took a send, and when it refused one, bound what it holds now)."""
         self.taken = taken_before(log, since=since, window=window)
+        self.ended = None
         last = -math.inf if self.taken is None else self.taken.last
         refused = _made_the_stall(log, last)
         self.refusals = len(refused)
@@ -289,6 +321,7 @@ class Stall:
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
         no_room, full_at, first_refused = self.no_room, self.full_at, self.first_refused
         refusals, self.refusals = self.refusals, 0
+        ended, self.ended = self.ended, None
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
         self.room_after, self.full_at, self.first_refused = -math.inf, math.inf, math.inf
         if taken is None:
@@ -300,6 +333,13 @@ class Stall:
             seen = stated or on_time
             if not seen and no_room - taken.last < SEEN_SHARE * (room - taken.last):
                 return None
+            left = _left_length(taken, probe) if on_time and not stated else None
+            if left is not None and ended is not None and ended[0] == left:
+                # Refused as a window of that length began to empty, taken once all had left
+                # it: the window has that length and its limit dropped, to no more than it held
+                # of ours at the refusal.
+                count = min(taken.count, ended[1])
+                return Shown(count, left) if count >= MIN_COUNT else None
             return taken.shown(room)
         if stated:
             count = round(log.accepted(now, now - (room - before.length)))
