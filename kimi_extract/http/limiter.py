@@ -359,7 +359,11 @@ class Limiter:
             return
         if not learned and permit is not None:
             shown = self._shown()
-            holding = None if shown is None else held(self.log, permit.sent_at, shown.length)
+            holding = (
+                None
+                if shown is None
+                else held(self.log, permit.sent_at, shown.length, through=permit.send)
+            )
             self.stall.refused(permit.send, now, retry_after, holding=holding, log=self.log)
         sent_at = permit.sent_at if permit is not None else None
         window_before = self.opening.window

@@ -183,6 +183,18 @@ def _left_length(taken: StallStart, probe: float) -> float | None:
     return None
 
 
+def _taken_before(log: SendLog, send: Send | None) -> Send | None:
+    """The newest send the server took before ``send`` in the order sent (a burst's sends can
+    share a moment; ``send`` None: the newest it took; None: none)."""
+    found = send is None
+    for other in log.newest():
+        if other is send:
+            found = True
+        elif not other.refused and (found or send is not None and other.sent_at < send.sent_at):
+            return other
+    return None
+
+
 #: A stall of no more refusals than this says nothing of "no drop" (``Stall.end``).
 NO_DROP_REFUSALS = 2
 
@@ -200,7 +212,7 @@ class Stall:
         #: In a window shown before: the least it held of ours when the server refused a send,
         #: and when the first send of the stall was refused.
         self.full_at = math.inf
-        self.first_refused = math.inf
+        self.first_refused: Send | None = None
         self.refusals = 0  # of the stall, those that made it included
         #: A probe at a usual length's end from the first send the server took was refused with
         #: that length holding so many of ours: (length, count).
@@ -250,10 +262,12 @@ class Stall:
         refused = _made_the_stall(log, last)
         self.refusals = len(refused)
         self.full_at = math.inf if self.taken is None else self.taken.count
-        self.first_refused = math.inf
+        self.first_refused = None
         if known and self.taken is not None:
-            self.full_at = min([self.full_at] + [held(log, s.sent_at, window) for s in refused])
-            self.first_refused = min((s.sent_at for s in refused), default=math.inf)
+            self.full_at = min(
+                [self.full_at] + [held(log, s.sent_at, window, through=s) for s in refused]
+            )
+            self.first_refused = refused[-1] if refused else None  # (the oldest, in log order)
         self.room_by = min((s.room for s in refused), default=math.inf)
         # (a send's room is a whole number of seconds after its 429 only as far as we know)
         rooms = [s.room for s in refused if s.room < math.inf]
@@ -323,7 +337,7 @@ class Stall:
         refusals, self.refusals = self.refusals, 0
         ended, self.ended = self.ended, None
         self.taken, self.room_by, self.no_room = None, math.inf, -math.inf
-        self.room_after, self.full_at, self.first_refused = -math.inf, math.inf, math.inf
+        self.room_after, self.full_at, self.first_refused = -math.inf, math.inf, None
         if taken is None:
             return None
         if before is None:
@@ -350,11 +364,8 @@ class Stall:
             count = held(log, probe, length) + 1
             # What it held when the server took the last send before the stall (the 429s on
             # their way then have all come back now)...
-            last = next(
-                (s.sent_at for s in log.newest() if s.sent_at < first_refused and not s.refused),
-                None,
-            )
-            took_at = 0 if last is None else held(log, last, length) + 1
+            last = _taken_before(log, first_refused)
+            took_at = 0 if last is None else held(log, last.sent_at, length, through=last)
             if full_at >= took_at and refusals > NO_DROP_REFUSALS:
                 # ...below what it held at every refusal since: no drop, the window filled
                 # where it holds (a token limit's prompts differ in length). A refusal or two

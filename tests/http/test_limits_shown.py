@@ -235,7 +235,7 @@ def test_a_stalls_room_counts_the_refusals_sent_a_moment_before_the_last_taken()
     assert stall.taken is not None and stall.taken.last == burst[-1].sent_at
     assert stall.room_by == pytest.approx(11.2)
     assert stall.room_after == pytest.approx(10.2)
-    assert stall.first_refused == burst[0].sent_at
+    assert stall.first_refused is burst[0]
 
 
 def test_a_stated_wait_in_a_known_window_is_probed_as_half_its_leavers_leave():
@@ -321,6 +321,43 @@ def test_a_stall_after_a_drop_reads_what_the_window_held_at_the_probe():
     log.add(probe, 1.0)
     shown = stall.end(log, probe + 0.05, probe, Shown(10, 10.05))
     assert shown == Shown(4, 10.05)
+
+
+def test_a_stall_whose_burst_shares_a_moment_reads_what_the_server_took():
+    # A window shown before (40 per 10 s, read after a drop from above). Its probe at 10.89 s was
+    # taken, then a burst at 10.94 s: four taken, six refused, all at one moment (a virtual
+    # clock, or a coarse one: time.monotonic ticks every 15.6 ms on Windows before Python
+    # 3.13). Counted by time,
+    # the window held one of ours at each refusal and when the last send was taken, and the
+    # next probe, accepted with none in it, read the window as 1: no window (fewer than 4), so
+    # it stayed at 40, and the next round was refused six times again. In the order sent it held
+    # five at each refusal and when the last was taken: no drop since, the window holds five.
+    log = SendLog()
+    log.add(10.89, 1.0)
+    for _ in range(4):
+        log.add(10.94, 1.0)
+    for _ in range(6):
+        log.refuse(log.add(10.94, 1.0))
+    stall = Stall()
+    stall.start(log, since=-math.inf, window=10.0, known=True)
+    probe = 20.94
+    log.add(probe, 1.0)
+    assert stall.end(log, probe + 0.05, probe, Shown(40, 10.0)) == Shown(5, 10.0)
+
+
+def test_a_limit_that_drops_before_any_window_is_read_is_found_as_the_sends_leave():
+    # 50 per 10 s dropping to 5 at 5 s, 429s that name nothing. The opening filled the window
+    # by 0.84 s; the stall's probe at 10.05 s (10 s after the first send) was refused, for the
+    # window still held 42 of ours, and the next probe went at 30.05 s (the next usual length):
+    # the window was read as 5 per 30.1 s, 30.1 s without a send. A probe as the last of them
+    # leaves 10 s finds the room, and the window is read as 10 s long.
+    shape = Shape("sliding", per_minute=300, window_s=10.0, change_at=5.0, change_to=30)
+    out = run(shape, rows=65, style="bare")
+    assert out.ok == 65, dumps(out)
+    assert longest_gap(out.gateway.accepted_times()) <= 10.1, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert (int(count), float(length)) == (5, 10.0), dumps(out)
+    assert out.gateway.refused() <= 14, dumps(out)
 
 
 def test_taken_reads_what_the_server_took_before_the_stall():
