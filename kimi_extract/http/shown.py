@@ -54,7 +54,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from .congestion import PROBE_AFTER_S, PROBE_MIN_S, left_ends, window_ends
+from .congestion import (
+    LEFT_LENGTHS_S,
+    PROBE_AFTER_S,
+    PROBE_MIN_S,
+    WINDOW_LENGTHS_S,
+    window_ends,
+)
 from .pacing import MAX_WINDOW_S, MIN_WINDOW_S, Send, SendLog
 
 #: A stall shorter than this (from the last accepted send to the server's room) shows no window.
@@ -172,15 +178,24 @@ def _after(room: float, stated: float) -> float:
     return room - 1.0 if stated >= 1.0 and stated == int(stated) else room
 
 
+def _probed_length(at: float, start: float, lengths: tuple[float, ...]) -> float | None:
+    """The one of ``lengths`` at whose end from ``start`` (``PROBE_AFTER_S`` after it) a probe
+    went ``at`` (no later than ``PROBE_MIN_S`` after it); None: at no such end. The length is
+    the one given, not worked back from the times (``start + 10.05 - start - 0.05`` is not 10
+    for most starts a real clock gives)."""
+    for length in lengths:
+        end = start + length + PROBE_AFTER_S
+        if end - 1e-6 <= at < end + PROBE_MIN_S:
+            return length
+    return None
+
+
 def _left_length(taken: StallStart, probe: float) -> float | None:
     """The usual window length at whose end from the last send the server took before a stall
     (``congestion.left_ends``) the stall's ``probe`` went; None: it went at no such end."""
     if taken.last - taken.first <= PROBE_AFTER_S:
         return None
-    for end, length in left_ends(taken.last):
-        if end - 1e-6 <= probe < end + PROBE_MIN_S:
-            return length
-    return None
+    return _probed_length(probe, taken.last, LEFT_LENGTHS_S)
 
 
 def _taken_before(log: SendLog, send: Send | None) -> Send | None:
@@ -234,10 +249,9 @@ class Stall:
         taken = self.taken
         if taken is not None:
             if holding is None and log is not None and stated is None:
-                for end in window_ends(taken.first):
-                    if end - 1e-6 <= send.sent_at < end + PROBE_MIN_S:
-                        length = end - taken.first - PROBE_AFTER_S
-                        self.ended = (length, held(log, send.sent_at, length))
+                length = _probed_length(send.sent_at, taken.first, WINDOW_LENGTHS_S)
+                if length is not None:
+                    self.ended = (length, held(log, send.sent_at, length))
             self.refusals += 1
             self.no_room = max(self.no_room, send.sent_at)
             if holding is not None:

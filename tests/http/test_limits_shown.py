@@ -360,6 +360,32 @@ def test_a_limit_that_drops_before_any_window_is_read_is_found_as_the_sends_leav
     assert out.gateway.refused() <= 14, dumps(out)
 
 
+def test_a_drop_before_any_window_is_read_on_a_real_clocks_times():
+    # The run above starts at 0 on the virtual clock; a real clock's times are large. The
+    # opening's 50 sends at 12,345.678 s + 0.02 s each, the rest refused; the probe 10 s after
+    # the first refused with 42 of ours still in 10 s, the next taken once all had left. The
+    # window is 10 s holding no more than 42. The refused probe's length was worked back from
+    # the times (12,345.678 + 10.05 - 12,345.678 - 0.05 = 9.999999999999272), matched no usual
+    # length, and the window was read as 50 per 11.03 s.
+    t0 = 12345.678
+    log = SendLog()
+    for i in range(50):
+        log.add(t0 + i * 0.02, 1.0)
+    for i in range(50, 54):
+        log.refuse(log.add(t0 + i * 0.02, 1.0))
+    stall = Stall()
+    stall.start(log, since=-math.inf, window=60.0)
+    assert stall.taken is not None and stall.taken.count == 50
+    refused = log.add(t0 + 10.05, 1.0)
+    log.refuse(refused)
+    stall.refused(refused, refused.sent_at, None, log=log)
+    probe = stall.taken.last + 10.05
+    log.add(probe, 1.0)
+    shown = stall.end(log, probe + 0.05, probe, None, on_time=True)
+    assert shown == Shown(min(50, held(log, refused.sent_at, 10.0)), 10.0), shown
+    assert shown.count == 47, shown
+
+
 def test_taken_reads_what_the_server_took_before_the_stall():
     log = SendLog()
     sends = [log.add(t / 10, 1.0) for t in range(30)]  # 0.0 .. 2.9 s
