@@ -41,11 +41,13 @@ def halving_run(style: str, **kw: Any) -> Outcome:
 def test_a_window_shown_with_retry_after_is_taken_whole_when_it_refills(kind):
     # 50 per 10 s, "Rate limit reached" with Retry-After. Paced evenly at what the stall
     # delivered, the second window's room went at 4.8/s (200 rows in 44 s); taken whole, it
-    # goes at once when it refills, as the peer's retries take it.
+    # goes at once when it refills, as the peer's retries take it. All of it: with 0.9 of it at
+    # once, the last five of each round waited for the pacer, 0.2 s apart, and the last round
+    # ended at 31.30-31.36 s (the run at 32.30-32.36 s); now at 31.18 s.
     out = run(Shape(kind, per_minute=300, window_s=10), rows=200, style="retry-after")
     assert out.ok == 200, dumps(out)
     assert out.gateway.sent(since=10.0, until=12.0) >= 45, dumps(out)
-    assert out.end <= 36.0, dumps(out)
+    assert out.end <= 32.25, dumps(out)
     assert out.gateway.refused() <= 6, dumps(out)
     count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert int(count) == 50 and 10.0 <= float(length) <= 11.0, dumps(out)
@@ -151,7 +153,9 @@ def test_a_window_read_low_after_a_drop_is_scanned_up_to_what_it_holds(style, re
     assert out.ok == 200, dumps(out)
     count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert int(count) == 25, dumps(out)
-    scan_refused = [a.at for a in out.gateway.attempts if a.refused and a.at >= 31.0]
+    # (The scan starts at the stall's accepted probe, the first send the server took after 30 s.)
+    probe = min(t for t in out.gateway.accepted_times() if t >= 30.0)
+    scan_refused = [a.at for a in out.gateway.attempts if a.refused and a.at > probe]
     assert len(scan_refused) == 1, (scan_refused, dumps(out))
 
 
