@@ -235,12 +235,8 @@ class Limit:
 
     def infer(self, shown: Shown, now: float, log: SendLog, refusal_rtt: float) -> bool:
         """Keep to the window a stall of unnamed 429s ``shown`` (``shown`` module): ``count``
-        per ``length`` in the log: ``BURST_SHARE`` of it at once now, all of it as it refills
-        (the server took that many at once; held to ``BURST_SHARE``, the last tenth of each round
-        waited for the pacer, 0.2 s a round at 50 per 10 s). Not all of it at the read: so, a
-        sliding 100 per 10 s that dropped to 50 (bare 429s, 0.3 s answers, 600 rows) was read as
-        49 per 10 s after the drop and the run took 92 s, not 82 s (why, not examined). Not when
-        a limit told or named is lower; returns whether it was adopted."""
+        per ``length`` in the log, ``BURST_SHARE`` of it at once. Not when a limit told or named
+        is lower; returns whether it was adopted."""
         value = math.ceil(shown.per_minute - 1e-9)  # (a window of ``length`` holds ``count``)
         if self.value is not None and self.source != "shown" and value >= self.value:
             return False
@@ -248,10 +244,7 @@ class Limit:
         self.window_s, self.how, self.burst_before = shown.length, "stall", False
         edge = log_margin(refusal_rtt)
         log.set_length(log.requests, shown.length + edge, now)
-        self.pacer = pacer = self.new_pacer(now, full=True, burst=shown.count)
-        if pacer is not None:
-            # BURST_SHARE of it now, all of it once it refills (see the docstring).
-            pacer.capacity = max(pacer.capacity, float(shown.count))
+        self.pacer = self.new_pacer(now, full=True, burst=shown.count)
         logger.info(
             "server window shown by a stall of unnamed 429s: %d requests per %.3g s",
             shown.count,

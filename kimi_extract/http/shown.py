@@ -26,8 +26,8 @@ when its probe is accepted, the window that was (``StallStart.shown``):
   any window was read: the window has that length and holds no more than it held of ours at the
   refusal (``Stall.end``; read from the first, 50 per 10 s dropped to 5 was read as 5 per 30 s).
 
-The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, all of it at
-once as it refills) instead of a rate spread evenly: in a window the server refills all
+The limiter then keeps to ``count`` per ``length`` (a trailing log of that length, sends at once
+up to ``BURST_SHARE`` of it) instead of a rate spread evenly: in a window the server refills all
 at once, a run takes it all at once too (``named.Limit.infer``). A later stall reads the window
 again (``Stall.end``): a window shown before that now holds less. With no wait stated, its
 probes go as our sends leave it (``Stall.leaving``: after a drop the room comes as the sends
