@@ -165,24 +165,15 @@ def test_the_scan_takes_the_window_as_it_frees_and_each_round_after_it_whole(sty
     # the round a window later ended 0.06-0.3 s later than one window after it. Now the scan's
     # sends go a third of that apart (at most three out unjudged), and what it found may all go
     # at once as the window refills: the next round ends one window (10.05 s as read, and the
-    # log's edge) after it. The run ends at 42.2-42.6 s (42.9-43.1 before).
-    #
-    # Not with bare 429s read 10 ms late since the log's edge is 0.05 s (was 0.1 s): each round
-    # goes 0.05 s sooner, the drop's stall comes while the last sends of the round before are
-    # still in the server's window, and its probe finds the window holding 25: read whole, no
-    # scan. The 25 then go as those sends leave (0.70 s), and the next round as a window a
-    # stall showed goes, 0.9 of it at once and the rest as the pacer refills: its last send
-    # 10.41 s after, the run at 42.67 s. (All of it at once there had 16 of 216 requests
-    # refused in the real matrix's cell, not 10.)
-    read_whole = style == "bare" and refusal_s > 0
+    # log's 0.1 s edge) after it. The run ends at 42.4-42.6 s (42.9-43.1 before).
     out = halving_run(style, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
     after = sorted(t for t in out.gateway.accepted_times() if t >= 30.0)
     found, next_round = after[:25], after[25:]
     assert len(next_round) == 25, (after, dumps(out))
-    assert found[-1] - found[0] <= (0.75 if read_whole else 0.65), (found, dumps(out))
-    assert next_round[-1] - found[-1] <= (10.45 if read_whole else 10.151), (after, dumps(out))
-    assert out.end <= (42.7 if read_whole else 42.6), dumps(out)
+    assert found[-1] - found[0] <= 0.65, (found, dumps(out))
+    assert next_round[-1] - found[-1] <= 10.151, (after, dumps(out))
+    assert out.end <= 42.6, dumps(out)
 
 
 @pytest.mark.parametrize("style", ["retry-after", "bare"])
