@@ -365,8 +365,8 @@ def test_a_limit_that_drops_before_any_window_is_read_is_found_as_the_sends_leav
 def test_a_drop_before_any_window_is_read_on_a_real_clocks_times():
     # The run above starts at 0 on the virtual clock; a real clock's times are large. The
     # opening's 50 sends at 12,345.678 s + 0.02 s each, the rest refused; the probe 10 s after
-    # the first refused with 42 of ours still in 10 s, the next taken once all had left. The
-    # window is 10 s holding no more than 42. The refused probe's length was worked back from
+    # the first refused with 47 of ours still in 10 s, the next taken once all had left. The
+    # window is 10 s holding no more than 47. The refused probe's length was worked back from
     # the times (12,345.678 + 10.05 - 12,345.678 - 0.05 = 9.999999999999272), matched no usual
     # length, and the window was read as 50 per 11.03 s.
     t0 = 12345.678
