@@ -10,8 +10,9 @@ with a fixed valid answer for the benchmark's ``Review`` model and its usage (pr
 quarter of the body's bytes; these tokens are what a TPM shape counts). Any API key is accepted.
 
 ``GET /stats``: requests, accepted, refused by limit, the first and last request times (seconds
-on this server's monotonic clock), tokens accepted, and the time the limit changed. ``POST
-/reset``: fresh limits and counters (a new run).
+on this server's monotonic clock), tokens accepted, and the time the limit changed;
+``GET /stats?arrivals=1`` adds every request's arrival as ``[seconds after the first, status]``
+(a run's timeline as the server saw it). ``POST /reset``: fresh limits and counters (a new run).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ class Gateway:
         self.tokens = 0
         self.first: float | None = None
         self.last = 0.0
+        self.arrivals: list[tuple[float, int]] = []
 
     async def chat(self, request: web.Request) -> web.Response:
         body = await request.read()
@@ -55,11 +57,13 @@ class Gateway:
         refusal = self.shape.admit(now, prompt + COMPLETION_TOKENS)
         if refusal is not None:
             self.refused[refusal.limit] += 1
+            self.arrivals.append((now - self.first, 429))
             headers, payload = refusal_reply(refusal, self.style)
             return web.Response(
                 status=429, body=payload, headers=headers, content_type="application/json"
             )
         self.accepted += 1
+        self.arrivals.append((now - self.first, 200))
         self.tokens += prompt + COMPLETION_TOKENS
         try:
             await asyncio.sleep(self.latency_s)
@@ -82,6 +86,8 @@ class Gateway:
             "last": self.last,
             "changed": changed,
         }
+        if request.query.get("arrivals"):
+            data["arrivals"] = self.arrivals
         return web.json_response(data)
 
     async def reset_handler(self, request: web.Request) -> web.Response:
