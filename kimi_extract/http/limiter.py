@@ -48,7 +48,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import Counter, deque
+from collections import defaultdict, deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -152,7 +152,8 @@ class Limiter:
         self._calibrated_at: float | None = None
         self._prompt_scale = 1.0  # the server's prompt tokens per one of ours (learned)
         self._prompts_seen = 0
-        self._held: Counter[str] = Counter()
+        #: Seconds sends waited, summed over them, by what held them (``bound_by``).
+        self._held: defaultdict[str, float] = defaultdict(float)
         self._first_send: float | None = None
         self._last_send = 0.0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
@@ -222,7 +223,6 @@ class Limiter:
         follows the answers that come in (an estimate made before the first answer is mostly a
         guess, and a paced TPM would charge it for every request that waited since).
         """
-        held: str | None = None
         guessed_with = self._completion_mean
         while True:
             tokens = max(1, tokens + round(self._completion_mean - guessed_with))
@@ -230,7 +230,7 @@ class Limiter:
             wait, cause = self._wait_needed(tokens)
             if wait <= 0:
                 break
-            held = held or cause
+            held_from = self.clock()
             if wait == math.inf:
                 waiter = asyncio.get_running_loop().create_future()
                 self._slot_waiters.append(waiter)
@@ -243,8 +243,8 @@ class Limiter:
                 due = self.clock() + wait
                 await self.sleep(wait)
                 self.opening.woke(max(0.0, self.clock() - due))
-        if held is not None and held != "opening":
-            self._held[held] += 1
+            if cause != "opening":
+                self._held[cause] += self.clock() - held_from
         now = self.clock()
         if self._first_send is None:
             self._first_send = now
@@ -449,9 +449,10 @@ class Limiter:
     # -- what bound the run -----------------------------------------------------------------
 
     def bound_by(self) -> str | None:
-        """Which limit held sends back most often, learned from what, the send rate over the run
-        and the requests refused, e.g. ``"RPM 3,000 (learned from a 429 naming it): 49.5
-        requests/s; 2 of 1,000 requests refused (0.2 %)"``; None when nothing held them."""
+        """Which limit held sends back longest (the seconds each send waited for it, summed),
+        learned from what, the send rate over the run and the requests refused, e.g. ``"RPM
+        3,000 (learned from a 429 naming it): 49.5 requests/s; 2 of 1,000 requests refused
+        (0.2 %)"``; None when nothing held them."""
         cause = self._main_cause()
         if cause is None:
             return None
@@ -467,10 +468,12 @@ class Limiter:
         return None if cause is None else describe(cause, self, short=True)
 
     def _main_cause(self) -> str | None:
-        if self._held:
-            cause = self._held.most_common(1)[0][0]
+        held = dict(self._held)
+        if self.limits["rpm"].source == "shown" and "pause" in held:
             # The pauses of a stall that showed a window were that window's.
-            return "rpm" if cause == "pause" and self.limits["rpm"].source == "shown" else cause
+            held["rpm"] = held.get("rpm", 0.0) + held.pop("pause")
+        if any(held.values()):
+            return max(held, key=held.__getitem__)
         # Nothing waited, but the requests filled every slot: the concurrency bound the run.
         return "concurrency" if self.peak_in_flight >= self.max_concurrency else None
 
@@ -684,7 +687,11 @@ class Limiter:
             else:
                 self._wary_send = None
         if self.in_flight >= self.concurrency:
-            return math.inf, "concurrency"
+            # The slow start's window, while it grows, is the opening's (no limit holds it).
+            learned = congestion.window
+            grown = self.opening.window
+            opening = grown < self.max_concurrency and (learned is None or grown <= learned)
+            return math.inf, "opening" if opening else "concurrency"
         for name, amount in (("rpm", 1.0), ("tpm", float(tokens))):
             limit = self.limits[name]
             if limit.value is None:

@@ -529,3 +529,16 @@ def test_the_limiter_sweep_compares_runs():
     # Cases the saved run does not have are named, not compared.
     first = sweep.compare(old, {**new, "d": [1.0, 0, 10, 0]})[0]
     assert first.endswith("(1 cases not in the saved run: save a new one to compare them)")
+
+
+@pytest.mark.parametrize("latency_s", [0.3, 1.0])
+def test_a_run_held_only_by_the_slow_start_names_no_limit(latency_s):
+    # 100 rows under a limit they never reach (6,000 per minute). Only the opening's pace and
+    # the slow start's growing window held sends back (at most 87-90 of the 100 in flight):
+    # with waits counted by the seconds they took, the growing window's were labelled
+    # "concurrency" and the summary said "concurrency 100". They are the opening's.
+    shape = Shape("fixed", per_minute=6000, window_s=60)
+    out = run(shape, rows=100, style="bare", latency_s=latency_s)
+    assert out.ok == 100 and out.gateway.refused() == 0, dumps(out)
+    assert out.limiter.peak_in_flight < 100, dumps(out)
+    assert out.limiter.bound_by() is None, dumps(out)

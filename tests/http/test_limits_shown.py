@@ -534,3 +534,20 @@ def test_a_retry_after_promising_room_before_a_usual_window_ends_is_kept():
     count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
     assert 7.0 <= float(length) <= 8.0, dumps(out)
     assert out.refused_share <= 0.05, dumps(out)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+@pytest.mark.parametrize(
+    ("style", "latency_s"),
+    [("retry-after", 0.3), ("retry-after", 1.0), ("retry-after", 8.0), ("bare", 1.0)],
+)
+def test_the_summary_names_the_window_that_held_the_run(kind, style, latency_s):
+    # 5 per 5 s, 100 rows: at most 6-10 in flight. Each send's wait was counted once, for what
+    # held it first: 93 of them first waited a moment for the in-flight window the opening's
+    # stall clamped, then up to 95 s for the window, and the summary said "concurrency 100: 1.0
+    # requests/s". The seconds each waited are now summed by what held it.
+    out = run(Shape(kind, per_minute=60, window_s=5), rows=100, style=style, latency_s=latency_s)
+    assert out.ok == 100, dumps(out)
+    assert out.limiter.peak_in_flight <= 10, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 5 and 5.0 <= float(length) <= 5.1, dumps(out)
