@@ -690,7 +690,7 @@ class Limiter:
             # The slow start's window, while it grows, is the opening's (no limit holds it).
             learned = congestion.window
             grown = self.opening.window
-            opening = grown < self.max_concurrency and (learned is None or grown <= learned)
+            opening = grown < self.max_concurrency and (learned is None or grown < learned)
             return math.inf, "opening" if opening else "concurrency"
         for name, amount in (("rpm", 1.0), ("tpm", float(tokens))):
             limit = self.limits[name]
