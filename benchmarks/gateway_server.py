@@ -55,15 +55,14 @@ class Gateway:
         self.last = now
         prompt = body_tokens(body)
         refusal = self.shape.admit(now, prompt + COMPLETION_TOKENS)
+        self.arrivals.append((now - self.first, 200 if refusal is None else 429))
         if refusal is not None:
             self.refused[refusal.limit] += 1
-            self.arrivals.append((now - self.first, 429))
             headers, payload = refusal_reply(refusal, self.style)
             return web.Response(
                 status=429, body=payload, headers=headers, content_type="application/json"
             )
         self.accepted += 1
-        self.arrivals.append((now - self.first, 200))
         self.tokens += prompt + COMPLETION_TOKENS
         try:
             await asyncio.sleep(self.latency_s)

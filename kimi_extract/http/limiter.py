@@ -689,9 +689,8 @@ class Limiter:
         if self.in_flight >= self.concurrency:
             # The slow start's window, while it grows, is the opening's (no limit holds it).
             learned = congestion.window
-            grown = self.opening.window
-            opening = grown < self.max_concurrency and (learned is None or grown < learned)
-            return math.inf, "opening" if opening else "concurrency"
+            most = self.max_concurrency if learned is None else min(learned, self.max_concurrency)
+            return math.inf, "opening" if self.opening.window < most else "concurrency"
         for name, amount in (("rpm", 1.0), ("tpm", float(tokens))):
             limit = self.limits[name]
             if limit.value is None:

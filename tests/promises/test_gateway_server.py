@@ -3,6 +3,7 @@ and the arrival log a run's timeline is read from (``GET /stats?arrivals=1``).""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import sys
 import urllib.error
@@ -11,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
-sys.path.insert(0, str(BENCH))
-from _server import free_port, running  # noqa: E402
-
-sys.path.remove(str(BENCH))
+_spec = importlib.util.spec_from_file_location("kx_bench_server", BENCH / "_server.py")
+assert _spec is not None and _spec.loader is not None
+_server = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_server)
 
 
 def _get(url: str) -> dict[str, Any]:
@@ -34,12 +35,12 @@ def _post(url: str) -> int:
 
 
 def test_the_gateway_logs_each_arrival_with_its_status_when_asked() -> None:
-    port = free_port()
+    port = _server.free_port()
     # Two requests per 10 s window (12 per minute), answered at once.
     shape = {"kind": "fixed", "per_minute": 12, "window_s": 10.0}
     spec = {"port": port, "shape": shape, "style": "retry-after", "latency_s": 0.0}
     command = [sys.executable, str(BENCH / "gateway_server.py"), json.dumps(spec)]
-    with running(command, port, cwd=BENCH) as base_url:
+    with _server.running(command, port, cwd=BENCH) as base_url:
         statuses = [_post(base_url + "/v1/chat/completions") for _ in range(3)]
         plain = _get(base_url + "/stats")
         logged = _get(base_url + "/stats?arrivals=1")
