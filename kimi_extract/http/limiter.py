@@ -54,7 +54,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .clock import Clock, default_clock
-from .congestion import AGAIN_WITHIN, BEFORE_SENDS, PROBE_AFTER_S, SHARE_SENDS, Congestion
+from .congestion import (
+    AGAIN_WITHIN,
+    BEFORE_SENDS,
+    PROBE_AFTER_S,
+    SHARE_SENDS,
+    WINDOW_LENGTHS_S,
+    Congestion,
+)
 from .named import (
     BELOW_LIMIT,
     PACING_SHARE,
@@ -65,7 +72,7 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
-from .shown import HALVING_PROBES, LEAVE_PROBES, Shown, Stall, held
+from .shown import HALVING_PROBES, LEAVE_PROBES, FixedProbe, Shown, Stall, held, probed_length
 
 logger = logging.getLogger("kimi_extract")
 
@@ -110,6 +117,9 @@ class Permit:
     send: Send
     outer: Any = None
     refused: bool = field(default=False)
+    #: Refused as ours to refuse: a probe sent past what a window has room for (its stated wait
+    #: is the window's, which the limiter keeps to: the row goes again as it admits it).
+    own: bool = field(default=False)
 
 
 class Limiter:
@@ -165,6 +175,9 @@ class Limiter:
         #: The scan's sends out, not yet judged (once it ended, their 429s are still its own).
         self._scan: list[Send] = []
         self._scan_next = False  # the send about to go is the scan's
+        #: Is a window first shown by a stall with a stated wait fixed? (``shown.FixedProbe``)
+        self._fixed: FixedProbe | None = None
+        self._fixed_next = False  # the send about to go is its probe's
         #: After one refusal in a clean window shown before, the next send goes alone: refused
         #: too, the window is full (a stall); judged accepted, the refusal was random.
         self._wary = False  # the next send goes alone
@@ -253,7 +266,8 @@ class Limiter:
         self.in_flight += 1
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self._sends += 1
-        scan = self._scan_next  # (past the window: not taken from its pacer either)
+        # (past the window: not taken from its pacer either)
+        scan = self._scan_next or self._fixed_next
         for name, amount in (("rpm", 0.0 if scan else 1.0), ("tpm", float(tokens))):
             pacer = self.limits[name].pacer
             if pacer is not None:
@@ -265,7 +279,10 @@ class Limiter:
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
-        if scan:
+        if self._fixed_next and self._fixed is not None:
+            self._fixed_next = False
+            self._fixed.took(send)
+        elif scan:
             self._scan_next = False
             self._scan.append(send)
         if self._wary:
@@ -350,6 +367,16 @@ class Limiter:
             self._wake_slots()
             return
         learned = limits_in_message(message)
+        rpm = self.limits["rpm"]
+        if not learned and permit is not None and self._fixed is not None:
+            if self._fixed.refused(permit.send):
+                # Past what a trailing window has room for: it trails (not a stall).
+                rpm.fixed, permit.own = False, True
+                self._wake_slots()
+                return
+        if not learned and permit is not None and rpm.fixed and rpm.source == "shown":
+            # A fixed window refused a send: its edges are not where they were read.
+            rpm.unfix(now, self.log, self.congestion.refusal_rtt)
         if not learned and permit is not None and permit.send in self._scan:
             # One past what the window holds: the scan ends (not a stall). The others out are
             # judged still (one sent before this may be refused too: its 429 on its way).
@@ -398,7 +425,7 @@ class Limiter:
             wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
-            self._scan, self._scan_upper = [], 0.0
+            self._scan, self._scan_upper, self._fixed = [], 0.0, None
             if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
                 # In a window shown before: what the server holds in it (its sends before the
                 # last probe too); else what it took since the last stall.
@@ -567,6 +594,39 @@ class Limiter:
             if self._scan_upper and count + 1 >= self._scan_upper:
                 self._scan_upper = 0.0
 
+    def _judge_fixed(self, now: float) -> None:
+        """Each of the fixed probe's sends out with no 429 after ``judge_after()`` was
+        accepted; once it is decided, the window is fixed (``Limit.fix``) or not."""
+        fixed, limit = self._fixed, self.limits["rpm"]
+        if fixed is None:
+            return
+        while fixed.out and now >= self._judged_at(fixed.out[0]):
+            fixed.judge(self.log, now, round(limit.window_count()))
+        if fixed.verdict is not None and limit.fixed is None and limit.source == "shown":
+            if fixed.verdict:
+                limit.fix(fixed.origin, now, self.log)
+            else:
+                limit.fixed = False
+        if fixed.verdict is not None and not fixed.out:
+            self._fixed = None
+
+    def _ramp_wait(self, now: float) -> float:
+        """A fixed window refills whole, but a limit that dropped (or another client taking
+        part of it) refuses what goes past it: as it begins, no more of ours are out unjudged
+        than were judged accepted in it, and one more (1, 2, 4, ... at once: the first alone,
+        and a drop refuses at most one round's excess, not the window's worth)."""
+        judged = out = 0
+        due = math.inf
+        for send in self.log.requests.queue:
+            if send.refused:
+                continue
+            at = self._judged_at(send)
+            if at <= now:
+                judged += 1
+            else:
+                out, due = out + 1, min(due, at)
+        return 0.0 if out <= judged else due - now
+
     def _scan_wait(self, now: float, wait: float) -> float:
         """A full window being scanned (``_scan_upper``): how long the next send waits, its
         window ``wait`` before: none (the next send is the scan's) unless ``SCAN_OUT`` are out
@@ -600,19 +660,29 @@ class Limiter:
     def _restart(self, now: float) -> None:
         """A stall's probe was accepted: go on at the rate the server delivered, or keep to the
         window the stall showed (``shown``)."""
-        congestion = self.congestion
-        shown = self.stall.end(
+        congestion, stall, rpm = self.congestion, self.stall, self.limits["rpm"]
+        stated = stall.room_by < math.inf  # (the stall's 429s said how long to wait)
+        first = math.inf if stall.taken is None else stall.taken.first
+        shown = stall.end(
             self.log,
             now,
             congestion.probe_sent,
             self._shown(),
             on_time=self._probe_late <= PROBE_ON_TIME_S,
         )
-        adopted = shown is not None and self.limits["rpm"].infer(
-            shown, now, self.log, congestion.refusal_rtt
-        )
+        adopted = shown is not None and rpm.infer(shown, now, self.log, congestion.refusal_rtt)
         if adopted and shown is not None and shown.count + 2 <= shown.upper < math.inf:
             self._scan, self._scan_upper = [], shown.upper
+        elif adopted and stated and rpm.fixed is None and first < math.inf:
+            # A window first shown with a stated wait, its probe sent as one of the usual
+            # lengths ended (it is that long; the probe went at the end, or as the wait stated
+            # ended there): fixed, or trailing? (``FixedProbe``; a wait in whole seconds leaves
+            # any other length unknown to within a second.)
+            probe = congestion.probe_sent
+            least = probed_length(probe + PROBE_AFTER_S, first, WINDOW_LENGTHS_S)
+            if least is not None:
+                self._fixed = FixedProbe(probe, least)
+                self._fixed.round(self.log, now, round(rpm.window_count()), least)
         congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
 
     def _undo_cut(self) -> None:
@@ -668,9 +738,11 @@ class Limiter:
         """Seconds to wait before this request may go (inf: wait for a release), and why."""
         now = self.clock()
         self.log.expire(now)
-        self._scan_next = False
+        self._scan_next = self._fixed_next = False
         if self._scan:
             self._judge_scan(now)
+        if self._fixed is not None:
+            self._judge_fixed(now)
         waits = [(self.pause_until - now, "pause")]
         congestion = self.congestion
         if congestion.probing:
@@ -700,11 +772,17 @@ class Limiter:
             if name == "tpm":
                 amount = min(amount, capacity)
             wait = window.wait(now, amount, capacity)
+            fixed = self._fixed
+            if name == "rpm" and fixed is not None and fixed.left and limit.source == "shown":
+                self._fixed_next = True
+                continue  # the fixed probe's: past the window and its pacer
             if name == "rpm" and wait > 0 and self._scan_upper and limit.source == "shown":
                 wait = self._scan_wait(now, wait)
                 if wait <= 0:
                     continue  # the scan's next send: past the window and its pacer
             waits.append((wait, name))
+            if name == "rpm" and window.fixed_from is not None:
+                waits.append((self._ramp_wait(now), name))
             if limit.pacer is not None:
                 waits.append((limit.pacer.wait(now, amount), name))
         waits.append((self.opening.wait(now), "opening"))
@@ -714,5 +792,7 @@ class Limiter:
         if self._scan:
             # Wake when the scan's next send out is judged: the window may then hold more.
             wait = min(wait, self._judged_at(self._scan[0]) - now)
+        if self._fixed is not None and self._fixed.out:
+            wait = min(wait, self._judged_at(self._fixed.out[0]) - now)
         # Sleep a hair past the boundary so float rounding cannot leave it a hair short.
         return (wait + 1e-6 if wait > 0 else wait), cause

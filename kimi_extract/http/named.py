@@ -104,6 +104,10 @@ class Limit:
     refused_at: float = -math.inf  # the last 429 naming it
     verdict: str = "noise"  # how it was read
     pacer: Pacer | None = None
+    #: A window a stall showed: fixed (True: it refills whole as each of its windows begins),
+    #: trailing (False: a probe of it found a sliding log, or a fixed reading failed) or not
+    #: known (None).
+    fixed: bool | None = None
 
     @property
     def tokens(self) -> bool:
@@ -255,6 +259,26 @@ class Limit:
         )
         return True
 
+    def fix(self, origin: float, now: float, log: SendLog) -> None:
+        """The window a stall showed is fixed: it refilled whole at ``origin`` (when the stall's
+        probe found room) and does so every ``window_s`` after. The log counts each fixed window
+        and sends go as soon as one begins: no pacer spreads them."""
+        self.fixed, self.pacer = True, None
+        log.set_length(log.requests, self.window_s, now, fixed_from=origin)
+        logger.info(
+            "server window shown by a stall is fixed: %d requests at once every %.3g s",
+            round(self.window_count()),
+            self.window_s,
+        )
+
+    def unfix(self, now: float, log: SendLog, refusal_rtt: float) -> None:
+        """A fixed window refused a send: its edges are not where they were read. Back to a
+        trailing log of it (``infer``), and no fixed reading again."""
+        self.fixed = False
+        edge = log_margin(refusal_rtt, SHOWN_EDGE_MIN_S)
+        log.set_length(log.requests, self.window_s + edge, now)
+        self.pacer = self.new_pacer(now, full=True, burst=self.window_count())
+
     def widen(self, count: int, now: float) -> None:
         """A window a stall showed holds ``count``, more than it was read as (a scan found
         room past it): keep to that, its pacer's rate and burst with it. The scan saw each of
@@ -299,10 +323,11 @@ def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
         label = "concurrency"
     elif cause in ("rpm", "tpm") and limiter.limits[cause].source == "shown":
         limit = limiter.limits[cause]
+        kind = "fixed window" if limit.fixed else "window"
         if short:
-            return "window (shown)"
+            return f"{kind} (shown)"
         return (
-            f"window of {round(limit.window_count()):,} requests per {limit.window_s:.3g} s "
+            f"{kind} of {round(limit.window_count()):,} requests per {limit.window_s:.3g} s "
             "(shown by a stall of 429s that named no limit)"
         )
     elif cause in ("rpm", "tpm"):

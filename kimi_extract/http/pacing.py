@@ -89,13 +89,22 @@ class Send:
 
 class _Window:
     """A trailing window over the log: ``total`` requests (or tokens) sent in the last
-    ``length`` seconds and not refused."""
+    ``length`` seconds and not refused; or, ``fixed_from`` set, in the fixed window of
+    ``length`` (one of those from ``fixed_from`` on) that ``now`` is in."""
 
     def __init__(self, bit: int, length: float) -> None:
         self.bit = bit
         self.length = length
         self.queue: deque[Send] = deque()
         self.total = 0.0
+        self.fixed_from: float | None = None
+
+    def start(self, now: float) -> float:
+        """Where the window counted at ``now`` begins (its sends are those from then on)."""
+        origin = self.fixed_from
+        if origin is None:
+            return now - self.length
+        return origin + max(0, math.floor((now - origin) / self.length + 1e-9)) * self.length
 
     def amount(self, send: Send) -> float:
         if send.refused:
@@ -114,7 +123,9 @@ class _Window:
 
     def expire(self, now: float) -> None:
         queue = self.queue
-        while queue and queue[0].sent_at <= now - self.length:
+        start = self.start(now)
+        fixed = self.fixed_from is not None
+        while queue and (queue[0].sent_at < start if fixed else queue[0].sent_at <= start):
             send = queue.popleft()
             if send.held & self.bit:
                 self.total -= self.amount(send)
@@ -124,6 +135,8 @@ class _Window:
         """Seconds until ``amount`` more fits under ``capacity`` as sends age out (0: now)."""
         if self.total + amount <= capacity + 1e-9:
             return 0.0
+        if self.fixed_from is not None:
+            return self.start(now) + self.length - now  # (the next fixed window)
         excess = self.total + amount - capacity
         for send in self.queue:
             excess -= self.amount(send)
@@ -171,18 +184,22 @@ class SendLog:
         if send.held & TOKENS:
             self.tokens.total += tokens
 
-    def set_length(self, window: _Window, length: float, now: float) -> None:
-        """Count ``window`` over ``length`` seconds from now on (rebuilt from the log)."""
+    def set_length(
+        self, window: _Window, length: float, now: float, *, fixed_from: float | None = None
+    ) -> None:
+        """Count ``window`` over ``length`` seconds from now on (rebuilt from the log): a
+        trailing window, or with ``fixed_from`` the fixed windows of ``length`` from then on."""
         length = min(MAX_WINDOW_S + 1.0, max(MIN_WINDOW_S, length))
-        if length == window.length:
+        if length == window.length and fixed_from == window.fixed_from:
             return
         for send in window.queue:
             send.held &= ~window.bit
-        window.length = length
+        window.length, window.fixed_from = length, fixed_from
         window.queue = deque()
         window.total = 0.0
+        start = window.start(now)
         for send in self.sends:
-            if send.sent_at > now - length:
+            if send.sent_at > start or fixed_from is not None and send.sent_at == start:
                 window.add(send)
 
     def newest(self) -> Iterator[Send]:

@@ -178,7 +178,7 @@ def _after(room: float, stated: float) -> float:
     return room - 1.0 if stated >= 1.0 and stated == int(stated) else room
 
 
-def _probed_length(at: float, start: float, lengths: tuple[float, ...]) -> float | None:
+def probed_length(at: float, start: float, lengths: tuple[float, ...]) -> float | None:
     """The one of ``lengths`` at whose end from ``start`` (``PROBE_AFTER_S`` after it) a probe
     went ``at`` (no later than ``PROBE_MIN_S`` after it); None: at no such end. The length is
     the one given, not worked back from the times (``start + 10.05 - start - 0.05`` is not 10
@@ -195,7 +195,7 @@ def _left_length(taken: StallStart, probe: float) -> float | None:
     (``congestion.left_ends``) the stall's ``probe`` went; None: it went at no such end."""
     if taken.last - taken.first <= PROBE_AFTER_S:
         return None
-    return _probed_length(probe, taken.last, LEFT_LENGTHS_S)
+    return probed_length(probe, taken.last, LEFT_LENGTHS_S)
 
 
 def _taken_before(log: SendLog, send: Send | None) -> Send | None:
@@ -249,7 +249,7 @@ class Stall:
         taken = self.taken
         if taken is not None:
             if holding is None and log is not None and stated is None:
-                length = _probed_length(send.sent_at, taken.first, WINDOW_LENGTHS_S)
+                length = probed_length(send.sent_at, taken.first, WINDOW_LENGTHS_S)
                 if length is not None:
                     self.ended = (length, held(log, send.sent_at, length))
             self.refusals += 1
@@ -390,3 +390,72 @@ class Stall:
         if count < MIN_COUNT:
             return None
         return Shown(count, before.length, upper=full_at)
+
+
+#: A fixed probe proves a window fixed only when the server took more of ours than a trailing
+#: window this much shorter than the shortest the window can be holds (the server may see a
+#: burst of ours later than we sent it).
+FIXED_MARGIN_S = 0.05
+#: ...in at most this many rounds (the second makes up the margin).
+FIXED_ROUNDS = 2
+#: A round's sends count what a trailing window holds this long after they go (they arrive a
+#: moment later; the one more goes past a send of ours leaving it meanwhile, not at it).
+FIXED_AHEAD_S = 0.002
+
+
+class FixedProbe:
+    """Whether a window a stall showed refills whole (fixed) or trails (a sliding log).
+
+    A stall whose 429s stated a wait, its probe accepted at ``origin``, showed a window of
+    ``count`` that is at least ``least`` long. A trailing window of that length now has room
+    for the sends of ours that left it; a fixed one, begun at ``origin``, for all of ``count``.
+    So as many go at once as a trailing window of ``least`` has room for, and one more
+    (``round``): once all are judged accepted, and the server then held more of ours than a
+    trailing window ``FIXED_MARGIN_S`` shorter holds, the window is fixed (``judge`` -> True).
+    When it held more only over ``least`` itself, a second round makes up the margin. A refusal
+    of any (``refused``) says it trails (False): that costs one refusal, or the margin's sends.
+    """
+
+    def __init__(self, origin: float, least: float) -> None:
+        self.origin = origin
+        self.least = least
+        self.left = 0  # sends still to go at once
+        self.rounds = 0
+        self.out: list[Send] = []  # its sends not yet judged
+        self.verdict: bool | None = None
+        self.at = origin  # when the last round went
+
+    def round(self, log: SendLog, now: float, count: int, length: float) -> None:
+        """As many sends as a trailing window of ``length`` has room for as they arrive
+        (``FIXED_AHEAD_S`` from now: a send of ours leaving it then counts as left), and one
+        more."""
+        at = now + FIXED_AHEAD_S
+        self.left = max(1, count - held(log, at, length) + 1)
+        self.rounds, self.at = self.rounds + 1, at
+
+    def took(self, send: Send) -> None:
+        self.out.append(send)
+        self.left = max(0, self.left - 1)
+
+    def refused(self, send: Send) -> bool:
+        """``send`` was refused: whether it was the probe's (it then trails)."""
+        if send not in self.out:
+            return False
+        self.out.remove(send)
+        self.left, self.verdict = 0, False
+        return True
+
+    def judge(self, log: SendLog, now: float, count: int) -> None:
+        """The oldest of its sends out was judged accepted: once all of them are, decide
+        (``verdict``) or go another round. (What a trailing window held is counted as the round
+        went, its sends all in: they go a moment apart, and a window's edge is no finer.)"""
+        last = self.out.pop(0)
+        if self.out or self.left or self.verdict is not None:
+            return
+        at, least = self.at, self.least
+        if held(log, at, least - FIXED_MARGIN_S, through=last) > count:
+            self.verdict = True
+        elif self.rounds < FIXED_ROUNDS and held(log, at, least, through=last) > count:
+            self.round(log, now, count, least - FIXED_MARGIN_S)
+        else:
+            self.verdict = False

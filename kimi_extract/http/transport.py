@@ -445,6 +445,8 @@ class Transport:
             if pause is not None:
                 pause = min(pause, self.retry.max_wait)
             gate.throttled(pause, exc.message, permit)
+            if getattr(permit, "own", False):
+                exc.retry_after = 0.0  # (the gate's own probe: it goes again as the gate admits it)
             raise
         finally:
             gate.release(permit, actual)
