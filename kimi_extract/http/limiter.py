@@ -371,7 +371,9 @@ class Limiter:
         if not learned and permit is not None and self._fixed is not None:
             if self._fixed.refused(permit.send):
                 # Past what a trailing window has room for: it trails (not a stall).
-                rpm.fixed, permit.own = False, True
+                permit.own = True
+                if rpm.source == "shown" and rpm.fixed is None:
+                    rpm.trails(self._fixed.least, now, self.log, self.congestion.refusal_rtt)
                 self._wake_slots()
                 return
         if not learned and permit is not None and rpm.fixed and rpm.source == "shown":
@@ -648,7 +650,9 @@ class Limiter:
     def _scan_count(self, scan: Send, limit: Limit) -> int:
         """What the window held of ours with ``scan`` in it (if accepted): the sends accepted
         up to and including it in the log, over the shortest length the window can have."""
-        return held(self.log, scan.sent_at, limit.window_s - PROBE_AFTER_S, through=scan)
+        # (read to within PROBE_AFTER_S, unless a probe found the length: ``Limit.trails``)
+        length = limit.window_s - (0.0 if limit.how == "probe" else PROBE_AFTER_S)
+        return held(self.log, scan.sent_at, length, through=scan)
 
     def _shown(self) -> Shown | None:
         """The window a stall showed, if one is kept to."""

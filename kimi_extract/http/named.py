@@ -271,6 +271,17 @@ class Limit:
             self.window_s,
         )
 
+    def trails(self, length: float, now: float, log: SendLog, refusal_rtt: float) -> None:
+        """The window a stall showed is a sliding log of ``length`` (a probe found the room
+        its sends that left it made, and none past it: ``shown.FixedProbe``): counted that long
+        and a round trip or two longer (``log_margin``, as a window a 429 named), not as long
+        as the stall read it and ``SHOWN_EDGE_MIN_S`` longer."""
+        count = self.window_count()
+        self.fixed, self.window_s, self.how = False, length, "probe"
+        self.value = math.ceil(count * WINDOW_S / length - 1e-9)
+        log.set_length(log.requests, length + log_margin(refusal_rtt), now)
+        self.pacer = self.new_pacer(now, full=True, burst=round(count))
+
     def unfix(self, now: float, log: SendLog, refusal_rtt: float) -> None:
         """A fixed window refused a send: its edges are not where they were read. Back to a
         trailing log of it (``infer``), and no fixed reading again."""
