@@ -30,7 +30,10 @@ adaptive send rate, and server-asked pauses.
   seconds later shows a window (``shown``): it is kept to like a named limit's, as ``count`` per
   ``length`` in the log, and taken whole when it refills. Read again after a drop from the least
   it holds, it is scanned up, sends past it a moment apart (at most ``SCAN_OUT`` out before
-  they are judged), until the server refuses one.
+  they are judged), until the server refuses one. A window first shown with a stated wait is
+  probed for being fixed (``shown.FixedProbe``): fixed, each of its windows goes whole as it
+  begins (doubling from one send as each round is judged, ``_ramp_wait``); sliding, it is kept
+  to at the length the probe found.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.

@@ -47,6 +47,11 @@ sends go past it a moment apart (a third of the time a 429 takes to be seen, at 
 unjudged), and once one is judged accepted the window holds what it held of ours with it in
 (counted over the shortest length it can have), until one is refused (that refusal, and those
 of the scan's others out then, are the scan's, not a stall) or it reaches the bound.
+
+A window first shown with a stated wait, whose probe went as a usual length ended, is a fixed
+window (room for all of ``count`` as each begins) or a sliding log (room as the sends of the one
+before leave): ``FixedProbe`` sends one past what a sliding log has room for and reads the
+answer.
 """
 
 from __future__ import annotations

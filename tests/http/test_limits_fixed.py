@@ -21,21 +21,26 @@ from hypothesis import strategies as st
 from kimi_extract.http.pacing import SendLog
 from kimi_extract.http.shown import FIXED_MARGIN_S, FixedProbe
 
-from .virtual_gateway import Shape, dumps, run
+from .virtual_gateway import Outcome, Shape, dumps, run
 
 #: The window read again after the drop (from the least it holds: 22-25 of 25).
 WINDOW_22_25 = re.compile(r"window of 2[2-5] requests per 10")
+
+
+def matrix_run(kind: str) -> tuple[Outcome, str]:
+    """The matrix's 200 rows behind 50 per 10 s (``kind``), Retry-After, 429s back in 10 ms: the
+    run (every row answered) and its summary."""
+    shape = Shape(kind, per_minute=300, window_s=10)
+    out = run(shape, rows=200, style="retry-after", refusal_s=0.01)
+    assert out.ok == 200, dumps(out)
+    return out, out.limiter.bound_by() or ""
 
 
 def test_a_fixed_window_is_taken_whole_as_each_begins():
     # 50 per 10 s from the first request, Retry-After, 429s back in 10 ms. Kept to as a sliding
     # log, each window went at the opening's pace (0.84 s for 50) and 0.15 s later each round:
     # 200 rows in 32.4 s. Fixed, the third and fourth windows go within 0.3 s of their start.
-    out = run(
-        Shape("fixed", per_minute=300, window_s=10), rows=200, style="retry-after", refusal_s=0.01
-    )
-    assert out.ok == 200, dumps(out)
-    summary = out.limiter.bound_by() or ""
+    out, summary = matrix_run("fixed")
     assert summary.startswith("fixed window of 50 requests per 10"), summary
     assert out.gateway.sent(since=20.0, until=20.4) == 50, dumps(out)
     assert out.gateway.sent(since=30.0, until=30.5) == 50, dumps(out)
@@ -48,11 +53,7 @@ def test_a_sliding_log_costs_the_probe_one_refusal_and_shows_its_length():
     # refusals, and this one), and the sends before it were taken: the window is 10 s long, not
     # 10.05 s as the stall read it, and counted a round trip or two longer (0.05 s), not 0.1 s
     # (each round 0.15 s later than the one before: 200 rows in 32.4 s).
-    out = run(
-        Shape("sliding", per_minute=300, window_s=10), rows=200, style="retry-after", refusal_s=0.01
-    )
-    assert out.ok == 200, dumps(out)
-    summary = out.limiter.bound_by() or ""
+    out, summary = matrix_run("sliding")
     assert summary.startswith("window of 50 requests per 10 s ("), summary
     assert out.gateway.refused() == 3, dumps(out)
     assert out.end <= 32.2, dumps(out)
