@@ -39,7 +39,8 @@ def matrix_run(kind: str) -> tuple[Outcome, str]:
 def test_a_fixed_window_is_taken_whole_as_each_begins():
     # 50 per 10 s from the first request, Retry-After, 429s back in 10 ms. Kept to as a sliding
     # log, each window went at the opening's pace (0.84 s for 50) and 0.15 s later each round:
-    # 200 rows in 32.4 s. Fixed, the third and fourth windows go within 0.3 s of their start.
+    # 200 rows in 32.4 s. Fixed, the third window's 50 go within 0.4 s of 20 s, the fourth's
+    # within 0.5 s of 30 s.
     out, summary = matrix_run("fixed")
     assert summary.startswith("fixed window of 50 requests per 10"), summary
     assert out.gateway.sent(since=20.0, until=20.4) == 50, dumps(out)
@@ -72,8 +73,9 @@ def test_the_probes_refused_row_goes_again_as_the_window_has_room():
 
 def test_a_fixed_window_whose_limit_drops_refuses_a_round_not_the_window():
     # 50 per 10 s, halved to 25 at 30 s. Sent whole at once, the fourth window's 49 after its
-    # first were 25 refused; doubling from one send, a round's excess is (8 of 16 here), and
-    # the window is kept to as a sliding log from then on.
+    # first were 25 refused; doubling from one send (1, 2, 4, 8, 16), only the round that goes
+    # past the 25 is refused in part (at most 8 here), and the window is kept to as a sliding
+    # log from then on.
     shape = Shape("fixed", per_minute=300, window_s=10, change_at=30, change_to=150)
     out = run(shape, rows=200, style="retry-after", refusal_s=0.01)
     assert out.ok == 200 and not out.lost, dumps(out)
