@@ -249,9 +249,7 @@ class Limit:
             return False
         self.value, self.source, self.since = value, "shown", now
         self.window_s, self.how, self.burst_before = shown.length, "stall", False
-        edge = log_margin(refusal_rtt, SHOWN_EDGE_MIN_S)
-        log.set_length(log.requests, shown.length + edge, now)
-        self.pacer = self.new_pacer(now, full=True, burst=shown.count)
+        self._trail(log_margin(refusal_rtt, SHOWN_EDGE_MIN_S), now, log, shown.count)
         logger.info(
             "server window shown by a stall of unnamed 429s: %d requests per %.3g s",
             shown.count,
@@ -279,16 +277,19 @@ class Limit:
         count = self.window_count()
         self.fixed, self.window_s, self.how = False, length, "probe"
         self.value = math.ceil(count * WINDOW_S / length - 1e-9)
-        log.set_length(log.requests, length + log_margin(refusal_rtt), now)
-        self.pacer = self.new_pacer(now, full=True, burst=round(count))
+        self._trail(log_margin(refusal_rtt), now, log, round(count))
 
     def unfix(self, now: float, log: SendLog, refusal_rtt: float) -> None:
         """A fixed window refused a send: its edges are not where they were read. Back to a
         trailing log of it (``infer``), and no fixed reading again."""
         self.fixed = False
-        edge = log_margin(refusal_rtt, SHOWN_EDGE_MIN_S)
+        self._trail(log_margin(refusal_rtt, SHOWN_EDGE_MIN_S), now, log, self.window_count())
+
+    def _trail(self, edge: float, now: float, log: SendLog, burst: float) -> None:
+        """Keep to the window a stall showed as a trailing log: its length and ``edge`` longer
+        in the log, a full pacer with ``burst`` (``BURST_SHARE`` of it) at once."""
         log.set_length(log.requests, self.window_s + edge, now)
-        self.pacer = self.new_pacer(now, full=True, burst=self.window_count())
+        self.pacer = self.new_pacer(now, full=True, burst=burst)
 
     def widen(self, count: int, now: float) -> None:
         """A window a stall showed holds ``count``, more than it was read as (a scan found
