@@ -273,11 +273,16 @@ class Limit:
         """The window a stall showed is a sliding log of ``length`` (a probe found the room
         its sends that left it made, and none past it: ``shown.FixedProbe``): counted that long
         and a round trip or two longer (``log_margin``, as a window a 429 named), not as long
-        as the stall read it and ``SHOWN_EDGE_MIN_S`` longer."""
+        as the stall read it and ``SHOWN_EDGE_MIN_S`` longer. The probe saw all of the count
+        taken, so the log alone keeps to it: no pacer (as in a fixed window). Its pacer let
+        ``BURST_SHARE`` of the count go at once and refilled at ``PACING_SHARE`` of the limit:
+        the last sends of each round waited for it (0.19 s for the last of 50 per 10 s), and
+        each round after began that much later."""
         count = self.window_count()
         self.fixed, self.window_s, self.how = False, length, "probe"
         self.value = math.ceil(count * WINDOW_S / length - 1e-9)
         self._trail(log_margin(refusal_rtt), now, log, round(count))
+        self.pacer = None
 
     def unfix(self, now: float, log: SendLog, refusal_rtt: float) -> None:
         """A fixed window refused a send: its edges are not where they were read. Back to a
