@@ -89,6 +89,25 @@ class VirtualTime:
 
 
 @dataclass
+class Behind:
+    """A gateway's own limit (``gate``, any ``Shape``) in front of the server's (``inner``): a
+    request the gate refuses never reaches the server, and its 429 names nothing (the style's
+    text for a refusal that names no limit: Kimi's "engine overloaded", or the generic one)."""
+
+    gate: Any
+    inner: Any
+
+    def admit(self, now: float, tokens: float = 1.0) -> Any:
+        refusal = self.gate.admit(now, tokens)
+        if refusal is not None:
+            return ratelimits.Refusal("random", 0, refusal.wait)
+        return self.inner.admit(now, tokens)
+
+    def finish(self) -> None:
+        self.inner.finish()
+
+
+@dataclass
 class Attempt:
     """One HTTP attempt the server saw: when, and whether it was refused (and why)."""
 
