@@ -37,6 +37,13 @@ come back at once; answers take longer). The two are then told apart by their pa
   tokens), and once that is spent every other send is refused. Such a cut goes from what the
   server accepted since the oldest refusal of the last 10 s when that is lower (its rate once
   the saved room was spent). One refusal alone may be random: it cuts nothing.
+- **Full named slots**: a refusal that comes while the concurrency a 429 named has been held
+  full of accepted requests of ours (``slots_full``: 98 % of its slots on average over the last
+  2 s, less the time refused requests were out before their 429 came back) is "noise", not a
+  cut: a rate limit below the concurrency's rate would leave slots empty (a refused request
+  holds none). Read as a rate signal, 30 % random refusals behind 5 named slots had the rate
+  cut to 2.8/s until a trial found them random. A concurrency we were told is no evidence: an
+  opening burst can fill it before a bucket behind it empties.
 - **A full window**: a stall's clamp learns how many requests the server held (``window_level``).
   A later refusal with as many accepted in flight (a rate signal, or any refusal while no random
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
@@ -293,6 +300,7 @@ class Congestion:
         clean: bool = False,
         wary: bool = False,
         close: int = 1,
+        slots_full: bool = False,
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
@@ -301,7 +309,8 @@ class Congestion:
         the refused send went alone after one refusal in a clean window shown before (a stall);
         ``close``: refusals among the newest ``AGAIN_WITHIN`` sends. Two refusals in a row that
         each ask to wait ``LONG_WAIT_S`` or more are a stall: the server says it has no room
-        for that long."""
+        for that long. ``slots_full``: the concurrency a 429 named was held full of accepted
+        requests (not a rate signal: "noise" where it would be a cut)."""
         if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
             self.probing = False
             self.stalls += 1
@@ -328,6 +337,8 @@ class Congestion:
             return "noise"
         if self.trial is not None:
             return "noise"  # a cut is on trial: wait for its verdict
+        if slots_full:
+            return "noise"  # the concurrency holds the run, not a rate: nothing to cut
         return "cut"
 
     def clean(self, recent: Share) -> bool:

@@ -33,7 +33,9 @@ adaptive send rate, and server-asked pauses.
   they are judged), until the server refuses one. A window first shown with a stated wait is
   probed for being fixed (``shown.FixedProbe``): fixed, each of its windows goes whole as it
   begins (doubling from one send as each round is judged, ``_ramp_wait``); sliding, it is kept
-  to at the length the probe found.
+  to at the length the probe found. One that comes while the server's named concurrency has
+  held its slots full of accepted requests of ours (``FULL_SLOTS`` of them, on average over
+  ``OCCUPIED_S``) is no rate signal: the concurrency holds the run.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -98,6 +100,12 @@ PROBE_ON_TIME_S = 0.25
 #: once, each counted once judged accepted (the first refused ends the scan, and the others
 #: out then are its own too: at most this many refused).
 SCAN_OUT = 3
+#: A 429 that names nothing while the concurrency in force (told, or named in a 429) has held
+#: this share of its slots with accepted requests of ours, on average over the last
+#: ``OCCUPIED_S`` (or since the first send), is not read as a rate signal: the concurrency
+#: holds the run, and a rate limit below it would leave slots empty (a refused request holds
+#: none). A gateway's limit at 95 % of the concurrency's rate leaves them 5 % empty.
+FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
 
 
 class OuterGate(Protocol):
@@ -154,6 +162,10 @@ class Limiter:
         self.in_flight = 0
         self._refused_in_flight = 0
         self.peak_in_flight = 0
+        #: From when, how many of ours in flight were not refused (the last ``OCCUPIED_S``)...
+        self._occupancy: deque[tuple[float, int]] = deque()
+        #: ...and when each refused one went and came back (it held no slot at the server).
+        self._refused_spans: deque[tuple[float, float]] = deque()
         self.pause_until = 0.0
         self.throttles = 0
         self.stated_waits = 0  # of them, 429s that said how long to wait
@@ -267,6 +279,7 @@ class Limiter:
         self._last_send = now
         send = self.log.add(now, tokens)
         self.in_flight += 1
+        self._occupy(now)
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
         self._sends += 1
         # (past the window: not taken from its pacer either)
@@ -315,6 +328,7 @@ class Limiter:
                     pacer.take(actual_tokens - charged)
                 else:
                     pacer.give_back(charged - actual_tokens)
+        self._occupy(self.clock())
         if self.outer is not None and permit.outer is not None:
             self.outer.release(permit.outer, 0 if permit.refused else actual_tokens)
         self._wake_slots()
@@ -363,6 +377,8 @@ class Limiter:
             self.congestion.saw_refusal(now - permit.sent_at)
             permit.refused = True
             self._refused_in_flight += 1
+            self._occupy(now)
+            self._refused_spans.append((permit.sent_at, now))
             self._hand_back(permit)
         if not self.adaptive:
             if retry_after is not None:
@@ -419,6 +435,8 @@ class Limiter:
                 clean=clean,
                 wary=in_shown and wary,
                 close=self.log.refused_among(AGAIN_WITHIN),
+                slots_full=self.concurrency_source == "learned"
+                and self._occupied(now) >= FULL_SLOTS * self.max_concurrency,
             )
         self._wary_send = None
         self._wary = verdict == "noise" and in_shown and not wary and congestion.clean(recent)
@@ -518,6 +536,31 @@ class Limiter:
 
     def _saw_response(self) -> None:
         self.opening.saw_response(self.clock())
+
+    def _occupy(self, now: float) -> None:
+        """Our requests in flight not refused changed at ``now``: note it (``_occupied``)."""
+        points = self._occupancy
+        points.append((now, self._accepted_in_flight()))
+        while len(points) > 1 and points[1][0] <= now - OCCUPIED_S:
+            points.popleft()
+
+    def _occupied(self, now: float) -> float:
+        """How many requests of ours the server held on average over the last ``OCCUPIED_S``
+        (or since the first send): in flight, less the time a refused one was out before its
+        429 came back (it held no slot there)."""
+        points, spans = self._occupancy, self._refused_spans
+        if not points:
+            return 0.0
+        start = max(points[0][0], now - OCCUPIED_S)
+        while spans and spans[0][1] <= start:
+            spans.popleft()
+        if now <= start:
+            return float(points[-1][1])
+        total = 0.0
+        for (at, count), (until, _) in zip(points, [*list(points)[1:], (now, 0)], strict=True):
+            total += count * max(0.0, until - max(at, start))
+        total -= sum(max(0.0, back - max(went, start)) for went, back in spans)
+        return total / (now - start)
 
     def _accepted_in_flight(self) -> int:
         """Requests in flight that the server has not refused (as far as we know)."""
