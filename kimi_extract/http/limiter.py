@@ -100,11 +100,12 @@ PROBE_ON_TIME_S = 0.25
 #: once, each counted once judged accepted (the first refused ends the scan, and the others
 #: out then are its own too: at most this many refused).
 SCAN_OUT = 3
-#: A 429 that names nothing while the concurrency in force (told, or named in a 429) has held
-#: this share of its slots with accepted requests of ours, on average over the last
-#: ``OCCUPIED_S`` (or since the first send), is not read as a rate signal: the concurrency
-#: holds the run, and a rate limit below it would leave slots empty (a refused request holds
-#: none). A gateway's limit at 95 % of the concurrency's rate leaves them 5 % empty.
+#: A 429 that names nothing while the concurrency a 429 named has held this share of its slots
+#: with accepted requests of ours, on average over the last ``OCCUPIED_S`` (or since the first
+#: send), is not read as a rate signal: the concurrency holds the run, and a rate limit below
+#: it would leave slots empty (a refused request holds none). A gateway's limit at 95 % of the
+#: concurrency's rate leaves them 5 % empty. (A concurrency we were told is not counted: an
+#: opening burst a bucket takes can fill all of it.)
 FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
 
 
@@ -539,10 +540,12 @@ class Limiter:
 
     def _occupy(self, now: float) -> None:
         """Our requests in flight not refused changed at ``now``: note it (``_occupied``)."""
-        points = self._occupancy
+        points, spans = self._occupancy, self._refused_spans
         points.append((now, self._accepted_in_flight()))
         while len(points) > 1 and points[1][0] <= now - OCCUPIED_S:
             points.popleft()
+        while spans and spans[0][1] <= now - OCCUPIED_S:
+            spans.popleft()
 
     def _occupied(self, now: float) -> float:
         """How many requests of ours the server held on average over the last ``OCCUPIED_S``
