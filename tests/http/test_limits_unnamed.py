@@ -106,9 +106,10 @@ def test_a_gateways_limit_in_front_of_a_named_concurrency_is_not_hammered(slots,
     # Kimi names its concurrency; a gateway in front of it keeps its own token bucket at `share`
     # of the concurrency's rate (0.3 s answers), and its 429s name nothing. Those 429s come
     # while the named slots are (nearly) full, as random refusals do: read as random and not
-    # cut, each refused request went again at once into the empty bucket. A change that did so
-    # (no cut while the named concurrency is full of accepted requests) had 41-65 % of these
-    # requests refused; they are 1-14 % (the opening's among them).
+    # cut, each refused request went again at once into the empty bucket. A version of the
+    # full-slots rule that read the slots at the instant of each 429 (a refused request still on
+    # its way counted as held) had 41-65 % of these requests refused; they are 1-14 % (the
+    # opening's among them).
     per_s = share * slots / 0.3
     gate = Shape("bucket", per_minute=round(per_s * 60), burst=max(1, round(per_s)))
     rows = max(100, int(per_s * 30))
