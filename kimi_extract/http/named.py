@@ -281,8 +281,7 @@ class Limit:
         count = self.window_count()
         self.fixed, self.window_s, self.how = False, length, "probe"
         self.value = math.ceil(count * WINDOW_S / length - 1e-9)
-        self._trail(log_margin(refusal_rtt), now, log, round(count))
-        self.pacer = None
+        self._trail(log_margin(refusal_rtt), now, log, None)
 
     def unfix(self, now: float, log: SendLog, refusal_rtt: float) -> None:
         """A fixed window refused a send: its edges are not where they were read. Back to a
@@ -290,11 +289,12 @@ class Limit:
         self.fixed = False
         self._trail(log_margin(refusal_rtt, SHOWN_EDGE_MIN_S), now, log, self.window_count())
 
-    def _trail(self, edge: float, now: float, log: SendLog, burst: float) -> None:
+    def _trail(self, edge: float, now: float, log: SendLog, burst: float | None) -> None:
         """Keep to the window a stall showed as a trailing log: its length and ``edge`` longer
-        in the log, a full pacer with ``burst`` (``BURST_SHARE`` of it) at once."""
+        in the log, a full pacer with ``burst`` (``BURST_SHARE`` of it) at once (None: the log
+        alone, no pacer)."""
         log.set_length(log.requests, self.window_s + edge, now)
-        self.pacer = self.new_pacer(now, full=True, burst=burst)
+        self.pacer = None if burst is None else self.new_pacer(now, full=True, burst=burst)
 
     def widen(self, count: int, now: float) -> None:
         """A window a stall showed holds ``count``, more than it was read as (a scan found
