@@ -625,12 +625,13 @@ class Limiter:
             self._undo_cut()
 
     def _hand_back(self, permit: Permit) -> None:
-        """A refused request: its reservation goes back, in the log and every pacer (never
-        above a pacer's capacity: no credit is made of it)."""
+        """A refused request: its reservation goes back, in the log and every pacer it was
+        taken from (never above a pacer's capacity: no credit is made of it; not to a pacer made
+        since it was sent, which never held it)."""
         self.log.refuse(permit.send)
         for name, amount in (("rpm", 1.0), ("tpm", permit.send.tokens)):
             pacer = self.limits[name].pacer
-            if pacer is not None:
+            if pacer is not None and pacer.since <= permit.sent_at:
                 pacer.give_back(amount)
 
     def _judge_scan(self, now: float) -> None:
@@ -824,7 +825,7 @@ class Limiter:
             capacity = limit.value * limit.window_s / WINDOW_S
             if name == "tpm":
                 amount = min(amount, capacity)
-            wait = window.wait(now, amount, capacity)
+            wait = 0.0 if limit.how == "bucket" else window.wait(now, amount, capacity)
             fixed = self._fixed
             if name == "rpm" and fixed is not None and fixed.left and limit.source == "shown":
                 self._fixed_next = True

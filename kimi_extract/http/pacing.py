@@ -39,7 +39,7 @@ class Pacer:
         # Not full: a limit just learned from a burst that emptied the server's own bucket; the
         # first sends wait a burst's worth, so the server's bucket is not left at the edge.
         self.level = self.capacity if full else -self.capacity
-        self.time = now
+        self.time = self.since = now
 
     def refill(self, now: float) -> None:
         if now > self.time:
