@@ -57,9 +57,10 @@ PACING_BURST_S = 0.05
 BURST_SHARE = 0.9
 #: A learned window is counted this much longer in the log: twice the time a 429 took to come
 #: back, within these bounds; a window a stall showed, at least ``SHOWN_EDGE_MIN_S``. (0.1 s cost
-#: 4 % of the 2.2 s window a token bucket's burst showed with Kimi's text. At 0.05 s for a
-#: window a stall showed, the real matrix's halving limit with bare 429s refused 18 of 218
-#: requests in two runs of three, not 10 of 210: not seen on the virtual clock, not examined.)
+#: 4 % of the 2.2 s window a token bucket's burst showed with Kimi's text, when a log held it.
+#: At 0.05 s for a window a stall showed, the real matrix's halving limit with bare 429s refused
+#: 18 of 218 requests in two runs of three, not 10 of 210: not seen on the virtual clock, not
+#: examined.)
 EDGE_MIN_S, EDGE_MAX_S = 0.05, 0.5
 SHOWN_EDGE_MIN_S = 0.1
 #: A 429 naming a limit while our recent rate is below this share of it is not a rate signal.
