@@ -34,7 +34,8 @@ def test_a_named_token_bucket_is_sent_at_its_rate_and_its_burst_used(
 ):
     # Buckets holding 2-10 s of their rate, 20 s of rows (at least 100): the run ends within
     # 4 % of the fastest the bucket allows (its burst at once, then its rate, then one answer),
-    # and every refusal comes in the moment the opening first emptied it (none later). Held by
+    # and every refusal comes in the moment the opening first emptied it (none later; none at
+    # all when the run ends before the burst is spent: 500 saved at 50/s, 1,000 rows). Held by
     # a 2.2 s log, 2,000 rows behind 50/s with 100 saved took 41.0 s, not 39.4 s (5 % over);
     # 1/s buckets took twice as long.
     rate = rpm / 60
@@ -46,7 +47,7 @@ def test_a_named_token_bucket_is_sent_at_its_rate_and_its_burst_used(
     fastest = (rows - burst) / rate + latency
     assert out.end <= 1.04 * fastest, (fastest, dumps(out))
     refused = [a.at for a in out.gateway.attempts if a.refused]
-    assert refused and max(refused) - min(refused) <= 0.05, (refused, dumps(out))
+    assert not refused or max(refused) - min(refused) <= 0.05, (refused, dumps(out))
 
 
 @pytest.mark.parametrize("refusal_s", [0.0, 0.01])
