@@ -51,6 +51,7 @@ limiter's own checks by every ``Limiter`` created while it is set, for limits sh
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 from collections import defaultdict, deque
@@ -560,7 +561,7 @@ class Limiter:
         if now <= start:
             return float(points[-1][1])
         total = 0.0
-        for (at, count), (until, _) in zip(points, [*list(points)[1:], (now, 0)], strict=True):
+        for (at, count), (until, _) in itertools.pairwise([*points, (now, 0)]):
             total += count * max(0.0, until - max(at, start))
         total -= sum(max(0.0, back - max(went, start)) for went, back in spans)
         return total / (now - start)
