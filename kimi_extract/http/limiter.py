@@ -250,13 +250,16 @@ class Limiter:
         needed: waiting for a concurrency slot parks on a FIFO of futures, other waits sleep, and
         every waiter checks again when it wakes (a limit learned meanwhile holds it). ``tokens``
         is an ``estimate`` made just before: while the request waits, its expected completion
-        follows the answers that come in (an estimate made before the first answer is mostly a
-        guess, and a paced TPM would charge it for every request that waited since).
+        follows the answers that come in, and so does its prompt's scale to the server's count
+        (an estimate made before the first answer is mostly a guess: charged as it was, a request
+        that waited since goes at the guess's size, and a paced TPM sends too much at once).
         """
-        guessed_with = self._completion_mean
+        scale, mean = self._prompt_scale, self._completion_mean
+        prompt = max(0.0, tokens - mean) / scale  # the prompt, counted our way
         while True:
-            tokens = max(1, tokens + round(self._completion_mean - guessed_with))
-            guessed_with = self._completion_mean
+            if (self._prompt_scale, self._completion_mean) != (scale, mean):
+                scale, mean = self._prompt_scale, self._completion_mean
+                tokens = max(1, int(prompt * scale + mean))
             wait, cause = self._wait_needed(tokens)
             if wait <= 0:
                 break
