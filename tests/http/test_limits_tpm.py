@@ -226,9 +226,9 @@ def test_the_matrix_tpm_cell_refuses_nothing_after_its_opening(refusal_s):
     # The matrix's TPM 10 s cell with Kimi's text, 200 rows: TPM 60,000 counted in 10 s windows,
     # our prompt estimate 30 tokens where the server counts ~175. The requests queued since the
     # start went at 50 tokens each (the guessed completion followed the answers, the prompt's
-    # scale did not), 20 a second for a second: the server refused 5 (429s at once) or 11 (10 ms
-    # late) from 23 s on. Re-estimated in full they go at their real size, and the only
-    # refusals are the opening's, in its first second.
+    # scale did not), 20 a second from 22.8 s: the server refused 5 from 23 s on (429s at once),
+    # or 9 from 26 s on (10 ms late). Re-estimated in full they go at their real size, and the
+    # only refusals are the opening's, in its first second.
     shape = Shape("sliding", per_minute=60_000, unit="tokens", window_s=10)
     out = run(shape, rows=200, pad=620, refusal_s=refusal_s)
     assert out.ok == 200, dumps(out)
