@@ -429,8 +429,9 @@ class Limiter:
         in_shown = self._shown() is not None
         wary = permit is not None and self._wary_send is permit.send
         if verdict is None:
-            streak = self.log.refused_run(permit.send) if permit is not None else 1
-            clean = self.throttles == streak  # no refusal before this run of them
+            streak, later = self.log.refused_run(permit.send) if permit is not None else (1, 0)
+            # No refusal before this run of them (those sent after it may have come back first).
+            clean = self.throttles == streak + later
             verdict = congestion.refused(
                 now,
                 sent_at,

@@ -268,19 +268,29 @@ class SendLog:
                 break
         return share
 
-    def refused_run(self, send: Send) -> int:
-        """Refused sends in a row, in the order sent, ending with ``send`` (refusals by a named
-        limit are passed over: they are that limit's, not a sign of another)."""
-        run = 0
+    def refused_run(self, send: Send) -> tuple[int, int]:
+        """Refused sends in a row, in the order sent, through ``send``: those before it and
+        those after it whose 429s came back first (429s may come back out of order; refusals
+        by a named limit are passed over: they are that limit's, not a sign of another); and
+        the other refused sends made after the run's first (named, or after the run)."""
+        run = later = after = passed = 0  # ``later``: refused after ``send`` in the run
         for other in reversed(self.sends):
-            if other.sent_at > send.sent_at or (run == 0 and other is not send):
+            if not run:
+                if other is send:
+                    run = 1 + later
+                elif other.refused:
+                    after += 1
+                    later += not other.named
+                elif not other.named:
+                    later = 0
                 continue
             if other.named:
+                passed += other.refused  # (in the run if a refused one comes before it)
                 continue
             if not other.refused:
                 break
-            run += 1
-        return run
+            run, after, passed = run + 1, after + passed, 0
+        return run, after - later
 
     def tokens_known(self, calibrated_at: float | None) -> bool:
         """Whether every accepted send's tokens are its usage, or an estimate made after an
