@@ -361,7 +361,7 @@ class Limiter:
         """A request got an answer: end the opening, grow the window and the adaptive rate."""
         now = self.clock()
         self._saw_response()
-        self.opening.answered(self.in_flight, self.max_concurrency)
+        self.opening.answered(self.in_flight, self.max_concurrency, now)
         congestion = self.congestion
         if congestion.probing and permit is not None and permit.sent_at >= congestion.probe_sent:
             self._restart(now)
@@ -448,6 +448,8 @@ class Limiter:
         self._wary = verdict == "noise" and in_shown and not wary and congestion.clean(recent)
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
+        elif permit is not None:
+            self.opening.hold(now + 2 * congestion.refusal_rtt)
         if verdict == "leftover" and retry_after is not None:
             # Kimi rounds its wait up to whole seconds, so "1 seconds" means "within a second":
             # everyone else waits only a moment before trying again.

@@ -4,6 +4,11 @@ Until the first answer nothing says how fast the server takes requests: ``OPENIN
 once, then at most ``OPENING_RATE`` per second (``Opening.wait``). A server that allows less
 refuses only the few sent before its first 429 comes back (benchmarks/bench_limiters.py).
 
+A refusal before the first answer that is not read as a limit (a few refusals may be random)
+holds the pacing past that answer for twice the longest a 429 took lately (``hold``): 429s come
+back out of order, so sends made just before it may be refused too, their 429s still on the way,
+and the first answers would otherwise let a burst out into a window already full.
+
 After the first answer the in-flight window starts at what is in flight, grows by one per answer
 and doubles every ``GROWTH_DOUBLING_S`` of *seen* time: time counts only as the event loop
 delivers responses (``saw_response``), at most ``SEEN_STEP_S`` per response, so a loop too busy
@@ -45,6 +50,8 @@ class Opening:
         self._seen = 0.0  # seen time since the growth started
         self._last_event = now
         self.lag = 0.0  # how late the loop woke a sleeper lately (decaying maximum)
+        self.held_until = -1e18  # the opening stays paced until then (refusals being judged)
+        self.answered_once = False
 
     def current(self, most: int) -> int:
         """The in-flight window now (at most ``most``, the concurrency in force)."""
@@ -78,9 +85,20 @@ class Opening:
             self._seen += min(max(0.0, now - self._last_event), SEEN_STEP_S)
         self._last_event = now
 
-    def answered(self, in_flight: int, most: int) -> None:
-        """An answer: the opening ends at what is in flight; the slow start grows by one."""
+    def hold(self, until: float) -> None:
+        """A refusal while paced, before any answer, not read as a limit: the 429s of sends made
+        before it may come back until ``until`` (429s come back out of order); till then the
+        first answer does not end the pacing."""
+        if self.pacing and not self.answered_once:
+            self.held_until = max(self.held_until, until)
+
+    def answered(self, in_flight: int, most: int, now: float) -> None:
+        """An answer: the opening ends at what is in flight (unless held); the slow start grows
+        by one."""
         if self.pacing:
+            self.answered_once = True
+            if now < self.held_until:
+                return
             self.pacing = False
             self.window = max(SLOW_START, in_flight + 1)
             self._base, self._seen = float(self.window), 0.0
