@@ -111,6 +111,16 @@ def test_no_row_is_lost_to_429s_while_the_run_makes_progress(
     change_at=5.0,
     refusal_s=0.01,
 )
+@example(  # 17 -> 2, a wait stated: the five sends at the drop were read as a cut and then a
+    # stall; the stall's probe waited for the cut's rate (0.73/s), 1.75 s past the stall's pause
+    kind="sliding",
+    style="retry-after",
+    window_s=10.0,
+    per_window=17,
+    ratio=0.12,
+    change_at=30.0,
+    refusal_s=0.01,
+)
 @example(  # 50 -> 5 before any window was shown, 429s saying nothing: 30.1 s without a send
     kind="sliding",
     style="bare",
