@@ -232,11 +232,23 @@ class Limit:
             # next alone may slip into the one place left); else a shorter window shows.
             amount = 2 * (context.each_tokens if tokens else 1.0)
             allowed = stated + min(1.0, 0.2 * stated)  # (whole seconds, rounded up)
-            if log.wait_under(now, value, length, tokens=tokens, amount=amount) > allowed:
+            # A lower limit: only the sends judged owe. Those since may be refused too, their
+            # 429s on the way (counted as taken, a burst of 41 into a window halved to 25 read
+            # as a window of 1.2 s). The first limit's opening burst counts whole, as before: a
+            # token bucket is read from it (counting only the sends judged, the bucket tests'
+            # buckets were no longer read as buckets).
+            judged = math.inf if previous is None else context.judged_before
+
+            def owed(span: float) -> float:
+                return log.wait_under(
+                    now, value, span, tokens=tokens, amount=amount, judged_before=judged
+                )
+
+            if owed(length) > allowed:
                 low, high = MIN_WINDOW_S, length
                 for _ in range(20):
                     middle = (low + high) / 2
-                    owes = log.wait_under(now, value, middle, tokens=tokens, amount=amount)
+                    owes = owed(middle)
                     low, high = (middle, high) if owes <= allowed else (low, middle)
                 length, how = low, "stated wait"
                 whole = round(value * length / WINDOW_S)

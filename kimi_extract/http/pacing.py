@@ -331,17 +331,25 @@ class SendLog:
         return best
 
     def wait_under(
-        self, now: float, per_minute: float, length: float, *, tokens: bool, amount: float
+        self,
+        now: float,
+        per_minute: float,
+        length: float,
+        *,
+        tokens: bool,
+        amount: float,
+        judged_before: float = math.inf,
     ) -> float:
         """Seconds until ``amount`` fits in a trailing ``length`` s window holding at most
-        ``per_minute`` scaled to it (what a log of that length would make the next send wait)."""
+        ``per_minute`` scaled to it (what a log of that length would make the next send wait),
+        of the sends made by ``judged_before``."""
         capacity = per_minute * length / MAX_WINDOW_S
         total = 0.0
         window = []
         for send in reversed(self.sends):
             if send.sent_at <= now - length:
                 break
-            if not send.refused:
+            if not send.refused and send.sent_at <= judged_before:
                 window.append(send)
                 total += send.tokens if tokens else 1.0
         if total + amount <= capacity + 1e-9:
