@@ -518,8 +518,9 @@ def test_a_refused_run_counts_the_same_whatever_order_its_429s_came_back_in(send
 def test_a_burst_into_a_full_window_stalls_when_its_429s_come_back_out_of_order(name):
     # #26's matrix cells whose 429s name nothing, each 429 read 10 ms late and up to 100 ms
     # more at random (out of order). Over seeds 0-3 the sliding 10 s window refused 26, 10, 65
-    # and 54 of about 250 requests, and the halving limit 30, 14, 68 and 74, when the run of
-    # refusals was counted only back from the send whose 429 came last. Now 9-14.
+    # and 54 requests (of 210-265 sent), and the halving limit 30, 14, 68 and 74 (of 214-274),
+    # when the run of refusals was counted only back from the send whose 429 came last. Now at
+    # most 14.
     drop = {"change_at": 30.0, "change_to": 150} if name == "halves at 30 s" else {}
     for seed in range(4):
         shape = Shape("sliding", per_minute=300, window_s=10.0, **drop)  # (a fresh server)
@@ -537,10 +538,11 @@ def test_the_first_answer_does_not_end_the_openings_pacing_while_its_refusals_ar
     # Its last refusals are read as noise; the sends between them, their 429s still on the way,
     # do not yet make a run. The first answers ended the pacing, and 16 sends went at once into
     # the full window. Seeds 4-11 refused 8, 42, 9, 9, 26, 30, 9 and 27 (requests) and 8, 61, 9,
-    # 9, 40, 37, 9 and 41 (tokens). Now a refusal before the first answer holds the pacing for
-    # twice the longest a 429 took lately (the 429s of sends made before it may come back up to
-    # that much later): 8-12. (Held as long as a send takes to be judged, at least 50 ms, a
-    # random refusal just before the first answer slowed short sweep runs by up to a third.)
+    # 9, 40, 37, 9 and 41 (tokens), the run already counted both ways (the test above). Now a
+    # refusal before the first answer holds the pacing for twice the longest a 429 took lately
+    # (the 429s of sends made before it may come back up to that much later): 8-12. (Held as
+    # long as a send takes to be judged, at least 50 ms, a random refusal just before the first
+    # answer slowed short sweep runs by up to a third.)
     for seed in range(4, 12):
         if unit == "tokens":
             shape = Shape("sliding", per_minute=60_000, unit="tokens", window_s=10.0)
