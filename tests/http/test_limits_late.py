@@ -89,12 +89,13 @@ def test_refusals_sent_before_the_first_came_back_are_read_as_it_was():
 
 def test_a_lower_limit_read_while_its_bursts_429s_come_back_out_of_order_keeps_its_window():
     # #26's halving cell with Kimi's text (300 -> 150 per minute after 30 s, 10 s windows), each
-    # 429 read 10 ms late and up to 30 ms more at random. At seeds 0, 2, 5 and 6 a window's worth
-    # (41) went at once just after the drop. The first 429 to come back named RPM 150 and stated
-    # a wait of 1 s; the other 40 of that burst, their 429s on the way, were counted as taken, so
-    # the log owed more than the stated wait and the window was read as 1.21 s: the run then sent
-    # 3 every 1.21 s, and a refusal paused it 7 s (53.0-53.2 s, 28 of 228 refused). Now the sends
-    # not yet judged do not count toward what a lower limit owes: its window stays 10 s.
+    # 429 read 10 ms late and up to 30 ms more at random. At seeds 0, 2, 5 and 6 a burst went at
+    # once just after the drop (41 at seed 0). The first 429 to come back named RPM 150 and
+    # stated a wait of 1 s; the rest of that burst, their 429s on the way, were counted as taken,
+    # so the log owed more than the stated wait and the window was read as 1.21 s: the run then
+    # sent 3 at a time, 1.27 s apart, and a refusal paused it 7 s (53.0-53.2 s, 28 of 228
+    # refused). Now the sends not yet judged do not count toward what a lower limit owes: its
+    # window stays 10 s.
     for seed in (0, 2, 5, 6):
         shape = Shape("sliding", per_minute=300, window_s=10, change_at=30, change_to=150)
         out = run(shape, rows=200, style="kimi", refusal_s=0.01, refusal_jitter_s=0.03, seed=seed)
