@@ -440,6 +440,13 @@ class Congestion:
             return False
         return self.window_level >= MIN_WINDOW_LEVEL and accepted_in_flight >= self.window_level
 
+    def stalled(self, now: float) -> None:
+        """A stall read: a cut a moment before (``CUT_EPOCH_S``), from the same refusals, does
+        not hold its probe. The cut's new pacer starts a request in debt: at 0.73/s the probe
+        waited 1.75 s past the stall's pause."""
+        if self.pacer is not None and now - self.cut_at < CUT_EPOCH_S:
+            self.pacer.level = self.pacer.capacity
+
     def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
         """Hold the in-flight window at what the server took (a stall; or a full window). With
         fewer than ``MIN_WINDOW_LEVEL`` of ours accepted in flight (none: a full rate window;

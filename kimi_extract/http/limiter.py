@@ -63,7 +63,6 @@ from .clock import Clock, default_clock
 from .congestion import (
     AGAIN_WITHIN,
     BEFORE_SENDS,
-    CUT_EPOCH_S,
     PROBE_AFTER_S,
     SHARE_SENDS,
     WINDOW_LENGTHS_S,
@@ -458,11 +457,7 @@ class Limiter:
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
             self._scan, self._scan_upper, self._fixed = [], 0.0, None
-            if congestion.pacer is not None and now - congestion.cut_at < CUT_EPOCH_S:
-                # A cut a moment before, from the same refusals: the stall's pause is the wait,
-                # not the new rate's (its pacer starts in debt: at 0.73/s the probe waited 1.75 s
-                # past the pause).
-                congestion.pacer.level = congestion.pacer.capacity
+            congestion.stalled(now)
             if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
                 # In a window shown before: what the server holds in it (its sends before the
                 # last probe too); else what it took since the last stall.

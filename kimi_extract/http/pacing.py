@@ -273,24 +273,20 @@ class SendLog:
         those after it whose 429s came back first (429s may come back out of order; refusals
         by a named limit are passed over: they are that limit's, not a sign of another); and
         the other refused sends made after the run's first (named, or after the run)."""
-        run = later = after = passed = 0  # ``later``: refused after ``send`` in the run
-        for other in reversed(self.sends):
-            if not run:
-                if other is send:
-                    run = 1 + later
-                elif other.refused:
-                    after += 1
-                    later += not other.named
-                elif not other.named:
-                    later = 0
-                continue
-            if other.named:
-                passed += other.refused  # (in the run if a refused one comes before it)
-                continue
-            if not other.refused:
-                break
-            run, after, passed = run + 1, after + passed, 0
-        return run, after - later
+        sends = list(self.sends)
+        at = next((i for i in range(len(sends) - 1, -1, -1) if sends[i] is send), None)
+        if at is None:
+            return 0, 0
+        first = last = at
+        for step, bound in ((-1, -1), (1, len(sends))):
+            for i in range(at + step, bound, step):
+                if sends[i].named:
+                    continue
+                if not sends[i].refused:
+                    break
+                first, last = min(first, i), max(last, i)
+        run = sum(not other.named for other in sends[first : last + 1])
+        return run, sum(other.refused for other in sends[first + 1 :]) - (run - 1)
 
     def tokens_known(self, calibrated_at: float | None) -> bool:
         """Whether every accepted send's tokens are its usage, or an estimate made after an
