@@ -3,13 +3,16 @@
     python benchmarks/limiters_virtual.py                  # 200 and 2,000 rows
     python benchmarks/limiters_virtual.py --rows 200 --cells "sliding 10 s"
     python benchmarks/limiters_virtual.py --refusal-s 0.05  # each 429 read 50 ms late
+    python benchmarks/limiters_virtual.py --rtt-s 0.2       # a server 200 ms away
 
 The same cells, limits, 429 styles and "limit rows/s" as section 7, but each run is the real
 ``Transport`` and ``Limiter`` against the same ``ratelimits.Shape`` inside one process, on the
 virtual clock of ``tests/http/virtual_gateway.py``: a run of minutes takes a fraction of a second of
 CPU, and the figures do not depend on this machine's load. Answers take 1 s, refusals come back
-at once (``--refusal-s``: after that long, as a busy event loop reads them on the real clock),
-prompts are padded to about the tokens per row the real run's server counts.
+at once (``--refusal-s``: after that long, as a busy event loop reads them on the real clock;
+``--rtt-s``: a server that far away, each 429 back a round trip later and each connection the
+pool opens reporting it), prompts are padded to about the tokens per row the real run's server
+counts.
 
 What it leaves out, so it is no substitute for section 7: the peer (the openai SDK and tenacity
 sleep on the real clock), HTTP, the Extractor around the transport, and the client's CPU (a busy
@@ -50,9 +53,9 @@ class _Counting(virtual_gateway.VirtualGateway):
         return reply
 
 
-def run_cell(cell: dict[str, Any], refusal_s: float = 0.0) -> dict[str, Any]:
+def run_cell(cell: dict[str, Any], refusal_s: float = 0.0, rtt_s: float = 0.0) -> dict[str, Any]:
     """One cell, kimi_extract only: the same measures as section 7's (each 429 coming back
-    after ``refusal_s``)."""
+    after ``refusal_s``, and a round trip ``rtt_s`` more; each new connection reports it)."""
     virtual_gateway.VirtualGateway = _Counting  # type: ignore[misc]
     shape = virtual_gateway.Shape(**cell["shape"])
     out = virtual_gateway.run(
@@ -61,7 +64,8 @@ def run_cell(cell: dict[str, Any], refusal_s: float = 0.0) -> dict[str, Any]:
         workers=bench_limiters.CONCURRENCY,
         style=cell["style"],
         pad=PAD,
-        refusal_s=refusal_s,
+        refusal_s=refusal_s + rtt_s,
+        connect_s=rtt_s,
     )
     gateway = out.gateway
     accepted = len(gateway.accepted_times())
@@ -89,6 +93,9 @@ def main() -> None:
     parser.add_argument(
         "--refusal-s", type=float, default=0.0, help="seconds each 429 takes to come back"
     )
+    parser.add_argument(
+        "--rtt-s", type=float, default=0.0, help="the server's round trip (429s and connections)"
+    )
     parser.add_argument("--json", action="store_true", help="one JSON line per cell")
     args = parser.parse_args()
     only = {c.strip() for c in args.cells.split(",") if c.strip()}
@@ -101,7 +108,7 @@ def main() -> None:
         for cell in bench_limiters.cells(rows):
             if only and cell["name"] not in only:
                 continue
-            r = run_cell(cell, args.refusal_s)
+            r = run_cell(cell, args.refusal_s, args.rtt_s)
             cap = bench_limiters.TARGET_REFUSED.get(rows, 0.05)
             if cell["kind"] == "random":
                 if cell["name"] == "random: none":

@@ -7,6 +7,11 @@ Three interchangeable backends, chosen by ``Extractor(http_backend=...)``:
 - ``"httpx-aiohttp"``: an ``httpx.AsyncClient`` over the ``httpx-aiohttp`` transport.
 - ``"httpx"``: a plain ``httpx.AsyncClient`` (its pool costs the most CPU with many connections).
 
+Each new connection's round trip goes to ``on_connect`` (the limiter's opening holds its pacing
+that long past the first answer): aiohttp times the connection it opens, TCP and TLS together,
+and counts ``TLS_ROUND_TRIPS`` in a TLS one (TCP's handshake, then TLS 1.3's); httpx times TCP's
+handshake alone, on its first ``TRACED_REQUESTS`` requests. httpx-aiohttp reports none.
+
 Each maps its own failures to ``APIConnectionError`` / ``APITimeoutError``; status handling and
 retries live in ``transport``. Every backend's pool is sized to the run's concurrency. Bodies are
 read in chunks and counted after decompression: past ``max_response_bytes`` the attempt fails with
@@ -17,8 +22,10 @@ from __future__ import annotations
 
 import asyncio
 import errno
+import functools
 import logging
 import socket
+import time
 import zlib
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
@@ -47,6 +54,13 @@ HTTP_LOGGERS = (
     "aiohttp.client",
     "aiohttp.internal",
 )
+
+
+#: Round trips in opening a TLS connection: TCP's handshake and TLS 1.3's (TLS 1.2 takes one
+#: more: its round trip is then read half as long again, and the opening holds a little longer).
+TLS_ROUND_TRIPS = 2
+#: httpx reports the connections opened by its first requests (tracing each costs CPU).
+TRACED_REQUESTS = 64
 
 
 class RedactingFilter(logging.Filter):
@@ -109,6 +123,30 @@ class Backend(Protocol):
     def stream(self, url: str, payload: bytes) -> Any: ...
 
 
+#: Told each new connection's round trip in seconds.
+OnConnect = Callable[[float], None]
+
+
+@functools.cache
+def _timed_connector() -> type:
+    """An aiohttp ``TCPConnector`` that tells ``on_connect`` how long each connection took to
+    open (per round trip: ``TLS_ROUND_TRIPS`` in a TLS one)."""
+    import aiohttp
+
+    class TimedConnector(aiohttp.TCPConnector):
+        on_connect: OnConnect | None = None
+
+        async def _create_connection(self, req: Any, traces: Any, timeout: Any) -> Any:
+            start = time.monotonic()
+            proto = await super()._create_connection(req, traces, timeout)
+            if self.on_connect is not None:
+                trips = TLS_ROUND_TRIPS if req.is_ssl() else 1
+                self.on_connect((time.monotonic() - start) / trips)
+            return proto
+
+    return TimedConnector
+
+
 def make_backend(
     name: str,
     *,
@@ -118,9 +156,11 @@ def make_backend(
     connect_timeout: float,
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     redact: Callable[[str], str] | None = None,
+    on_connect: OnConnect | None = None,
 ) -> Backend:
     """The backend called ``name`` (one of ``BACKENDS``). ``redact`` cleans the HTTP libraries'
-    log records while the backend is open."""
+    log records while the backend is open; ``on_connect`` is told new connections' round trips
+    (module docstring)."""
     backend: AiohttpBackend | HttpxBackend
     if name == "aiohttp":
         backend = AiohttpBackend(headers, concurrency, timeout, connect_timeout, max_response_bytes)
@@ -136,6 +176,7 @@ def make_backend(
     else:
         raise ConfigurationError(f"unknown http backend {name!r}; use one of {BACKENDS}")
     backend.log_filter = RedactingFilter(redact) if redact is not None else None
+    backend.on_connect = on_connect
     return backend
 
 
@@ -332,6 +373,7 @@ class AiohttpBackend:
         self.max_response_bytes = max_response_bytes
         self._session: Any = None
         self.log_filter: RedactingFilter | None = None
+        self.on_connect: OnConnect | None = None
 
     async def open(self) -> None:
         import aiohttp
@@ -340,7 +382,8 @@ class AiohttpBackend:
             self.log_filter.install()
 
         self._mapping = ErrorMapping((TimeoutError,), (aiohttp.ClientError,))
-        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
+        connector = _timed_connector()(limit=self.concurrency, limit_per_host=self.concurrency)
+        connector.on_connect = self.on_connect
         # The per-attempt deadline (connect to last byte, every read within it) is the
         # transport's; only connecting has its own bound. No per-read timeout: it would re-arm a
         # timer on every chunk received, and can never fire before the attempt's deadline.
@@ -425,6 +468,8 @@ class HttpxBackend:
         self.aiohttp = aiohttp
         self._client: Any = None
         self.log_filter: RedactingFilter | None = None
+        self.on_connect: OnConnect | None = None
+        self._traced = 0  # requests sent with a trace of their connection
 
     async def open(self) -> None:
         import httpx
@@ -462,6 +507,21 @@ class HttpxBackend:
         if self.log_filter is not None:
             self.log_filter.remove()
 
+    @staticmethod
+    def _tracer(on_connect: OnConnect) -> Callable[[str, Any], Any]:
+        """httpcore's trace of one request: the round trip of TCP's handshake, if it opened a
+        connection."""
+        started = 0.0
+
+        async def trace(event: str, info: Any) -> None:
+            nonlocal started
+            if event == "connection.connect_tcp.started":
+                started = time.monotonic()
+            elif event == "connection.connect_tcp.complete":
+                on_connect(time.monotonic() - started)
+
+        return trace
+
     async def post(self, url: str, payload: bytes) -> HttpReply:
         # Streamed, so the body is counted as it is decoded and never held past the cap.
         async with self.stream(url, payload) as reply:
@@ -472,7 +532,13 @@ class HttpxBackend:
     async def stream(self, url: str, payload: bytes) -> AsyncIterator[StreamReply]:
         mapping = self._mapping
         with mapping("request"):
-            async with self._client.stream("POST", url, content=payload) as response:
+            extensions = None
+            if self.on_connect is not None and not self.aiohttp and self._traced < TRACED_REQUESTS:
+                self._traced += 1
+                extensions = {"trace": self._tracer(self.on_connect)}
+            async with self._client.stream(
+                "POST", url, content=payload, extensions=extensions
+            ) as response:
                 limit = self.max_response_bytes
                 status = response.status_code
                 _check_declared_length(status, response.headers, limit)

@@ -13,8 +13,9 @@ adaptive send rate, and server-asked pauses.
   completions) and corrected to the real usage when the answer arrives; a refused request hands
   its reservation back, and a pacer never holds more than its capacity.
 - **The opening** (``adaptive``, nothing known yet; ``opening.Opening``): sends paced at
-  ``OPENING_RATE`` until the first answer, then an in-flight window that grows by answers and by
-  the time the event loop could have seen a 429 in, until a 429 signals a limit.
+  ``OPENING_RATE`` until a round trip after the first answer (``connected``: the backend measures
+  it as it opens connections), then an in-flight window that grows by answers and by the time
+  the event loop could have seen a 429 in, until a 429 signals a limit.
 - **Learned limits**: Kimi's 429 messages name the limit that was hit ("max organization
   concurrency: 50", "max RPM: 3000", "max TPM: ..."). A named limit below the one in force is
   adopted at once for every later send (sends waiting for their turn check again): the excess
@@ -54,6 +55,7 @@ import asyncio
 import itertools
 import logging
 import math
+import statistics
 from collections import defaultdict, deque
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -108,6 +110,8 @@ SCAN_OUT = 3
 #: concurrency's rate leaves them 5 % empty. (A concurrency we were told is not counted: an
 #: opening burst a bucket takes can fill all of it.)
 FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
+#: The round trip the opening holds for is the median of this many connections' last.
+RTT_SAMPLES = 16
 
 
 class OuterGate(Protocol):
@@ -199,6 +203,7 @@ class Limiter:
         #: too, the window is full (a stall); judged accepted, the refusal was random.
         self._wary = False  # the next send goes alone
         self._wary_send: Send | None = None  # ...and went: the others wait for its verdict
+        self._rtts: deque[float] = deque(maxlen=RTT_SAMPLES)  # connections' round trips
 
     # -- the limits in force ----------------------------------------------------------------
 
@@ -337,6 +342,14 @@ class Limiter:
         if self.outer is not None and permit.outer is not None:
             self.outer.release(permit.outer, 0 if permit.refused else actual_tokens)
         self._wake_slots()
+
+    def connected(self, rtt: float) -> None:
+        """A connection to the server was opened, its round trip ``rtt`` seconds (the backend's
+        measure): the opening's pacing holds that long past the first answer (the median of the
+        last ``RTT_SAMPLES``: the first connections wait for the name to resolve)."""
+        samples = self._rtts
+        samples.append(max(0.0, rtt))
+        self.opening.rtt = statistics.median(samples)
 
     def observe_prompt(self, estimated: int, actual: int) -> None:
         """The server counted ``actual`` prompt tokens for a prompt we ``estimated``: later

@@ -4,10 +4,14 @@ Until the first answer nothing says how fast the server takes requests: ``OPENIN
 once, then at most ``OPENING_RATE`` per second (``Opening.wait``). A server that allows less
 refuses only the few sent before its first 429 comes back (benchmarks/bench_limiters.py).
 
-A refusal before the first answer that is not read as a limit (a few refusals may be random)
-holds the pacing past that answer for twice the longest a 429 took lately (``hold``): 429s come
-back out of order, so sends made just before it may be refused too, their 429s still on the way,
-and the first answers would otherwise let a burst out into a window already full.
+The first answer ends the pacing only one round trip after it (``rtt``, measured from the
+connections opened meanwhile, ``Limiter.connected``): the 429s of the sends made just before it
+are still on their way until then. Ended at once, with a server 200 ms away (the virtual matrix,
+429s 0.2 s late), the slow start sent 54 in the next 60 ms into a 10 s window already full. A
+refusal before the first answer that is not read as a limit (a few refusals may be random) holds
+the pacing past that answer for twice the longest a 429 took lately (``hold``): 429s come back out
+of order, so sends made just before it may be refused too, their 429s still on the way, and the
+first answers would otherwise let a burst out into a window already full.
 
 After the first answer the in-flight window starts at what is in flight, grows by one per answer
 and doubles every ``GROWTH_DOUBLING_S`` of *seen* time: time counts only as the event loop
@@ -52,6 +56,9 @@ class Opening:
         self.lag = 0.0  # how late the loop woke a sleeper lately (decaying maximum)
         self.held_until = -1e18  # the opening stays paced until then (refusals being judged)
         self.answered_once = False
+        #: How long a 429 takes to come back, as far as the connections' round trips tell
+        #: before one has (0: nothing measured; a server on this machine).
+        self.rtt = 0.0
 
     def current(self, most: int) -> int:
         """The in-flight window now (at most ``most``, the concurrency in force)."""
@@ -93,9 +100,11 @@ class Opening:
             self.held_until = max(self.held_until, until)
 
     def answered(self, in_flight: int, most: int, now: float) -> None:
-        """An answer: the opening ends at what is in flight (unless held); the slow start grows
-        by one."""
+        """An answer: the opening ends at what is in flight (unless held; the first answer
+        holds it one round trip, ``rtt``); the slow start grows by one."""
         if self.pacing:
+            if not self.answered_once:
+                self.held_until = max(self.held_until, now + self.rtt)
             self.answered_once = True
             if now < self.held_until:
                 return

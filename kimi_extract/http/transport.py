@@ -394,7 +394,11 @@ class Transport:
         return f"Transport(router={self.router!r}, backend={self.http_backend!r})"
 
     async def __aenter__(self) -> Transport:
+        # New connections' round trips go to the gate (the opening's pacing holds that long).
+        on_connect = getattr(self.gate, "connected", None)
         if self._given_backend is not None:
+            if hasattr(self._given_backend, "on_connect"):
+                self._given_backend.on_connect = on_connect
             await self._given_backend.open()
             self._backend = self._given_backend
             return self
@@ -413,6 +417,7 @@ class Transport:
             connect_timeout=min(self.connect_timeout, 0.9 * self.timeout),
             max_response_bytes=self.max_response_bytes,
             redact=self._api_key.redact,
+            on_connect=on_connect,
         )
         await backend.open()
         self._backend = backend

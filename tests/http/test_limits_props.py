@@ -19,6 +19,7 @@ from hypothesis import Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from kimi_extract.http.named import EDGE_MAX_S
+from kimi_extract.http.opening import OPENING_RATE
 from kimi_extract.http.shown import MIN_COUNT
 
 from .virtual_gateway import Shape, dumps, longest_gap, run
@@ -162,3 +163,26 @@ def test_a_limit_that_drops_is_never_owed_longer_than_the_servers_window(
     assert out.ok == rows, (shape, dumps(out))
     gap = longest_gap(out.gateway.accepted_times())
     assert gap <= window_s + 1.0 + EDGE_MAX_S, (gap, shape, rows, dumps(out))
+
+
+@settings(max_examples=30, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
+@given(
+    rtt=st.floats(0.0, 0.3),
+    kind=st.sampled_from(["fixed", "sliding"]),
+    style=st.sampled_from(["kimi", "retry-after", "bare"]),
+    seed=st.integers(0, 99),
+)
+def test_a_server_a_round_trip_away_refuses_only_what_the_opening_sends_in_one(
+    rtt, kind, style, seed
+):
+    # #26: "growth is paced by answers and time, and counted from when the client could have
+    # seen a 429". A server ``rtt`` away (each 429 back that late, each new connection reporting
+    # it), 50 per 10 s: the opening's first 429 comes back as late as the first answer, and
+    # whatever the round trip, what is refused is what the opening sends at its rate in one
+    # round trip, and the few a window that names nothing takes to show (up to 8 here).
+    # Before the round trip was held for, from 0.15 s the slow start's burst after the first
+    # answer made 25-72 refusals (seed 0: sliding, Kimi's text or bare; fixed, Retry-After).
+    shape = Shape(kind, per_minute=300, window_s=10)
+    out = run(shape, rows=200, style=style, pad=620, refusal_s=rtt, connect_s=rtt, seed=seed)
+    assert out.ok == 200, dumps(out)
+    assert out.gateway.refused() <= OPENING_RATE * rtt + 8, (rtt, dumps(out))

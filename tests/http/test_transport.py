@@ -8,6 +8,7 @@ import gzip
 import json
 import logging
 import socket
+import statistics
 import time
 import zlib
 
@@ -540,3 +541,39 @@ def test_connect_failures_are_told_apart_from_failures_after_connecting():
     hung_up = aiohttp.ServerDisconnectedError()
     assert connect_failure(_raised(httpx.ConnectTimeout("x"), hung_up)) is None
     assert connect_failure(aiohttp.ConnectionTimeoutError()) == "connect timed out"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_new_connection_tells_the_limiter_its_round_trip(sim, backend):
+    # The opening holds its pacing one round trip past the first answer (#26); the round trip
+    # is the backends' measure of opening a connection. httpx-aiohttp has none to give.
+    from kimi_extract.http.limiter import Limiter
+
+    class Recording(Limiter):
+        def connected(self, rtt: float) -> None:
+            trips.append(rtt)
+            super().connected(rtt)
+
+    trips: list[float] = []
+    limiter = Recording(concurrency=4)
+    body = {"model": "kimi-k3.1-pro", "messages": [{"role": "user", "content": "hi"}]}
+
+    async def go() -> None:
+        transport = Transport(
+            base_url=sim.base_url,
+            api_key=Secret(sim.api_key),
+            concurrency=4,
+            connection=Connection(http_backend=backend),
+            gate=limiter,
+        )
+        async with transport:
+            for _ in range(2):  # the second round reuses the first's connections
+                await asyncio.gather(*(transport.complete(body, Exchange()) for _ in range(4)))
+
+    asyncio.run(go())
+    if backend == "httpx-aiohttp":
+        assert trips == [] and limiter.opening.rtt == 0.0
+        return
+    assert 1 <= len(trips) <= 4, trips  # one per connection opened, none for those reused
+    assert all(0.0 <= t < 1.0 for t in trips), trips
+    assert limiter.opening.rtt == statistics.median(trips)

@@ -128,6 +128,12 @@ class VirtualGateway:
     refusal_jitter_s: float = 0.0
     jitter: random.Random = field(default_factory=random.Random)
     attempts: list[Attempt] = field(default_factory=list)
+    #: The round trip a new connection reports (``on_connect``, set by the transport), one per
+    #: request past the most in flight so far, as a pool opens them (0: none reported).
+    connect_s: float = 0.0
+    on_connect: Any = None
+    _in_flight: int = 0
+    _pool: int = 0
 
     async def open(self) -> None:
         pass
@@ -136,6 +142,17 @@ class VirtualGateway:
         pass
 
     async def post(self, url: str, payload: bytes) -> HttpReply:
+        self._in_flight += 1
+        try:
+            if self._in_flight > self._pool:
+                self._pool = self._in_flight
+                if self.connect_s and self.on_connect is not None:
+                    self.on_connect(self.connect_s)
+            return await self._post(payload)
+        finally:
+            self._in_flight -= 1
+
+    async def _post(self, payload: bytes) -> HttpReply:
         now = self.vt.now()
         prompt = ratelimits.body_tokens(payload)
         refusal = self.shape.admit(now, prompt + ratelimits.COMPLETION_TOKENS)
@@ -193,17 +210,19 @@ def run(
     pad: int = 0,
     refusal_s: float = 0.0,
     refusal_jitter_s: float = 0.0,
+    connect_s: float = 0.0,
     seed: int = 0,
     **limits: Any,
 ) -> Outcome:
     """``rows`` one-request rows through a fresh Transport and Limiter (``limits``: its
     keyword arguments besides ``concurrency=workers``) against ``shape``; ``pad`` characters
     added to each prompt (a larger body: more tokens per request); ``refusal_s``: how long each
-    429 takes to come back, and up to ``refusal_jitter_s`` more (drawn for each); ``seed``: the
-    transport's retry jitter and those draws (a run is reproducible)."""
+    429 takes to come back, and up to ``refusal_jitter_s`` more (drawn for each);
+    ``connect_s``: the round trip each new connection reports (``VirtualGateway.connect_s``);
+    ``seed``: the transport's retry jitter and those draws (a run is reproducible)."""
     vt = VirtualTime()
     gateway = VirtualGateway(
-        vt, shape, style, latency_s, refusal_s, refusal_jitter_s, random.Random(seed)
+        vt, shape, style, latency_s, refusal_s, refusal_jitter_s, random.Random(seed), [], connect_s
     )
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
     transport = Transport(
