@@ -58,10 +58,10 @@ class Limits:
     60-second window (None: no limit)."""
 
     adaptive: bool = True
-    """A paced opening (8 at once, then 50/s until the first answer) and a window that grows by
-    answers; limits named in 429s adopted with their window; 429s that name nothing read by
-    their pattern (a rate limit cuts a CUBIC send rate, a window shown by a stall is kept to,
-    random refusals cut nothing). See docs/reliability.md, "Rate limits"."""
+    """A paced opening (8 at once, then 50/s until a round trip after the first answer) and a
+    window that grows by answers; limits named in 429s adopted with their window; 429s that
+    name nothing read by their pattern (a rate limit cuts a CUBIC send rate, a window shown by
+    a stall is kept to, random refusals cut nothing). See docs/reliability.md, "Rate limits"."""
 
     def __post_init__(self) -> None:
         check_positive("concurrency", self.concurrency)

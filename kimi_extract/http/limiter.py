@@ -288,6 +288,7 @@ class Limiter:
             self._first_send = now
         self._last_send = now
         send = self.log.add(now, tokens)
+        send.ahead = self._accepted_in_flight()
         self.in_flight += 1
         self._occupy(now)
         self.peak_in_flight = max(self.peak_in_flight, self.in_flight)
@@ -436,7 +437,11 @@ class Limiter:
         growing_before = self.opening.growing or self.opening.pacing
         congestion = self.congestion
         recent = self._judged(now)
-        verdict = self._read_named(learned, now, retry_after, sent_at) if learned else None
+        verdict = (
+            self._read_named(learned, now, retry_after, permit.send if permit else None)
+            if learned
+            else None
+        )
         if learned and permit is not None:
             permit.send.named = True
         in_shown = self._shown() is not None
@@ -768,10 +773,11 @@ class Limiter:
             self.opening.resume(trial.limiter_window, trial.growing_before, self.max_concurrency)
 
     def _read_named(
-        self, learned: dict[str, int], now: float, stated: float | None, sent_at: float | None
+        self, learned: dict[str, int], now: float, stated: float | None, send: Send | None
     ) -> str:
-        """How to read a 429 that names limits: "adopted", "noise", "leftover" or
-        "congestion"."""
+        """How to read a 429 that names limits, refusing ``send``: "adopted", "noise",
+        "leftover" or "congestion"."""
+        sent_at = send.sent_at if send is not None else None
         verdicts = []
         if "concurrency" in learned:
             limit = learned["concurrency"]
@@ -780,7 +786,10 @@ class Limiter:
                 self.opening.window = limit
                 self.concurrency_source = "learned"
                 logger.info("server limit learned from a 429: concurrency %d", limit)
-            in_flight = self._accepted_in_flight() + 1  # the refused one was in flight too
+            # What the server held of ours when the refused one came (it was in flight too):
+            # the requests since, a 429 a round trip late, do not explain it.
+            ahead = self._accepted_in_flight() if send is None else send.ahead
+            in_flight = ahead + 1
             if in_flight > limit:
                 verdicts.append("adopted")  # our own excess explains it
             elif in_flight < BELOW_LIMIT * limit:

@@ -75,11 +75,15 @@ class Share:
 class Send:
     """One admitted request: when it went, the tokens charged, and whether it was refused."""
 
-    __slots__ = ("sent_at", "tokens", "known", "refused", "named", "held", "room")
+    __slots__ = ("sent_at", "tokens", "known", "refused", "named", "held", "room", "ahead")
 
     def __init__(self, sent_at: float, tokens: float) -> None:
         self.sent_at = sent_at
         self.tokens = tokens
+        #: Our other requests in flight as it went, not known refused then (the server held at
+        #: most these when it came: a 429 read a round trip later is judged by them, not by
+        #: those in flight when it is read).
+        self.ahead = 0
         self.known = False  # its tokens are its answer's usage, not an estimate
         self.refused = False
         self.room = math.inf  # refused: when its stated wait said the server has room
