@@ -851,6 +851,7 @@ class Limiter:
             limit = self.limits[name]
             if limit.value is None:
                 continue
+            limit.rejudge(now, self.log)
             window = self.log.tokens if name == "tpm" else self.log.requests
             capacity = limit.value * limit.window_s / WINDOW_S
             if name == "tpm":

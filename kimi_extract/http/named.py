@@ -129,6 +129,9 @@ class Limit:
     how: str = ""  # how the window was learned ("" when it is the default; "bucket": none)
     least_s: float = MIN_WINDOW_S  # the shortest the server's stated wait allows it to be
     read_at: float | None = None  # when the window was read from a burst of ours
+    #: ...and when all of that burst's sends are judged: what may go at once was read from
+    #: those judged then, and is read again from them all (``rejudge``; None: nothing to read).
+    burst_judged_at: float | None = None
     burst_before: bool = False  # we were above it when we learned it
     refused_at: float = -math.inf  # the last 429 naming it
     verdict: str = "noise"  # how it was read
@@ -266,6 +269,9 @@ class Limit:
         self.value, self.source, self.since = value, "learned", now
         self.window_s, self.how = length, how
         self.read_at = now if how == "burst" and window is not None else None
+        self.burst_judged_at = None
+        if self.read_at is not None and burst is not None and judged is not None:
+            self.burst_judged_at = now + (now - context.judged_before)
         edge = log_margin(context.refusal_rtt)
         log.set_length(log.tokens if tokens else log.requests, length + edge, now)
         if recent is None:
@@ -290,6 +296,26 @@ class Limit:
             value,
             length,
         )
+
+    def rejudge(self, now: float, log: SendLog) -> None:
+        """Every send of the burst the window was read from is judged by now: what may go at
+        once, read from the sends judged then (a 429 a round trip late: the last half-second
+        of a 200 ms server's opening), is read again from all of them that were accepted. (It
+        only grows: one refused since is ``reread``.)"""
+        due, read_at, pacer = self.burst_judged_at, self.read_at, self.pacer
+        if due is None or now < due:
+            return
+        self.burst_judged_at = None
+        if read_at is None or pacer is None or self.value is None:
+            return
+        judged = log.window_for(read_at, self.value, tokens=self.tokens, judged_before=read_at)
+        if judged is None:
+            return
+        capacity = self._pacing(self.value * min(judged, self.window_s) / WINDOW_S)[1]
+        if capacity > pacer.capacity:
+            pacer.refill(now)
+            pacer.level += capacity - pacer.capacity
+            pacer.capacity = capacity
 
     def window_count(self) -> float:
         """How many requests (or tokens) one of its windows holds."""

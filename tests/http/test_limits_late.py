@@ -102,3 +102,28 @@ def test_a_lower_limit_read_while_its_bursts_429s_come_back_out_of_order_keeps_i
         assert out.ok == 200, (seed, dumps(out))
         assert out.limiter.limits["rpm"].window_s == 10.0, (seed, dumps(out))
         assert out.end <= 44.0, (seed, dumps(out))
+
+
+@pytest.mark.parametrize(
+    ("kind", "per_minute", "window_s", "rtt", "most_s"),
+    [
+        # #26's 60 s cell, the server 200 ms away: 78.86 s before, now 62.62 s
+        ("fixed", 120, 60.0, 0.2, 63.0),
+        # its 10 s cell, 200 ms away: 37.44 s, now 33.99 s; and with 429s at once 32.63 s, 32.26 s
+        ("sliding", 300, 10.0, 0.2, 34.5),
+        ("sliding", 300, 10.0, 0.0, 32.4),
+    ],
+)
+def test_what_goes_at_once_is_read_again_once_the_whole_burst_is_judged(
+    kind, per_minute, window_s, rtt, most_s
+):
+    # A window named by Kimi's text and read from the opening's burst: what may go at once as
+    # it refills is read from the sends judged when the 429 came (the later ones' 429s may be
+    # on the way). At 200 ms a send is judged 0.6 s after it went: after the 60 s window 47 of
+    # the 120 a minute went at once, and the rest at 2 a second. Now, once every send of the
+    # burst is judged (a moment later), it is read again from them all.
+    shape = Shape(kind, per_minute=per_minute, window_s=window_s)
+    out = run(shape, rows=200, style="kimi", pad=620, refusal_s=rtt, connect_s=rtt)
+    assert out.ok == 200, dumps(out)
+    assert out.gateway.refused() <= 11, dumps(out)
+    assert out.end <= most_s, dumps(out)
