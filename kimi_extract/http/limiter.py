@@ -80,7 +80,16 @@ from .named import (
 )
 from .opening import Opening
 from .pacing import MAX_WINDOW_S, Send, SendLog, Share
-from .shown import HALVING_PROBES, LEAVE_PROBES, FixedProbe, Shown, Stall, held, probed_length
+from .shown import (
+    HALVING_PROBES,
+    LEAVE_PROBES,
+    MIN_COUNT,
+    FixedProbe,
+    Shown,
+    Stall,
+    held,
+    probed_length,
+)
 
 logger = logging.getLogger("kimi_extract")
 
@@ -110,6 +119,9 @@ SCAN_OUT = 3
 #: concurrency's rate leaves them 5 % empty. (A concurrency we were told is not counted: an
 #: opening burst a bucket takes can fill all of it.)
 FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
+#: A send that went alone after a refusal and was accepted with this many fewer of ours in the
+#: window than the refused one had does not show the refusal random (``_wary_taken``).
+WARY_DROP = 2
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
 
@@ -203,6 +215,7 @@ class Limiter:
         #: too, the window is full (a stall); judged accepted, the refusal was random.
         self._wary = False  # the next send goes alone
         self._wary_send: Send | None = None  # ...and went: the others wait for its verdict
+        self._wary_held = 0  # what the window held of ours with the refused send in it
         self._rtts: deque[float] = deque(maxlen=RTT_SAMPLES)  # connections' round trips
 
     # -- the limits in force ----------------------------------------------------------------
@@ -424,6 +437,7 @@ class Limiter:
             self._scan_upper = 0.0
             self._wake_slots()
             return
+        holding: int | None = None  # what a window shown before held of ours with it in
         if not learned and permit is not None:
             shown = self._shown()
             holding = (
@@ -464,6 +478,8 @@ class Limiter:
             )
         self._wary_send = None
         self._wary = verdict == "noise" and in_shown and not wary and congestion.clean(recent)
+        if self._wary and holding is not None:
+            self._wary_held = holding
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         elif permit is not None:
@@ -765,6 +781,22 @@ class Limiter:
                 self._fixed.round(self.log, now, round(rpm.window_count()), least)
         congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
 
+    def _wary_taken(self, wary: Send, now: float) -> None:
+        """The send that went alone after one refusal in a window shown before was accepted.
+        With as many of ours in the window as the refused one had, the refusal was random; with
+        fewer (ours left it in between: a 429 a round trip late, or a loop reading it late), the
+        room may be theirs, and the window may hold less now (a limit that dropped): it is read
+        from what it held with the accepted send in it and scanned up to what refused."""
+        shown, rpm = self._shown(), self.limits["rpm"]
+        if shown is None:
+            return
+        holding = held(self.log, wary.sent_at, shown.length, through=wary)
+        if holding + WARY_DROP > self._wary_held:
+            return
+        read = Shown(max(MIN_COUNT, holding), shown.length, upper=self._wary_held)
+        if rpm.infer(read, now, self.log, self.congestion.refusal_rtt):
+            self._scan, self._scan_upper = [], float(self._wary_held)
+
     def _undo_cut(self) -> None:
         """A trial found the refusals random: the in-flight window (and its growth) as it was."""
         trial = self.congestion.undone
@@ -842,6 +874,8 @@ class Limiter:
                 waits.append((due - now, "rate"))
             else:
                 self._wary_send = None
+                if not wary.refused:
+                    self._wary_taken(wary, now)
         if self.in_flight >= self.concurrency:
             # The slow start's window, while it grows, is the opening's (no limit holds it).
             learned = congestion.window
