@@ -306,8 +306,8 @@ class Limit:
         if due is None or now < due:
             return
         self.burst_judged_at = None
-        if read_at is None or pacer is None or self.value is None:
-            return
+        if read_at is None or pacer is None or self.value is None or self.how != "burst":
+            return  # (read since as something else: a stall's window, a lower limit)
         judged = log.window_for(read_at, self.value, tokens=self.tokens, judged_before=read_at)
         if judged is None:
             return
