@@ -325,6 +325,8 @@ class Gate(Protocol):
 
     def throttled(self, retry_after: float | None, message: str, permit: Any = None) -> None: ...
 
+    def connected(self, rtt: float) -> None: ...
+
 
 class Transport:
     """An async chat-completions client with retries. Use as ``async with Transport(...) as t``."""
@@ -395,7 +397,7 @@ class Transport:
 
     async def __aenter__(self) -> Transport:
         # New connections' round trips go to the gate (the opening's pacing holds that long).
-        on_connect = getattr(self.gate, "connected", None)
+        on_connect = self.gate.connected if self.gate is not None else None
         if self._given_backend is not None:
             if hasattr(self._given_backend, "on_connect"):
                 self._given_backend.on_connect = on_connect

@@ -222,7 +222,14 @@ def run(
     ``seed``: the transport's retry jitter and those draws (a run is reproducible)."""
     vt = VirtualTime()
     gateway = VirtualGateway(
-        vt, shape, style, latency_s, refusal_s, refusal_jitter_s, random.Random(seed), [], connect_s
+        vt,
+        shape,
+        style,
+        latency_s,
+        refusal_s,
+        refusal_jitter_s,
+        random.Random(seed),
+        connect_s=connect_s,
     )
     limiter = Limiter(concurrency=workers, clock=vt, **limits)
     transport = Transport(
