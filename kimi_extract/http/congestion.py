@@ -197,7 +197,7 @@ class Trial:
             return "noise" if early and noise and fallen < EARLY_CHANCE else None
         if after.value <= FELL * self.before:
             return "rate"
-        if self.depth >= DEEPEST and after.value > FELL * self.first_before:
+        if self.depth >= DEEPEST and FELL * self.first_before < after.value <= MAX_NOISE:
             return "noise"  # the rate is down to BETA ** DEEPEST, the refusals are not
         return "noise" if noise else "unclear"
 
@@ -287,7 +287,7 @@ class Congestion:
             return True
         p = self.noise
         bound = p + 3 * math.sqrt(p * (1 - p) / share.sends) + NOISE_MARGIN
-        return share.value <= bound
+        return share.value <= min(bound, MAX_NOISE)
 
     def refused(
         self,
