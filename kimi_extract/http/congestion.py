@@ -177,7 +177,8 @@ class Trial:
     def verdict(self, after: Share) -> str | None:
         """Returns "rate" (the share fell to a quarter or less with the rate), "noise" (it stayed
         about the same: random refusals; or, after ``DEEPEST`` cuts in a row, it still has not
-        fallen so far), "unclear", or None (not enough sends judged yet)."""
+        fallen so far; never a share above ``MAX_NOISE``), "unclear", or None (not enough sends
+        judged yet)."""
         if after.sends >= TRIAL_SENDS and after.value > ROSE * self.before + NOISE_MARGIN:
             return "unclear"  # risen after the cut: not random, and no need to wait longer
         # Random refusals keep their share: neither fallen nor risen by much (a share that rose
@@ -282,7 +283,8 @@ class Congestion:
         return max(STALL_STREAK, math.ceil(math.log(STALL_CHANCE) / math.log(share)))
 
     def explained(self, share: Share) -> bool:
-        """Whether ``share`` is no more than the learned random share (or says nothing yet)."""
+        """Whether ``share`` is no more than the learned random share (or says nothing yet);
+        never a share above ``MAX_NOISE``."""
         if share.sends < MIN_JUDGED:
             return True
         p = self.noise

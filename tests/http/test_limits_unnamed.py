@@ -588,7 +588,7 @@ def test_a_share_above_max_noise_is_never_read_as_random(
 ):
     # MAX_NOISE: refusal shares above it are never read as random, whatever a trial says. Two
     # paths read them so: a trial at DEEPEST cuts in a row took any share that had not fallen
-    # as random (a 10/s bucket with a burst of 100 then learned 75 % as its random share), and
+    # as random (a 10/s bucket with a burst of 100 then learned 70 % as its random share), and
     # a learned share "explained" a share up to three deviations above it (0.6 learned
     # explained 0.86). Either way every later refusal was noise and nothing was cut.
     refused = data.draw(st.integers(math.floor(MAX_NOISE * sends) + 1, sends))
@@ -609,7 +609,7 @@ def test_a_token_bucket_behind_429s_that_name_nothing_is_not_read_as_random_refu
 ):
     # A gateway's token bucket of 10/s, bare 429s, 600 rows (shapes of the sweep,
     # benchmarks/limiters_sweep.py). Its refusals were read as random (see above), the rate
-    # left unpaced, and 53-75 % of requests were refused for the whole run; now 15-24 %.
+    # left unpaced, and 53-75 % of its requests were refused; now 15-24 %.
     out = run(
         Shape("bucket", per_minute=600, burst=burst),
         rows=600,
