@@ -7,6 +7,7 @@ import email.utils
 import gzip
 import json
 import logging
+import math
 import socket
 import statistics
 import time
@@ -575,5 +576,6 @@ def test_each_new_connection_tells_the_limiter_its_round_trip(sim, backend):
         assert trips == [] and limiter.opening.rtt == 0.0
         return
     assert 1 <= len(trips) <= 4, trips  # one per connection opened, none for those reused
-    assert all(0.0 <= t < 1.0 for t in trips), trips
+    # A connection's setup time, on a busy machine as long as it takes: no wall-time bound.
+    assert all(math.isfinite(t) and t >= 0.0 for t in trips), trips
     assert limiter.opening.rtt == statistics.median(trips)
