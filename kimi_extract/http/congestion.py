@@ -66,6 +66,15 @@ come back at once; answers take longer). The two are then told apart by their pa
   that quick climb ends paced and goes on as after a cut (unpaced, sends would leave together).
   A stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
   does not clamp the window.
+- **A stall that shows no rate**: when the server took fewer than ``shown.MIN_COUNT`` of ours
+  before it (a token bucket with a burst of one to three: the opening's first few sent at once
+  are refused), what it delivered over the stall's span is one or two sends over its pause, not
+  its rate (a 100/s bucket restarted at 1.9/s, and the curve took 34 s to send 100 rows). The
+  restart then starts slow, as TCP does: the rate doubles each time the sends since it last
+  did went at ``SLOW_USED`` of it (a rate held back by the window, not used, is not raised),
+  up to ``2 ** SLOW_DOUBLINGS`` times, and the first refusal halves it and ends the doubling
+  ("slowed": on as after a restart from there). Sends go one at a time from then on (the
+  pacer's burst is one send): the server refused the few sent together.
 """
 
 from __future__ import annotations
@@ -151,6 +160,12 @@ PROBE_GROWTH = 1.5
 #: A trial finds random refusals only against at least this many judged sends before its cut.
 SETTLED_SENDS = 20
 PACED_BURST_S = 0.05
+#: A stall after fewer than ``shown.MIN_COUNT`` accepted sends shows no rate (module
+#: docstring): its restart doubles the rate each time ``SLOW_DOUBLING_SENDS`` or more sends over
+#: ``SLOW_DOUBLING_S`` or more went at ``SLOW_USED`` of it or faster (a rate the sends do not
+#: use is not raised: a few sent together as answers free slots do not show it used), until
+#: the first refusal, ``SLOW_DOUBLINGS`` times at most (held there until the first refusal).
+SLOW_DOUBLING_SENDS, SLOW_DOUBLING_S, SLOW_USED, SLOW_DOUBLINGS = 3, 0.25, 0.75, 6
 #: A stall that found fewer of ours accepted in flight says nothing of a concurrency limit.
 MIN_WINDOW_LEVEL = 2
 
@@ -257,6 +272,9 @@ class Congestion:
         self.cuts = 0
         self.random_refusals = 0
         self.climb_s: float | None = None  # the rate's climb after a stall (None: hold_s())
+        self.doubling = False  # a restart that knew no rate: doubling until a refusal
+        self.single = False  # the last stall took next to none at once: paced one at a time
+        self._doubling_sends: list[float] = []  # when the sends since it last doubled went
         self.answers = 0  # answers seen...
         self._answers_at_clamp: int | None = None  # ...when a stall last clamped the window
 
@@ -306,8 +324,9 @@ class Congestion:
     ) -> str:
         """One refusal of a request sent at ``sent_at``, with ``recent`` the judged share,
         ``streak`` the refused sends in a row up to it (in the order they were sent) and
-        ``stated`` the wait the server asked for: "stall", "noise", "cut" or "again" (a cut: the
-        limit found again at the rate a stall restarted at; the caller acts on it). ``wary``:
+        ``stated`` the wait the server asked for: "stall", "noise", "cut", "again" (a cut: the
+        limit found again at the rate a stall restarted at; the caller acts on it) or "slowed"
+        (a doubling restart's first refusal: the rate is halved here). ``wary``:
         the refused send went alone after one refusal in a clean window shown before (a stall);
         ``close``: refusals among the newest ``AGAIN_WITHIN`` sends. Two refusals in a row that
         each ask to wait ``LONG_WAIT_S`` or more are a stall: the server says it has no room
@@ -318,6 +337,15 @@ class Congestion:
             self.stalls += 1
             self.trial = None
             return "stall"
+        if self.doubling and self.rate is not None and (sent_at is None or sent_at >= self.epoch):
+            # The first refusal of a doubling restart: back to the rate before its last
+            # doubling, and on as after a restart from there.
+            self.doubling = False
+            self.w_max = self.cut_rate = max(MIN_RATE, self.rate / 2)
+            self.cut_at = self.restarted_at = now
+            self.cuts += 1
+            self._set_rate(now, self.cut_rate)
+            return "slowed"
         long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
         first = clean and streak >= CLEAN_STALL_STREAK  # the first refusals of the run
         # The send that went alone after one refusal in a clean window shown before, refused
@@ -418,6 +446,7 @@ class Congestion:
         self._chain = self.trial
         self._new_level(current)
         self.cut_at = now
+        self.doubling = False
         self.cuts += 1
         self.w_max = self.cut_rate = current
         self.climb_s = None
@@ -469,10 +498,14 @@ class Congestion:
         self.window_at = now
         self._window_credit = 0.0
 
-    def restart(self, now: float, delivered: float, *, paced: bool = True) -> None:
+    def restart(
+        self, now: float, delivered: float, *, paced: bool = True, slow: bool = False
+    ) -> None:
         """A probe was accepted after a stall: go on at the rate the server delivered (the
         stall's refusals were answered by its pause: they are not judged again); not
-        ``paced``: a window the stall showed holds the sends instead (``shown``)."""
+        ``paced``: a window the stall showed holds the sends instead (``shown``); ``slow``: the
+        server took next to none before the stall, and the rate doubles as it is used, one send
+        at a time (module docstring)."""
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
@@ -486,6 +519,8 @@ class Congestion:
         freed = self._answers_at_clamp is not None and self.answers > self._answers_at_clamp
         self.climb_s = RESTART_CLIMB_S if freed else None
         self._answers_at_clamp = None
+        self.doubling, self._doubling_sends = paced and slow, []
+        self.single = slow
         if paced:
             self._set_rate(now, current)
             return
@@ -512,6 +547,8 @@ class Congestion:
                 self.window += 1
         if self.rate is None or self.trial is not None:
             return  # (a cut on trial holds its rate until judged)
+        if self.doubling:
+            return  # (it grows as the sends use it: ``sent``)
         k = self.climb_s or self.hold_s()
         elapsed = now - self.cut_at
         scale = self.w_max * (1 - BETA) / k**3
@@ -525,6 +562,24 @@ class Congestion:
             self.rate, self.pacer = None, None
         elif rate > self.rate:  # growth never lowers it
             self._set_rate(now, rate)
+
+    def sent(self, now: float) -> None:
+        """A send went (taken from the pacer). A doubling restart doubles the rate when the
+        sends since it last did used it (``SLOW_DOUBLING_SENDS``, ``SLOW_DOUBLING_S``,
+        ``SLOW_USED``)."""
+        if self.pacer is not None:
+            self.pacer.take(1.0)
+        if not self.doubling or self.rate is None:
+            return
+        sends = self._doubling_sends
+        sends.append(now)
+        span = sends[-1] - sends[0]
+        if len(sends) < SLOW_DOUBLING_SENDS or span < SLOW_DOUBLING_S:
+            return
+        used = len(sends) - 1 >= SLOW_USED * self.rate * span
+        self._doubling_sends = [now]
+        if used and 2 * self.rate <= self.cut_rate * 2**SLOW_DOUBLINGS * (1 + 1e-9):
+            self._set_rate(now, 2 * self.rate)  # (held at the last until the first refusal)
 
     def judge(self, now: float, after: Share) -> str | None:
         """Judge the trial with ``after``, the judged sends since the cut settled: "noise" (the
@@ -560,9 +615,9 @@ class Congestion:
         else:
             self.pacer.refill(now)
             self.pacer.rate = rate
-            self.pacer.capacity = max(1.0, rate * PACED_BURST_S)
+            # (after a stall that took next to none at once, one at a time)
+            self.pacer.capacity = 1.0 if self.single else max(1.0, rate * PACED_BURST_S)
             self.pacer.level = min(self.pacer.level, self.pacer.capacity)
 
-    @staticmethod
-    def _pacer(now: float, rate: float) -> Pacer:
-        return Pacer(rate, rate * PACED_BURST_S, now, full=False)
+    def _pacer(self, now: float, rate: float) -> Pacer:
+        return Pacer(rate, 1.0 if self.single else rate * PACED_BURST_S, now, full=False)

@@ -314,8 +314,7 @@ class Limiter:
                 pacer.take(amount)
         self.opening.took()
         congestion = self.congestion
-        if congestion.pacer is not None:
-            congestion.pacer.take(1.0)
+        congestion.sent(now)
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
@@ -759,6 +758,8 @@ class Limiter:
         congestion, stall, rpm = self.congestion, self.stall, self.limits["rpm"]
         stated = stall.room_by < math.inf  # (the stall's 429s said how long to wait)
         first = math.inf if stall.taken is None else stall.taken.first
+        # (the server took next to none before the stall: its span shows no rate)
+        slow = stall.taken is None or stall.taken.count < MIN_COUNT
         shown = stall.end(
             self.log,
             now,
@@ -779,7 +780,9 @@ class Limiter:
             if least is not None:
                 self._fixed = FixedProbe(probe, least)
                 self._fixed.round(self.log, now, round(rpm.window_count()), least)
-        congestion.restart(now, self._delivered(now, None, whole=True), paced=not adopted)
+        congestion.restart(
+            now, self._delivered(now, None, whole=True), paced=not adopted, slow=slow
+        )
 
     def _wary_taken(self, wary: Send, now: float) -> None:
         """The send that went alone after one refusal in a window shown before was accepted.

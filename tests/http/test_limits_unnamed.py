@@ -23,7 +23,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.http.congestion import MAX_NOISE, MIN_JUDGED, MIN_RATE, Congestion, Share, Trial
+from kimi_extract.http.congestion import (
+    MAX_NOISE,
+    MIN_JUDGED,
+    MIN_RATE,
+    SLOW_DOUBLING_S,
+    SLOW_DOUBLINGS,
+    SLOW_USED,
+    Congestion,
+    Share,
+    Trial,
+)
 from kimi_extract.http.limiter import Limiter
 from kimi_extract.http.named import describe
 from kimi_extract.http.pacing import SendLog
@@ -621,3 +631,79 @@ def test_a_token_bucket_behind_429s_that_name_nothing_is_not_read_as_random_refu
     assert out.gateway.refused() <= most * len(out.gateway.attempts), dumps(out)
     # ...and it still ends within 5 % of the bucket's own pace.
     assert out.end <= 1.05 * ((600 - burst) / 10 + latency_s), dumps(out)
+
+
+@pytest.mark.parametrize("rows", [100, 600])
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+def test_a_stall_that_shows_no_rate_restarts_slow_and_doubles(style, rows):
+    # A gateway's 100/s token bucket with a burst of one, 0.3 s answers (shapes of the sweep,
+    # benchmarks/limiters_sweep.py). The opening's first five go at once and four are refused:
+    # a stall after one accepted send, whose span (one or two sends over its pause) was taken
+    # for the server's rate. The run restarted at 1.9/s and climbed the cubic curve from there:
+    # 100 rows in 22.8 s (bare) and 34.3 s (Retry-After), 600 in 50.7 s and 60.9 s. Now the rate
+    # doubles as it is used until the first refusal: 4.2-6.1 s and 12.8-14.3 s, and 5
+    # refused in each (4-12 before): the opening's four and the doubling's first.
+    out = run(Shape("bucket", per_minute=6000, burst=1), rows=rows, style=style, latency_s=0.3)
+    assert out.ok == rows and not out.lost, dumps(out)
+    assert out.end <= {100: 8.0, 600: 20.0}[rows], dumps(out)
+    assert out.gateway.refused() <= 6, dumps(out)
+
+
+def _slow_restart(rate: float) -> Congestion:
+    congestion = Congestion()
+    congestion.probe_sent = 0.0
+    congestion.restart(0.0, rate, slow=True)
+    return congestion
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rate=st.floats(0.2, 200.0),
+    gaps=st.lists(st.floats(0.0, 2.0), min_size=1, max_size=200),
+)
+def test_a_slow_restart_doubles_only_a_rate_its_sends_use(rate, gaps):
+    # After a stall that showed no rate the rate doubles as it is used, one send at a time: the
+    # sends since it last doubled went at SLOW_USED of it or faster, over SLOW_DOUBLING_S or
+    # more; never past 2 ** SLOW_DOUBLINGS times where it restarted.
+    congestion = _slow_restart(rate)
+    now, since, count, current = 0.0, None, 0, rate
+    for gap in gaps:
+        now += gap
+        congestion.sent(now)
+        assert congestion.pacer is not None and congestion.pacer.capacity == 1.0
+        since = now if since is None else since
+        count += 1
+        span = now - since
+        if count >= 3 and span >= SLOW_DOUBLING_S:
+            used = count - 1 >= SLOW_USED * current * span
+            if used and 2 * current <= rate * 2**SLOW_DOUBLINGS * (1 + 1e-9):
+                current *= 2
+            since, count = now, 1
+        assert congestion.rate == pytest.approx(current), (gaps, now)
+    assert congestion.rate <= rate * 2**SLOW_DOUBLINGS * (1 + 1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(rate=st.floats(0.2, 200.0), sends=st.integers(0, 100), late=st.booleans())
+def test_a_slow_restarts_first_refusal_halves_its_rate_and_ends_the_doubling(rate, sends, late):
+    # Sent at the rate, it doubles; the first refusal of a send made since the restart halves
+    # it ("slowed"), and the rate goes on from there. A 429 of a send made before the restart
+    # (read late) is not about the rate it restarted at.
+    congestion = _slow_restart(rate)
+    now = 0.0
+    for _ in range(sends):
+        assert congestion.rate is not None
+        now += 1 / congestion.rate
+        congestion.sent(now)
+    before = congestion.rate
+    assert before is not None
+    verdict = congestion.refused(now + 0.01, -1.0 if late else now, Share(0, 0), 1, None)
+    if late:
+        assert verdict != "slowed" and congestion.doubling
+        return
+    assert verdict == "slowed" and not congestion.doubling
+    assert congestion.rate == pytest.approx(max(MIN_RATE, before / 2))
+    for _ in range(10):  # no more doubling
+        now += 1 / congestion.rate
+        congestion.sent(now)
+    assert congestion.rate == pytest.approx(max(MIN_RATE, before / 2))
