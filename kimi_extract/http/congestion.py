@@ -65,7 +65,10 @@ come back at once; answers take longer). The two are then told apart by their pa
   its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``; at ``UNPACED_AT`` times it
   that quick climb ends paced and goes on as after a cut (unpaced, sends would leave together).
   A stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
-  does not clamp the window.
+  does not clamp the window; and when a 429 of a request sent before the stall's clamp (the same
+  burst's, read after it) leaves fewer than two, the clamp is undone: it counted as accepted the
+  burst's requests whose 429s were still on the way (a bucket that takes one at a time, 429s
+  10 ms late: the opening's 8 at once clamped the window to 4, 3, then 2 as each came back).
 - **A stall that shows no rate**: when the server took fewer than ``shown.MIN_COUNT`` of ours
   before it (a token bucket with a burst of one to three: the opening's first few sent at once
   are refused), what it delivered over the stall's span is one or two sends over its pause, not
@@ -277,6 +280,8 @@ class Congestion:
         self._doubling_sends: list[float] = []  # when the sends since it last doubled went
         self.answers = 0  # answers seen...
         self._answers_at_clamp: int | None = None  # ...when a stall last clamped the window
+        #: What the window was before this stall's first clamp (None: it clamped none).
+        self._stall_clamp: tuple[int | None, int, bool, int | None, int | None] | None = None
 
     # -- reading a 429 ---------------------------------------------------------------------
 
@@ -478,13 +483,40 @@ class Congestion:
         if self.pacer is not None and now - self.cut_at < CUT_EPOCH_S:
             self.pacer.level = self.pacer.capacity
 
-    def clamp(self, now: float, accepted_in_flight: int, *, stall: bool = True) -> None:
+    def clamp(
+        self,
+        now: float,
+        accepted_in_flight: int,
+        *,
+        stall: bool = True,
+        sent_at: float | None = None,
+    ) -> None:
         """Hold the in-flight window at what the server took (a stall; or a full window). With
         fewer than ``MIN_WINDOW_LEVEL`` of ours accepted in flight (none: a full rate window;
         one: the probe that just restarted the run) it says nothing of a concurrency limit, and
-        the window is left as it is."""
+        the window is left as it is; when the refused request went before this stall's clamp
+        (``sent_at``: a 429 of the same burst, read after it), the clamp is undone: it counted
+        as accepted the burst's requests whose 429s were still on the way."""
         if accepted_in_flight < MIN_WINDOW_LEVEL:
+            undo = self._stall_clamp
+            if stall and undo is not None and sent_at is not None and sent_at < self.window_at:
+                (
+                    self.window,
+                    self.window_level,
+                    self._clamped,
+                    self._window_before_clamp,
+                    self._answers_at_clamp,
+                ) = undo
+                self._stall_clamp = None
             return
+        if stall and self._stall_clamp is None:
+            self._stall_clamp = (
+                self.window,
+                self.window_level,
+                self._clamped,
+                self._window_before_clamp,
+                self._answers_at_clamp,
+            )
         if stall:
             self.window_level = accepted_in_flight
             self._answers_at_clamp = self.answers
@@ -509,6 +541,7 @@ class Congestion:
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
+        self._stall_clamp = None
         self.restarted_at = now
         current = max(MIN_RATE, delivered)
         self._new_level(current)

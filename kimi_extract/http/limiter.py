@@ -516,7 +516,7 @@ class Limiter:
                 last=None if taken is None else taken.last - now,
             )
             self.pause_until = max(self.pause_until, now + pause)
-            congestion.clamp(now, self._accepted_in_flight())
+            congestion.clamp(now, self._accepted_in_flight(), sent_at=sent_at)
         elif congestion.full_window(verdict, self._accepted_in_flight()):
             congestion.clamp(now, self._accepted_in_flight(), stall=False)
         elif verdict in ("cut", "again", "congestion"):

@@ -707,3 +707,50 @@ def test_a_slow_restarts_first_refusal_halves_its_rate_and_ends_the_doubling(rat
         now += 1 / congestion.rate
         congestion.sent(now)
     assert congestion.rate == pytest.approx(max(MIN_RATE, before / 2))
+
+
+@pytest.mark.parametrize(
+    ("per_minute", "rows", "most"), [(600, 100, 30.0), (600, 600, 100.0), (6000, 600, 60.0)]
+)
+def test_a_bursts_429s_read_late_do_not_show_a_concurrency_limit(per_minute, rows, most):
+    # A gateway's token bucket that takes one at a time (10/s or 100/s, burst 1), bare 429s
+    # 10 ms late, 8 s answers. The opening's eight went at once and seven were refused; read
+    # one by one, each 429 left fewer "accepted" in flight, and the stall clamped the window to
+    # 4, 3, then 2: the run was held to 2 in flight for 8 s answers (600 rows at 10/s: 531.5 s;
+    # 100 rows 131.5 s; at 100/s 296.4 s). The last 429 left one, so the clamp is undone: 91.7,
+    # 23.0 and 51.9 s. No concurrency is learned.
+    out = run(
+        Shape("bucket", per_minute=per_minute, burst=1),
+        rows=rows,
+        style="bare",
+        latency_s=8.0,
+        refusal_s=0.01,
+    )
+    assert out.ok == rows and not out.lost, dumps(out)
+    assert out.limiter.congestion.window is None, dumps(out)
+    assert out.end <= most, dumps(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    sent=st.integers(2, 30),
+    data=st.data(),
+)
+def test_a_stalls_clamp_holds_only_what_the_burst_left_accepted(sent, data):
+    # A burst of ``sent`` at once, ``taken`` accepted; its 429s read one at a time after the
+    # stall began, each clamping at what is still in flight and not known refused. What the
+    # window holds at the end is what the server took (two or more), or nothing learned. A
+    # probe sent after the clamp and refused with fewer in flight undoes nothing.
+    taken = data.draw(st.integers(0, sent - 1))
+    probe_refused = data.draw(st.booleans())
+    congestion = Congestion()
+    for read in range(1, sent - taken + 1):
+        congestion.clamp(0.01 * read, sent - read, sent_at=0.0)
+    if taken >= 2:
+        assert congestion.window == taken and congestion.window_level == taken
+    else:
+        assert congestion.window is None and congestion.window_level == 0
+    if probe_refused:
+        before = (congestion.window, congestion.window_level)
+        congestion.clamp(1.0, min(taken, 1), sent_at=0.9)
+        assert (congestion.window, congestion.window_level) == before
