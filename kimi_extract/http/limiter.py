@@ -527,11 +527,13 @@ class Limiter:
                 now,
                 # The lower of the last 2 s (or DELIVERY_SENDS sends) and 10 s (and, for the
                 # limit found again, the time since its first refusal): a burst the server took
-                # once (a bucket's saved tokens) does not make its rate look higher.
+                # once (a bucket's saved tokens) does not make its rate look higher. The limit
+                # found again is cut to that rate, as when the server says how long to wait
+                # ("told"): it is the server's rate measured, not guessed from above.
                 self._delivered_for_cut(now, retry_after, short, again=verdict == "again"),
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
-                told=retry_after is not None and verdict in ("cut", "again"),
+                told=(retry_after is not None and verdict == "cut") or verdict == "again",
                 limiter_window=window_before,
                 growing_before=growing_before,
             )
