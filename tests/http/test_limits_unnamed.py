@@ -704,8 +704,9 @@ def test_a_slow_restarts_first_refusal_halves_its_rate_and_ends_the_doubling(rat
     if late:
         assert verdict != "slowed" and congestion.doubling
         return
-    assert verdict == "slowed" and not congestion.doubling
+    assert verdict == "slowed" and not congestion.doubling and congestion.cuts == 1
     assert congestion.rate == pytest.approx(max(MIN_RATE, before / 2))
+    assert congestion.pacer is not None and congestion.pacer.capacity == 1.0  # one at a time
     for _ in range(10):  # no more doubling
         now += 1 / congestion.rate
         congestion.sent(now)
