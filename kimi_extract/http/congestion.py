@@ -346,8 +346,8 @@ class Congestion:
             self.trial = None
             return "stall"
         if self.doubling and self.rate is not None and (sent_at is None or sent_at >= self.epoch):
-            # The first refusal of a doubling restart: back to the rate before its last
-            # doubling, and on as after a restart from there.
+            # The first refusal of a doubling restart halves the rate (back to where it was
+            # before its last doubling, if it doubled), and it goes on as after a restart.
             self.doubling = False
             self.w_max = self.cut_rate = max(MIN_RATE, self.rate / 2)
             self.cut_at = self.restarted_at = now
