@@ -651,9 +651,13 @@ class Congestion:
         else:
             self.pacer.refill(now)
             self.pacer.rate = rate
-            # (after a stall that took next to none at once, one at a time)
-            self.pacer.capacity = 1.0 if self.single else max(1.0, rate * PACED_BURST_S)
+            self.pacer.capacity = max(1.0, self._burst(rate))
             self.pacer.level = min(self.pacer.level, self.pacer.capacity)
 
     def _pacer(self, now: float, rate: float) -> Pacer:
-        return Pacer(rate, 1.0 if self.single else rate * PACED_BURST_S, now, full=False)
+        return Pacer(rate, self._burst(rate), now, full=False)
+
+    def _burst(self, rate: float) -> float:
+        """What the rate's pacer lets go at once: ``PACED_BURST_S`` of it; one send after a
+        stall that took next to none at once (``single``)."""
+        return 1.0 if self.single else rate * PACED_BURST_S
