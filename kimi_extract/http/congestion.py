@@ -10,9 +10,11 @@ come back at once; answers take longer). The two are then told apart by their pa
 - When the share of refusals among the recent judged sends exceeds what the learned random share
   explains (three binomial standard deviations plus ``NOISE_MARGIN``; none learned: the margin),
   the send rate is **cut** to ``BETA`` of the rate the server delivered (accepted sends per
-  second over the recent span; all of it when the server said how long to wait, the wait counted
-  in the span, so a burst into an empty window does not read as the server's rate), and the
-  in-flight window to the requests the server accepted and still holds (a concurrency limit).
+  second over the recent span, or since the first refusal when ten or more sends went after it,
+  whichever is lower, so a bucket's saved burst is not read as its rate; all of it when the
+  server said how long to wait, the wait counted in the span, so a burst into an empty window
+  does not read as the server's rate), and the in-flight window to the requests the server
+  accepted and still holds (a concurrency limit).
 - The cut is then checked. At ``BETA`` of the rate, random refusals keep their share, while a rate
   limit's refusals fall, to none once below the limit. When enough sends have been judged at the
   lower rate (``TRIAL_SENDS``, more when the share is small, no more than the cut rate sends in

@@ -239,18 +239,20 @@ class SendLog:
             for send in itertools.islice(reversed(self.sends), count)
         )
 
-    def refusing_since(self, now: float, span: float, *, after: int) -> float | None:
+    def refusing_since(self, now: float, span: float, *, after: int) -> tuple[float, int] | None:
         """When the oldest refusal of the last ``span`` seconds (not by a named limit) was sent,
-        if at least ``after`` sends went after it; else None. What the server accepted since
-        then is its rate while it had no saved room (a bucket's burst spent)."""
-        oldest, count, later = None, 0, 0
+        and how many sends the server took after it in the order sent (a burst's sends share a
+        moment), if at least ``after`` sends went after it; else None. What the server accepted
+        since then is its rate while it had no saved room (a bucket's burst spent)."""
+        oldest, count, later, taken, taken_later = None, 0, 0, 0, 0
         for send in reversed(self.sends):
             if send.sent_at <= now - span:
                 break
             count += 1
             if send.refused and not send.named:
-                oldest, later = send.sent_at, count - 1
-        return oldest if oldest is not None and later >= after else None
+                oldest, later, taken_later = send.sent_at, count - 1, taken
+            taken += not send.refused
+        return (oldest, taken_later) if oldest is not None and later >= after else None
 
     def judged(
         self, young: float, since: float | None = None, count: int = 50, *, epoch: float = -1e18
