@@ -25,10 +25,12 @@ come back at once; answers take longer). The two are then told apart by their pa
   fallen so far is random too, and every cut of the row is undone. A trial that finds a rate limit
   halves the noise share.
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
-  mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that; at
-  ``UNPACED_AT`` times it, pacing ends. A trial holds the cut rate, so when it ends the curve goes
-  on from no further than where it meets the rate it was cut from (a long trial at a low rate would
-  otherwise end far up the curve, unpaced at once). The window is held where it was clamped for as
+  mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that, on
+  with no end: the pacing never ends (it ended at ``UNPACED_AT`` times the cut rate, which a low
+  rate reached while a bucket's saved burst hid the limit; the concurrency's worth then went at
+  once into it). A trial holds the cut rate, so when it ends the curve goes on from no further
+  than where it meets the rate it was cut from (a long trial at a low rate would otherwise end
+  far up the curve, far past the limit at once). The window is held where it was clamped for as
   long, then grows by one slot per window of answers. A limit that refuses again at the same level
   is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
 - **The limit found again**: with no random refusals known, ``AGAIN_REFUSED`` refusals within
@@ -102,7 +104,8 @@ RESTART_CLIMB_S = 2.0
 #: Cuts within this share of the last cut's rate count as the same limit refusing again.
 SAME_LEVEL = 0.15
 MIN_RATE = 0.2  # requests per second; the adaptive rate never drops below this
-#: Pacing ends when the rate has grown to this multiple of the rate of the last cut.
+#: A restart's quick climb (``RESTART_CLIMB_S``) ends at this multiple of the rate it restarted
+#: at, and climbs on from there as after a cut.
 UNPACED_AT = 4.0
 CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion event
 #: A cut is judged after this many judged sends at the lower rate (6 / share, if more, up to
@@ -596,9 +599,7 @@ class Congestion:
             # unpaced burst would meet a bucket that takes one at a time).
             self.climb_s, self.w_max, self.cut_at = None, rate, now
             self._set_rate(now, rate)
-        elif rate >= UNPACED_AT * self.w_max:
-            self.rate, self.pacer = None, None
-        elif rate > self.rate:  # growth never lowers it
+        elif rate > self.rate:  # growth never lowers it (and never ends the pacing)
             self._set_rate(now, rate)
 
     def sent(self, now: float) -> None:
@@ -642,7 +643,7 @@ class Congestion:
         if verdict != "noise":
             # The trial held the cut rate: the curve goes on from no further than where it
             # meets the rate cut from (a long trial at a low rate would otherwise end far up the
-            # curve, unpaced at once).
+            # curve, far past the limit at once).
             self.cut_at = max(self.cut_at, now - self.hold_s())
         return verdict
 

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kimi_extract.http.congestion import (
+    BETA,
     MAX_NOISE,
     MIN_JUDGED,
     MIN_RATE,
@@ -821,3 +822,59 @@ def test_a_cut_goes_from_no_more_than_the_server_took_since_its_first_refusal(
         assert rate <= since + 1e-9 and rate == pytest.approx(min(spans, since))
     else:  # (fewer sends after it make no rate)
         assert rate == pytest.approx(spans)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rate=st.floats(0.2, 500.0),
+    told=st.booleans(),
+    gaps=st.lists(st.floats(0.0, 20.0), min_size=1, max_size=60),
+)
+def test_a_cut_rate_climbs_its_cubic_curve_and_stays_paced(rate, told, gaps):
+    # After a cut the rate climbs back along the cubic curve as answers come, however far: it
+    # never ends the pacing (at 4x the cut rate it did: behind a 1/s bucket with 100 of burst
+    # the concurrency's worth then went at once, below).
+    congestion = Congestion()
+    congestion.cut(0.0, rate, 1, Share(), told=told, limiter_window=5, growing_before=False)
+    congestion.trial = None  # (judged: the rate grows)
+    start = congestion.rate
+    assert start is not None
+    now, last = 0.0, start
+    for gap in gaps:
+        now += gap
+        congestion.accepted(now)
+        assert congestion.rate is not None and congestion.pacer is not None
+        k = congestion.hold_s()
+        curve = congestion.w_max * (1 - BETA) / k**3 * (now - k) ** 3 + congestion.w_max
+        assert congestion.rate == pytest.approx(max(last, curve))
+        last = congestion.rate
+
+
+@pytest.mark.parametrize(("latency_s", "refusal_s"), [(0.3, 0.01), (1.0, 0.01), (0.3, 0.0)])
+def test_a_slow_bucket_with_a_deep_burst_is_never_sent_unpaced(latency_s, refusal_s):
+    # A 1/s token bucket that saves up to 100, 429s with Retry-After, 600 rows (shapes of the
+    # sweep). Once cut, the rate climbed its curve to 4x the cut rate while the saved burst
+    # took what went above 1/s, and the pacing ended: up to 14-96 sends went within a second,
+    # and 20-39 % of requests were refused. Now at most 5 a second after the first cut, 16-20 %
+    # refused (a bucket that refills once a second and saves a hundred stays hard to read).
+    cuts: list[float] = []
+    original = Congestion.cut
+
+    def cut(self, now, *args, **kwargs):
+        cuts.append(now)
+        original(self, now, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Congestion, "cut", cut)
+        out = run(
+            Shape("bucket", per_minute=60, burst=100),
+            rows=600,
+            style="retry-after",
+            latency_s=latency_s,
+            refusal_s=refusal_s,
+        )
+    assert out.ok == 600 and not out.lost, dumps(out)
+    sent = sorted(a.at for a in out.gateway.attempts if a.at > cuts[0] + 1.0)
+    most = max(sum(1 for t in sent if at <= t < at + 1.0) for at in sent)
+    assert most <= 10, (most, dumps(out))
+    assert out.refused_share <= 0.2, dumps(out)
