@@ -434,9 +434,11 @@ class Congestion:
         against ``before``, the judged share before the cut (``limiter_window`` /
         ``growing_before``: the limiter's window before, to restore)."""
         window_before = self._window_before_clamp if self._clamped else self.window
-        if now - self.cut_at < CUT_EPOCH_S:
-            return  # the same congestion event
         chained = self._chain
+        if now - self.cut_at < CUT_EPOCH_S and (chained is None or self.trial is not None):
+            # The same congestion event; not once the cut's trial was judged unclear (the next
+            # cut continues the row: its refusals were of sends made at the cut rate).
+            return
         self.trial = Trial(
             now,
             before.value,

@@ -878,3 +878,38 @@ def test_a_slow_bucket_with_a_deep_burst_is_never_sent_unpaced(latency_s, refusa
     most = max(sum(1 for t in sent if at <= t < at + 1.0) for at in sent)
     assert most <= 10, (most, dumps(out))
     assert out.refused_share <= 0.2, dumps(out)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=st.floats(1.0, 500.0),
+    judged_after=st.floats(0.3, 0.95),
+    again_after=st.floats(0.0, 0.04),
+)
+def test_a_cut_whose_trial_was_unclear_continues_the_row_at_once(rate, judged_after, again_after):
+    # A 10/s bucket that saved 100, bare 429s, 1 s answers: the first cut (from 94/s, to 66/s)
+    # was judged unclear after 0.55 s (17 of 20 refused), and the cuts that came in the next
+    # 0.45 s were taken for the same congestion event as the first (within CUT_EPOCH_S of it),
+    # while 86 % of sends were refused: 181 of 781 requests (now 131 of 731). Once its trial
+    # is judged, the next cut continues the row, however soon; before, a cut within
+    # CUT_EPOCH_S of the last is the same event.
+    from kimi_extract.http.congestion import CUT_EPOCH_S
+
+    congestion = Congestion()
+    before = Share(100, 3)
+    congestion.cut(0.0, rate, 50, before, told=False, limiter_window=100, growing_before=True)
+    first = congestion.rate
+    assert first == pytest.approx(rate * BETA) and congestion.cuts == 1
+    # (a refusal a moment later, its trial not judged: the same event)
+    congestion.cut(0.01, rate, 50, before, told=False, limiter_window=100, growing_before=True)
+    assert congestion.cuts == 1 and congestion.rate == first
+    now = judged_after
+    assert congestion.judge(now, Share(20, 17)) == "unclear"
+    now += again_after
+    assert now < CUT_EPOCH_S
+    congestion.cut(
+        now, rate / 9, 50, Share(100, 31), told=False, limiter_window=100, growing_before=True
+    )
+    assert congestion.cuts == 2 and congestion.trial is not None
+    assert congestion.trial.depth == 1
+    assert congestion.rate == pytest.approx(max(MIN_RATE, rate * BETA**2))
