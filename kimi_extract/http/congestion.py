@@ -26,7 +26,7 @@ come back at once; answers take longer). The two are then told apart by their pa
   halves the noise share.
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that, on
-  with no end: the pacing never ends (it ended at ``UNPACED_AT`` times the cut rate, which a low
+  with no end: the pacing never ends (it ended at 4x the cut rate, which a low
   rate reached while a bucket's saved burst hid the limit; the concurrency's worth then went at
   once into it). A trial holds the cut rate, so when it ends the curve goes on from no further
   than where it meets the rate it was cut from (a long trial at a low rate would otherwise end
@@ -69,7 +69,7 @@ come back at once; answers take longer). The two are then told apart by their pa
   answered them: counting their refusals again would cut a rate that has just restarted). When the
   stall clamped the window and ended after answers of ours freed slots (a concurrency limit, as
   far as it shows), that rate is below where the refusals began (the stall's wait is in it), and
-  its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``; at ``UNPACED_AT`` times it
+  its curve is flat for only ``RESTART_CLIMB_S``, not ``hold_s()``; at ``CLIMB_ENDS_AT`` times it
   that quick climb ends paced and goes on as after a cut (unpaced, sends would leave together).
   A stall with fewer than two of ours accepted in flight (a full rate window, or just the probe)
   does not clamp the window; and when a 429 of a request sent before the stall's clamp (the same
@@ -106,7 +106,7 @@ SAME_LEVEL = 0.15
 MIN_RATE = 0.2  # requests per second; the adaptive rate never drops below this
 #: A restart's quick climb (``RESTART_CLIMB_S``) ends at this multiple of the rate it restarted
 #: at, and climbs on from there as after a cut.
-UNPACED_AT = 4.0
+CLIMB_ENDS_AT = 4.0
 CUT_EPOCH_S = 1.0  # refusals within this long of a cut are the same congestion event
 #: A cut is judged after this many judged sends at the lower rate (6 / share, if more, up to
 #: twice as many),
@@ -179,6 +179,11 @@ PACED_BURST_S = 0.05
 SLOW_DOUBLING_SENDS, SLOW_DOUBLING_S, SLOW_USED, SLOW_DOUBLINGS = 3, 0.25, 0.75, 6
 #: A stall that found fewer of ours accepted in flight says nothing of a concurrency limit.
 MIN_WINDOW_LEVEL = 2
+
+
+#: The in-flight window's learned state: the window, its level, whether it was clamped since the
+#: last verdict, the window before that clamp, and the answers seen at the stall's clamp.
+_WindowState = tuple[int | None, int, bool, int | None, int | None]
 
 
 @dataclass
@@ -289,7 +294,7 @@ class Congestion:
         self.answers = 0  # answers seen...
         self._answers_at_clamp: int | None = None  # ...when a stall last clamped the window
         #: What the window was before this stall's first clamp (None: it clamped none).
-        self._stall_clamp: tuple[int | None, int, bool, int | None, int | None] | None = None
+        self._stall_clamp: _WindowState | None = None
 
     # -- reading a 429 ---------------------------------------------------------------------
 
@@ -510,23 +515,11 @@ class Congestion:
         if accepted_in_flight < MIN_WINDOW_LEVEL:
             undo = self._stall_clamp
             if stall and undo is not None and sent_at is not None and sent_at < self.window_at:
-                (
-                    self.window,
-                    self.window_level,
-                    self._clamped,
-                    self._window_before_clamp,
-                    self._answers_at_clamp,
-                ) = undo
+                self._window_state = undo
                 self._stall_clamp = None
             return
         if stall and self._stall_clamp is None:
-            self._stall_clamp = (
-                self.window,
-                self.window_level,
-                self._clamped,
-                self._window_before_clamp,
-                self._answers_at_clamp,
-            )
+            self._stall_clamp = self._window_state
         if stall:
             self.window_level = accepted_in_flight
             self._answers_at_clamp = self.answers
@@ -539,6 +532,27 @@ class Congestion:
             self.window = window
         self.window_at = now
         self._window_credit = 0.0
+
+    @property
+    def _window_state(self) -> _WindowState:
+        """What the window was learned from, as a stall's first clamp found it (to undo it)."""
+        return (
+            self.window,
+            self.window_level,
+            self._clamped,
+            self._window_before_clamp,
+            self._answers_at_clamp,
+        )
+
+    @_window_state.setter
+    def _window_state(self, state: _WindowState) -> None:
+        (
+            self.window,
+            self.window_level,
+            self._clamped,
+            self._window_before_clamp,
+            self._answers_at_clamp,
+        ) = state
 
     def restart(
         self, now: float, delivered: float, *, paced: bool = True, slow: bool = False
@@ -596,7 +610,7 @@ class Congestion:
         elapsed = now - self.cut_at
         scale = self.w_max * (1 - BETA) / k**3
         rate = max(MIN_RATE, scale * (elapsed - k) ** 3 + self.w_max)
-        if rate >= UNPACED_AT * self.w_max and self.climb_s is not None:
+        if rate >= CLIMB_ENDS_AT * self.w_max and self.climb_s is not None:
             # A restart's quick climb ends paced, and climbs on as after a cut from there (an
             # unpaced burst would meet a bucket that takes one at a time).
             self.climb_s, self.w_max, self.cut_at = None, rate, now

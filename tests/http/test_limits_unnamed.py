@@ -851,7 +851,9 @@ def test_a_cut_rate_climbs_its_cubic_curve_and_stays_paced(rate, told, gaps):
 
 
 @pytest.mark.parametrize(("latency_s", "refusal_s"), [(0.3, 0.01), (1.0, 0.01), (0.3, 0.0)])
-def test_a_slow_bucket_with_a_deep_burst_is_never_sent_unpaced(latency_s, refusal_s):
+def test_after_a_cut_a_slow_bucket_with_a_deep_burst_gets_at_most_ten_sends_a_second(
+    latency_s, refusal_s
+):
     # A 1/s token bucket that saves up to 100, 429s with Retry-After, 600 rows (shapes of the
     # sweep). Once cut, the rate climbed its curve to 4x the cut rate while the saved burst
     # took what went above 1/s, and the pacing ended: up to 14-96 sends went within a second,
