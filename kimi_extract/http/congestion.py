@@ -30,9 +30,15 @@ come back at once; answers take longer). The two are then told apart by their pa
   rate reached while a bucket's saved burst hid the limit; the concurrency's worth then went at
   once into it). A trial holds the cut rate, so when it ends the curve goes on from no further
   than where it meets the rate it was cut from (a long trial at a low rate would otherwise end
-  far up the curve, far past the limit at once). The window is held where it was clamped for as
-  long, then grows by one slot per window of answers. A limit that refuses again at the same level
-  is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
+  far up the curve, far past the limit at once). When what the server took since its first
+  refusal was not measured (fewer than ten sends went after it), the rate cut from is no lower
+  than ``REFUSED_SHARE`` of the rate the first refusal since the last cut came at, if that came
+  within ``BETA ** -1`` of where the curve had climbed back to (``BETA ** -1`` of what was
+  delivered at most): sent a little above its rate, a bucket that takes one at a time refuses
+  every other send, and a 1/s one was held at 67 % of its rate. The window is held where it was
+  clamped for as long, then grows by one slot per window of answers. A limit that refuses again
+  at the same level is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is
+  probed rarely.
 - **The limit found again**: with no random refusals known, ``AGAIN_REFUSED`` refusals within
   ``AGAIN_WITHIN`` sends at the rate a stall's probe restarted at (no cut since, fewer than
   ``MIN_JUDGED`` judged since the restart, at least ``CLEAN_SENDS`` of them accepted and at most
@@ -96,6 +102,9 @@ from dataclasses import dataclass
 from .pacing import Pacer, Share
 
 BETA = 0.7  # multiplicative decrease (botocore's adaptive mode)
+#: After a cut the curve climbs back to this share of the rate the first 429 since the last cut
+#: came at, when that is above what the server delivered (``Congestion.cut``).
+REFUSED_SHARE = 0.95
 #: Seconds the cubic curve takes to climb back to the rate it was cut from (first time).
 CUBIC_K_S = 8.0
 MAX_HOLD_S = 60.0
@@ -265,6 +274,8 @@ class Congestion:
         self.rate: float | None = None  # requests per second; None: unpaced
         self.pacer: Pacer | None = None
         self.w_max = 0.0  # the rate the cubic curve climbs back to
+        #: The pacing rate when the first 429 since the last cut or restart came (None: none).
+        self._refused_rate: float | None = None
         self.cut_rate = 0.0  # the rate of the last cut or restart (what the summary says)
         self.cut_at = -math.inf
         self.restarted_at = math.nan  # when a stall's probe last restarted the rate
@@ -350,6 +361,8 @@ class Congestion:
         each ask to wait ``LONG_WAIT_S`` or more are a stall: the server says it has no room
         for that long. ``slots_full``: the concurrency a 429 named was held full of accepted
         requests (not a rate signal: "noise" where it would be a cut)."""
+        if self._refused_rate is None and (sent_at is None or sent_at >= self.cut_at):
+            self._refused_rate = self.rate
         if self.probing and sent_at is not None and sent_at >= self.probe_sent - 1e-9:
             self.probing = False
             self.stalls += 1
@@ -360,6 +373,7 @@ class Congestion:
             # before its last doubling, if it doubled), and it goes on as after a restart.
             self.doubling = False
             self.w_max = self.cut_rate = max(MIN_RATE, self.rate / 2)
+            self._refused_rate = None
             self.cut_at = self.restarted_at = now
             self.cuts += 1
             self._set_rate(now, self.cut_rate)
@@ -433,11 +447,16 @@ class Congestion:
         told: bool,
         limiter_window: int,
         growing_before: bool,
+        measured: bool = False,
     ) -> None:
         """Cut the rate to ``BETA`` of ``delivered`` (requests/s; all of it when the server
         ``told`` when it has room) and clamp the window to ``accepted_in_flight``; start a trial
         against ``before``, the judged share before the cut (``limiter_window`` /
-        ``growing_before``: the limiter's window before, to restore)."""
+        ``growing_before``: the limiter's window before, to restore). Not ``measured`` (what the
+        server took since its first refusal, over enough sends, is not in ``delivered``), the
+        curve climbs back to ``REFUSED_SHARE`` of the rate the first 429 since the last cut came
+        at when that is higher, ``BETA ** -1`` of ``delivered`` at most, and the rate is cut to
+        no less than ``BETA`` of that."""
         window_before = self._window_before_clamp if self._clamped else self.window
         chained = self._chain
         if now - self.cut_at < CUT_EPOCH_S and (chained is None or self.trial is not None):
@@ -457,20 +476,31 @@ class Congestion:
             chained.first_before if chained else before.value,
         )
         current = max(MIN_RATE, min(self.rate or math.inf, delivered))
+        plateau = current
+        refused_at = self._refused_rate
+        self._refused_rate = None
         if chained is not None:
             # A row of cuts goes down from where the first was cut from, BETA each time (the
             # rate delivered under a cut is lower by the refusals too: no spiral down on them).
-            current = max(MIN_RATE, chained.cut_from * BETA ** (chained.depth + 1))
+            current = plateau = max(MIN_RATE, chained.cut_from * BETA ** (chained.depth + 1))
             told = False
+        elif refused_at is not None and not measured and refused_at * BETA <= self.w_max:
+            # Unmeasured, the curve climbs back to (just below) the rate the refusals began at,
+            # not to what the server delivered while it refused: a bucket that takes one at a
+            # time delivers half its rate to sends a little above it. Only when they began
+            # near where the curve had climbed back to (no more than BETA ** -1 of it: further
+            # up, a saved burst held them back as it sped up), and to no more than BETA ** -1
+            # of what was delivered.
+            plateau = max(current, min(REFUSED_SHARE * refused_at, current / BETA))
         self.trial.cut_from = current if chained is None else chained.cut_from
         self._chain = self.trial
-        self._new_level(current)
+        self._new_level(plateau)
         self.cut_at = now
         self.doubling = False
         self.cuts += 1
-        self.w_max = self.cut_rate = current
+        self.w_max = self.cut_rate = plateau
         self.climb_s = None
-        rate = current if told else max(MIN_RATE, current * BETA)
+        rate = max(MIN_RATE, current if told else current * BETA, plateau * BETA)
         self._set_rate(now, rate)
         # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
         # would otherwise hold itself until sends the log no longer remembers were judged).
@@ -569,6 +599,7 @@ class Congestion:
         self.restarted_at = now
         current = max(MIN_RATE, delivered)
         self._new_level(current)
+        self._refused_rate = None
         self.cut_at = now
         self.w_max = self.cut_rate = current
         # A stall that clamped the window and ended after answers freed slots of ours
@@ -653,6 +684,7 @@ class Congestion:
             self.window = trial.window_before
             self.cut_at = -math.inf
             self.undone, self._chain = trial, None
+            self._refused_rate = None
         elif verdict == "rate":
             self.noise /= 2  # the share fell with the rate: less of it was random
             self._chain = None

@@ -523,19 +523,22 @@ class Limiter:
             short = self.log.span_of(now, DELIVERY_SENDS, 2.0, since=congestion.epoch)
             if retry_after is not None:
                 self.pause_until = max(self.pause_until, now + retry_after)
+            # The lowest of the last 2 s (or DELIVERY_SENDS sends), 10 s and the time since the
+            # first refusal: a burst the server took once (a bucket's saved tokens) does not make
+            # its rate look higher. The limit found again is cut to that rate, as when the server
+            # says how long to wait ("told"): it is the server's rate measured, not guessed from
+            # above.
+            again = verdict == "again"
+            delivered, measured = self._delivered_for_cut(now, retry_after, short, again=again)
             congestion.cut(
                 now,
-                # The lowest of the last 2 s (or DELIVERY_SENDS sends), 10 s and the time since
-                # the first refusal: a burst the server took once (a bucket's saved tokens) does
-                # not make its rate look higher. The limit found again is cut to that rate, as
-                # when the server says how long to wait ("told"): it is the server's rate
-                # measured, not guessed from above.
-                self._delivered_for_cut(now, retry_after, short, again=verdict == "again"),
+                delivered,
                 self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
-                told=(retry_after is not None and verdict == "cut") or verdict == "again",
+                told=(retry_after is not None and verdict == "cut") or again,
                 limiter_window=window_before,
                 growing_before=growing_before,
+                measured=measured or again,
             )
         self._judge_trial(now)
         self._wake_slots()
@@ -626,7 +629,7 @@ class Limiter:
 
     def _delivered_for_cut(
         self, now: float, stated: float | None, short: float, *, again: bool
-    ) -> float:
+    ) -> tuple[float, bool]:
         """The delivered rate a cut goes from: the lowest of the last 10 s (the ``stated`` wait
         in it), the last ``short`` seconds, and the time since the oldest refusal since the last
         cut or restart (of the last 10 s), when ``DELIVERY_SENDS`` or more sends went after it:
@@ -635,7 +638,8 @@ class Limiter:
         its trial refused at 65 % read the refusals as random, and 600 rows behind bare 429s
         with 8 s answers took 127 s, 57 refused (now 72 s, 19). When the rate was ``again``
         at the one refused before, the oldest refusal of the last 10 s counts, with half as
-        many sends after it, over ``DELIVERY_FLOOR_S`` at least."""
+        many sends after it, over ``DELIVERY_FLOOR_S`` at least. With it, whether that third
+        rate counted (the server's rate measured)."""
         rates = [self._delivered(now, stated), self._delivered(now, None, span=short)]
         since = 10.0 if again else min(10.0, now - self.congestion.cut_at)
         after = DELIVERY_SENDS // 2 if again else DELIVERY_SENDS
@@ -645,7 +649,7 @@ class Limiter:
             # (ten sends make a rate over any span: a fast bucket's 13 in 0.13 s are 100/s)
             span = max(DELIVERY_FLOOR_S, now - first) if again else now - first
             rates.append(taken / span)
-        return min(rates)
+        return min(rates), len(rates) > 2
 
     def _judged_at(self, send: Send) -> float:
         """When ``send`` counts as accepted if no 429 has come for it by then."""

@@ -28,6 +28,7 @@ from kimi_extract.http.congestion import (
     MAX_NOISE,
     MIN_JUDGED,
     MIN_RATE,
+    REFUSED_SHARE,
     SLOW_DOUBLING_S,
     SLOW_DOUBLINGS,
     SLOW_USED,
@@ -815,13 +816,14 @@ def test_a_cut_goes_from_no_more_than_the_server_took_since_its_first_refusal(
     now = vt.time = at + late + 1e-6
     first = sends[0].sent_at
     short = limiter.log.span_of(now, DELIVERY_SENDS, 2.0, since=-math.inf)
-    rate = limiter._delivered_for_cut(now, None, short, again=False)
+    rate, measured = limiter._delivered_for_cut(now, None, short, again=False)
     spans = min(limiter._delivered(now, None), limiter._delivered(now, None, span=short))
     since = sum(not s.refused for s in sends[1:]) / (now - first)  # (after it, as sent)
     if len(gaps) - 1 >= DELIVERY_SENDS:
         assert rate <= since + 1e-9 and rate == pytest.approx(min(spans, since))
+        assert measured
     else:  # (fewer sends after it make no rate)
-        assert rate == pytest.approx(spans)
+        assert rate == pytest.approx(spans) and not measured
 
 
 @settings(max_examples=300, deadline=None)
@@ -848,6 +850,73 @@ def test_a_cut_rate_climbs_its_cubic_curve_and_stays_paced(rate, told, gaps):
         curve = congestion.w_max * (1 - BETA) / k**3 * (now - k) ** 3 + congestion.w_max
         assert congestion.rate == pytest.approx(max(last, curve))
         last = congestion.rate
+
+
+@pytest.mark.parametrize(
+    ("per_minute", "style", "within_s"),
+    [
+        (60, "bare", 750.0),
+        (60, "retry-after", 750.0),
+        (600, "bare", 80.0),
+        (600, "retry-after", 80.0),
+    ],
+)
+def test_a_bucket_that_takes_one_at_a_time_is_paced_near_its_rate(per_minute, style, within_s):
+    # A token bucket of burst 1 (as nginx's limit_req without a burst): 1/s and 10/s, 429s
+    # that name nothing, 1 s answers, 600 rows. Sends a little above its rate have every other
+    # one refused, so what it delivered while it refused was half its rate or less, and each cut
+    # went from there, the curve climbing back only to it: 67 % of the limit at 1/s (886-894 s),
+    # 71 % at 10/s (84-85 s). The curve now climbs back to 95 % of the rate the refusals began
+    # at: 723-726 s and 76-78 s, refusals as before.
+    out = run(Shape("bucket", per_minute=per_minute, burst=1), rows=600, style=style)
+    assert out.ok == 600 and not out.lost, dumps(out)
+    assert out.refused_share <= 0.06, dumps(out)
+    # (at least 80 % of the limit at 1/s, 75 % at 10/s)
+    assert out.end <= within_s, dumps(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    rate=st.floats(0.2, 500.0),
+    w_max=st.floats(0.0, 500.0),
+    refused_at=st.none() | st.floats(0.2, 800.0),
+    delivered=st.floats(0.0, 800.0),
+    told=st.booleans(),
+    measured=st.booleans(),
+)
+def test_a_cuts_curve_climbs_back_to_below_where_its_refusals_began(
+    rate, w_max, refused_at, delivered, told, measured
+):
+    # A first cut (no row of cuts before it). The curve climbs back to what the server
+    # delivered (``current``), or, when that was not measured since the first refusal and the
+    # refusals began (``refused_at``) near where the curve had climbed back to (no more than
+    # 1 / BETA of its ``w_max``), to 95 % of that rate: never below ``current``, never above
+    # 1 / BETA of it. The rate is cut to BETA of the curve's top at least, never above it.
+    congestion = Congestion()
+    congestion.rate, congestion.w_max = rate, w_max
+    congestion._refused_rate = refused_at
+    congestion.cut(
+        0.0,
+        delivered,
+        1,
+        Share(),
+        told=told,
+        limiter_window=5,
+        growing_before=False,
+        measured=measured,
+    )
+    current = max(MIN_RATE, min(rate, delivered))
+    top = congestion.w_max
+    assert current - 1e-9 <= top <= current / BETA + 1e-9
+    if refused_at is not None and not measured and refused_at * BETA <= w_max:
+        assert top == pytest.approx(max(current, min(REFUSED_SHARE * refused_at, current / BETA)))
+    else:
+        assert top == current
+    assert congestion.rate == pytest.approx(
+        max(MIN_RATE, current if told else BETA * current, BETA * top)
+    )
+    assert congestion.rate <= top + 1e-9
+    assert congestion._refused_rate is None  # (the next cut's refusals begin anew)
 
 
 @pytest.mark.parametrize(("latency_s", "refusal_s"), [(0.3, 0.01), (1.0, 0.01), (0.3, 0.0)])
