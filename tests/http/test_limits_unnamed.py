@@ -867,7 +867,8 @@ def test_a_bucket_that_takes_one_at_a_time_is_paced_near_its_rate(per_minute, st
     # one refused, so what it delivered while it refused was half its rate or less, and each cut
     # went from there, the curve climbing back only to it: 67 % of the limit at 1/s (886-894 s),
     # 71 % at 10/s (84-85 s). The curve now climbs back to 95 % of the rate the refusals began
-    # at: 723-726 s and 76-78 s, refusals as before.
+    # at: 723-726 s and 76-78 s (1/s: 33-34 refused of about 634, as before; 10/s: 17 of 617,
+    # not 13).
     out = run(Shape("bucket", per_minute=per_minute, burst=1), rows=600, style=style)
     assert out.ok == 600 and not out.lost, dumps(out)
     assert out.refused_share <= 0.06, dumps(out)
@@ -917,6 +918,22 @@ def test_a_cuts_curve_climbs_back_to_below_where_its_refusals_began(
     )
     assert congestion.rate <= top + 1e-9
     assert congestion._refused_rate is None  # (the next cut's refusals begin anew)
+
+
+def test_a_cut_notes_the_rate_its_first_refusal_since_came_at():
+    # What the next cut's curve may climb back to: the pacing rate when the first 429 of a send
+    # made since the last cut came, not a later one's, nor one of a send made before the cut.
+    congestion = Congestion()
+    congestion.cut(1.0, 10.0, 1, Share(), told=True, limiter_window=5, growing_before=False)
+    congestion.trial = None
+    congestion._set_rate(5.0, 12.0)
+    congestion.refused(5.0, 0.9, Share(), 1, None)  # (sent before the cut)
+    assert congestion._refused_rate is None
+    congestion.refused(6.0, 5.9, Share(), 1, None)
+    assert congestion._refused_rate == 12.0
+    congestion._set_rate(6.5, 13.0)
+    congestion.refused(7.0, 6.9, Share(), 1, None)
+    assert congestion._refused_rate == 12.0
 
 
 @pytest.mark.parametrize(("latency_s", "refusal_s"), [(0.3, 0.01), (1.0, 0.01), (0.3, 0.0)])
