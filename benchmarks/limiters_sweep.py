@@ -3,6 +3,7 @@
     python benchmarks/limiters_sweep.py --save before.json          # on the old code
     python benchmarks/limiters_sweep.py --compare before.json       # on the new code
     python benchmarks/limiters_sweep.py --refusal-s 0.01 --save x.json
+    python benchmarks/limiters_sweep.py --rank 20 --load x.json      # furthest from their bound
 
 The limiter matrix (section 7, ``limiters_virtual.py``) has 52 cells chosen for the issue's
 targets; a change that meets more of them can still make a shape outside it much slower. This
@@ -17,6 +18,11 @@ figures on any machine. About 3 minutes.
 
 ``--compare`` prints how many shapes finish more than 10 % sooner or later than the saved run,
 rows lost in either, and the shapes that got slower (or refuse 5 points more), worst first.
+``--rank N`` prints the N cases that end the most seconds past the soonest their limit allows
+(``bound``: no refusals, every request sent as the limit has room, 100 at a time), with the
+ratio: where the limiter leaves most time unused (1/s token buckets of burst 1 were at 1.48x,
+886-900 s for 600 rows that could end by 599-607 s). ``--load`` ranks a saved run instead of
+running one.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +40,7 @@ sys.path[:0] = [str(HERE.parent)]
 
 from tests.http.virtual_gateway import Shape, run  # noqa: E402
 
+WORKERS = 100
 STYLES = ("bare", "retry-after", "kimi")
 LATENCIES = (0.3, 1.0, 8.0)
 ROWS = (100, 600)
@@ -84,7 +92,7 @@ def sweep(refusal_s: float) -> dict[str, list[float]]:
             rows=rows,
             style=style,
             latency_s=latency,
-            workers=100,
+            workers=WORKERS,
             refusal_s=refusal_s,
         )
         key = json.dumps([shape, style, latency, rows])
@@ -120,18 +128,55 @@ def compare(old: dict[str, list[float]], new: dict[str, list[float]]) -> list[st
     return lines
 
 
+def bound(shape: dict[str, Any], latency: float, rows: int) -> float | None:
+    """The soonest ``rows`` can end under ``shape`` with answers of ``latency`` seconds: with no
+    refusal, each request sent as soon as the limit has room (a window's count at once as each
+    window begins, a bucket's burst at once and then its rate) and ``WORKERS`` at a time. None
+    for the shapes it does not model (random refusals, a token limit, a limit that changes)."""
+    if any(key in shape for key in ("random_share", "unit", "change_at")):
+        return None
+    if shape["kind"] in ("fixed", "sliding"):
+        per_window = shape["per_minute"] * shape["window_s"] / 60
+        soonest = (math.ceil(rows / per_window) - 1) * shape["window_s"] + latency
+    elif shape["kind"] == "bucket":
+        soonest = max(0, rows - shape["burst"]) / (shape["per_minute"] / 60) + latency
+    else:
+        soonest = math.ceil(rows / shape["concurrency"]) * latency
+    return max(soonest, math.ceil(rows / WORKERS) * latency)
+
+
+def rank(figures: dict[str, list[float]], count: int) -> list[str]:
+    """The ``count`` cases that end the most seconds past their ``bound``, most first."""
+    found = []
+    for key, (end, refused, sent, _lost) in figures.items():
+        shape, style, latency, rows = json.loads(key)
+        soonest = bound(shape, latency, rows)
+        if soonest is not None and soonest > 0:
+            found.append((end - soonest, end / soonest, end, soonest, refused, sent, key))
+    found.sort(key=lambda case: -case[0])
+    return [
+        f"+{past:.0f} s ({ratio:.2f}x): {end:.1f} s, bound {soonest:.1f} s, "
+        f"{refused:.0f} of {sent:.0f} refused  {key}"
+        for past, ratio, end, soonest, refused, sent, key in found[:count]
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--refusal-s", type=float, default=0.0, help="each 429 read this late")
     parser.add_argument("--save", type=Path, help="write the figures to this JSON file")
     parser.add_argument("--compare", type=Path, help="compare with a file --save wrote")
+    parser.add_argument("--rank", type=int, help="print this many cases furthest from their bound")
+    parser.add_argument("--load", type=Path, help="rank (or compare) a file --save wrote")
     args = parser.parse_args()
-    figures = sweep(args.refusal_s)
+    figures = json.loads(args.load.read_text()) if args.load else sweep(args.refusal_s)
     if args.save:
         args.save.write_text(json.dumps(figures))
     if args.compare:
         print("\n".join(compare(json.loads(args.compare.read_text()), figures)))
-    if not args.save and not args.compare:
+    if args.rank:
+        print("\n".join(rank(figures, args.rank)))
+    if not args.save and not args.compare and not args.rank:
         print(json.dumps(figures))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import math
 import random
 import re
@@ -559,6 +560,38 @@ def test_the_limiter_sweep_compares_runs():
     # Cases the saved run does not have are named, not compared.
     first = sweep.compare(old, {**new, "d": [1.0, 0, 10, 0]})[0]
     assert first.endswith("(1 cases not in the saved run: save a new one to compare them)")
+
+
+def test_the_limiter_sweep_ranks_cases_by_the_time_past_their_bound():
+    # benchmarks/limiters_sweep.py --rank: the soonest a case can end (a window's count at once
+    # as each window begins, a bucket's burst then its rate, 100 workers at a time), and the
+    # cases furthest past it first.
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "limiters_sweep.py"
+    spec = importlib.util.spec_from_file_location("limiters_sweep", path)
+    assert spec is not None and spec.loader is not None
+    sweep = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sweep)
+    window = {"kind": "fixed", "per_minute": 60, "window_s": 5.0}
+    bucket = {"kind": "bucket", "per_minute": 60, "burst": 1}
+    assert sweep.bound(window, 8.0, 600) == pytest.approx(119 * 5.0 + 8.0)
+    assert sweep.bound(bucket, 1.0, 600) == pytest.approx(599 / 1.0 + 1.0)
+    assert sweep.bound({"kind": "concurrency", "concurrency": 10}, 1.0, 100) == 10.0
+    # (a window that holds them all: the 100 workers bound it, 6 rounds of answers)
+    big = {"kind": "sliding", "per_minute": 6000, "window_s": 60.0}
+    assert sweep.bound(big, 0.3, 600) == pytest.approx(6 * 0.3)
+    assert sweep.bound({**bucket, "random_share": 0.03, "seed": 1}, 1.0, 100) is None
+    figures = {
+        json.dumps([window, "bare", 8.0, 600]): [893.4, 23, 623, 0],
+        json.dumps([bucket, "bare", 1.0, 600]): [723.2, 34, 634, 0],
+        json.dumps([{**bucket, "random_share": 0.03, "seed": 1}, "bare", 1.0, 100]): [5e3, 0, 1, 0],
+    }
+    lines = sweep.rank(figures, 5)
+    assert len(lines) == 2
+    assert lines[0].startswith("+290 s (1.48x): 893.4 s, bound 603.0 s, 23 of 623 refused")
+    assert lines[1].startswith("+123 s (1.21x): 723.2 s, bound 600.0 s, 34 of 634 refused")
 
 
 @pytest.mark.parametrize("latency_s", [0.3, 1.0])
