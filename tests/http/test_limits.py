@@ -14,6 +14,7 @@ import json
 import math
 import random
 import re
+from typing import Any
 
 import pytest
 
@@ -538,9 +539,8 @@ def test_the_virtual_limiter_matrix_runs():
     assert len(rows) == 3 and all(row.split("|")[8].strip() == "0" for row in rows), done.stdout
 
 
-def test_the_limiter_sweep_compares_runs():
-    # benchmarks/limiters_sweep.py: a shape that got slower or refuses more is listed, worst
-    # first; one that finishes sooner is counted; rows lost are summed.
+def _sweep_module() -> Any:
+    """benchmarks/limiters_sweep.py, imported from its file."""
     import importlib.util
     from pathlib import Path
 
@@ -549,6 +549,13 @@ def test_the_limiter_sweep_compares_runs():
     assert spec is not None and spec.loader is not None
     sweep = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sweep)
+    return sweep
+
+
+def test_the_limiter_sweep_compares_runs():
+    # benchmarks/limiters_sweep.py: a shape that got slower or refuses more is listed, worst
+    # first; one that finishes sooner is counted; rows lost are summed.
+    sweep = _sweep_module()
     assert len(sweep.shapes()) == 42
     old = {"a": [10.0, 1, 100, 0], "b": [10.0, 1, 100, 0], "c": [10.0, 1, 100, 0]}
     new = {"a": [20.0, 1, 100, 0], "b": [5.0, 1, 100, 1], "c": [10.0, 10, 100, 0]}
@@ -566,14 +573,7 @@ def test_the_limiter_sweep_ranks_cases_by_the_time_past_their_bound():
     # benchmarks/limiters_sweep.py --rank: the soonest a case can end (a window's count at once
     # as each window begins, a bucket's burst then its rate, 100 workers at a time), and the
     # cases furthest past it first.
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "limiters_sweep.py"
-    spec = importlib.util.spec_from_file_location("limiters_sweep", path)
-    assert spec is not None and spec.loader is not None
-    sweep = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sweep)
+    sweep = _sweep_module()
     window = {"kind": "fixed", "per_minute": 60, "window_s": 5.0}
     bucket = {"kind": "bucket", "per_minute": 60, "burst": 1}
     assert sweep.bound(window, 8.0, 600) == pytest.approx(119 * 5.0 + 8.0)
