@@ -31,14 +31,14 @@ come back at once; answers take longer). The two are then told apart by their pa
   once into it). A trial holds the cut rate, so when it ends the curve goes on from no further
   than where it meets the rate it was cut from (a long trial at a low rate would otherwise end
   far up the curve, far past the limit at once). When what the server took since its first
-  refusal was not measured (fewer than ten sends went after it), the rate cut from is no lower
-  than ``REFUSED_SHARE`` of the rate the first refusal since the last cut came at, if that came
-  within ``BETA ** -1`` of where the curve had climbed back to (``BETA ** -1`` of what was
-  delivered at most): sent a little above its rate, a bucket that takes one at a time refuses
-  every other send, and a 1/s one was held at 67 % of its rate. The window is held where it was
-  clamped for as long, then grows by one slot per window of answers. A limit that refuses again
-  at the same level is held twice as long each time (up to ``MAX_HOLD_S``): a stable limit is
-  probed rarely.
+  refusal was not measured (fewer than ten sends went after it), the curve climbs back to no
+  less than ``REFUSED_SHARE`` of the rate the first refusal since the last cut came at, if that
+  came within ``BETA ** -1`` of where the curve had climbed back to (``BETA ** -1`` of what was
+  delivered at most), and the rate is cut to ``BETA`` of that at least: sent a little above its
+  rate, a bucket that takes one at a time refuses every other send, and a 1/s one was held at
+  67 % of its rate. The window is held where it was clamped for as long, then grows by one slot
+  per window of answers. A limit that refuses again at the same level is held twice as long
+  each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
 - **The limit found again**: with no random refusals known, ``AGAIN_REFUSED`` refusals within
   ``AGAIN_WITHIN`` sends at the rate a stall's probe restarted at (no cut since, fewer than
   ``MIN_JUDGED`` judged since the restart, at least ``CLEAN_SENDS`` of them accepted and at most

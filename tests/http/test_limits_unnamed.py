@@ -885,7 +885,7 @@ def test_a_bucket_that_takes_one_at_a_time_is_paced_near_its_rate(per_minute, st
     told=st.booleans(),
     measured=st.booleans(),
 )
-def test_a_cuts_curve_climbs_back_to_below_where_its_refusals_began(
+def test_a_cuts_curve_tops_out_at_what_was_delivered_or_just_below_where_its_refusals_began(
     rate, w_max, refused_at, delivered, told, measured
 ):
     # A first cut (no row of cuts before it). The curve climbs back to what the server
