@@ -70,8 +70,14 @@ come back at once; answers take longer). The two are then told apart by their pa
   sender pauses: the time the server stated when it said one, else ``PROBE_FIRST_S``,
   ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
-  judged accepted. When a probe is accepted the rate restarts at what the server delivered over
-  the whole span of the stall, and the sends before the probe are judged no more (the pause
+  judged accepted. The probe goes even when the window the stall clamped is full of ours (one
+  past it, ``limiter.PAST_PROBES`` times in a stall, the first as a usual window length ends):
+  held back until an answer of ours freed a slot, a window shorter than the answers read as a
+  concurrency limit (5 per 1 s with 20 s answers: 5 in flight, 300 rows in 457 s, not 88 s).
+  Accepted past the clamp, before any answer, the probe undoes it; refused there, the next
+  goes when an answer frees a slot, and one accepted then reads as the concurrency limit.
+  When a probe is accepted the rate restarts at what the server delivered over the whole
+  span of the stall, and the sends before the probe are judged no more (the pause
   answered them: counting their refusals again would cut a rate that has just restarted). When the
   stall clamped the window and ended after answers of ours freed slots (a concurrency limit, as
   far as it shows), that rate is below where the refusals began (the stall's wait is in it), and
@@ -417,17 +423,25 @@ class Congestion:
         return self.cut_at == self.restarted_at and self.rate >= self.w_max
 
     def stall_pause(
-        self, stated: float | None, since: float | None = None, last: float | None = None
+        self,
+        stated: float | None,
+        since: float | None = None,
+        last: float | None = None,
+        *,
+        full: bool = False,
     ) -> float:
         """How long every sender waits in a stall before the next probe: the ``stated`` wait;
         else ``PROBE_FIRST_S`` before the first probe (a bucket or a concurrency limit has room
         again within a moment); then, when the window the server filled began ``-since``
         seconds ago (its first accepted send), until the next of the usual window lengths from
         there (``WINDOW_LENGTHS_S``) ends, or from ``last`` (its last, ``left_ends``), a moment
-        after it; else (or past them) a pause that grows with each refused probe."""
+        after it; else (or past them) a pause that grows with each refused probe. ``full``: the
+        server holds as many of ours as it took before the stall, none answered (the window
+        is clamped there): a bucket may have room within a moment, which says nothing of its
+        rate (its saved burst does), so the probes go only as the usual lengths end."""
         if stated is not None:
             return stated
-        if since is not None and self.stalls > GROWING_PROBES:
+        if since is not None and (self.stalls > GROWING_PROBES or full):
             ends = [pause for pause in window_ends(since) if pause >= PROBE_MIN_S]
             if last is not None and last - since > PROBE_AFTER_S:
                 # (a moment after the refusal at the end from the first, no sooner than
@@ -585,13 +599,21 @@ class Congestion:
         ) = state
 
     def restart(
-        self, now: float, delivered: float, *, paced: bool = True, slow: bool = False
+        self,
+        now: float,
+        delivered: float,
+        *,
+        paced: bool = True,
+        slow: bool = False,
+        past_clamp: bool = False,
     ) -> None:
         """A probe was accepted after a stall: go on at the rate the server delivered (the
         stall's refusals were answered by its pause: they are not judged again); not
         ``paced``: a window the stall showed holds the sends instead (``shown``); ``slow``: the
         server took next to none before the stall, and the rate doubles as it is used, one send
-        at a time (module docstring)."""
+        at a time (module docstring); ``past_clamp``: the probe went past the window the stall
+        clamped, full of ours the server had accepted, none of them answered since: the server
+        had room beyond them, so the clamp is undone (no concurrency limit held it)."""
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
@@ -606,14 +628,16 @@ class Congestion:
         # restarts below where the refusals began: climb back soon.
         freed = self._answers_at_clamp is not None and self.answers > self._answers_at_clamp
         self.climb_s = RESTART_CLIMB_S if freed else None
+        past_clamp = past_clamp and not freed
         self._answers_at_clamp = None
         self.doubling, self._doubling_sends = paced and slow, []
         self.single = slow
         if paced:
             self._set_rate(now, current)
-            return
-        self.rate, self.pacer, self.trial, self._chain = None, None, None, None
-        if self._clamped:  # the stall was a full rate window's, not a concurrency limit's
+        else:
+            self.rate, self.pacer, self.trial, self._chain = None, None, None, None
+        if self._clamped and (past_clamp or not paced):
+            # The stall was a full rate window's, not a concurrency limit's.
             self.window, self._clamped = self._window_before_clamp, False
             self.window_level = 0
 

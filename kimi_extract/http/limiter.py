@@ -65,7 +65,9 @@ from .clock import Clock, default_clock
 from .congestion import (
     AGAIN_WITHIN,
     BEFORE_SENDS,
+    MIN_WINDOW_LEVEL,
     PROBE_AFTER_S,
+    PROBE_FIRST_S,
     SHARE_SENDS,
     WINDOW_LENGTHS_S,
     Congestion,
@@ -122,6 +124,10 @@ FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
 #: A send that went alone after a refusal and was accepted with this many fewer of ours in the
 #: window than the refused one had does not show the refusal random (``_wary_taken``).
 WARY_DROP = 2
+#: A stall's probes go past the window it clamped (full of ours, none answered) until this
+#: many of them were refused there: a window shorter than the answers is found as one of the
+#: usual lengths (1, 2, 5 s) ends; a concurrency limit then waits for an answer of ours.
+PAST_PROBES = 3
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
 
@@ -188,6 +194,17 @@ class Limiter:
         self.throttles = 0
         self.stated_waits = 0  # of them, 429s that said how long to wait
         self._probe_late = 0.0  # how long after the stall's pause the last probe went
+        #: Whether the stall's last refused probe went past the window the stall clamped
+        #: (full of ours), and whether its probe now did.
+        self._probes_past = (False, False)
+        #: In a stall, an answer of ours frees a slot: the next probe goes then, or at this time
+        #: if later (``succeeded``; None: it waits for the stall's pause)...
+        self._freed_after: float | None = None
+        #: ...and when the answer came later than that, the probe went as one held back for a
+        #: slot would (not when the pause ended: ``_restart``).
+        self._freed_late = False
+        self._deferred = False  # (the stall's first probe waited for a usual length's end)
+        self._past_refused = 0  # probes of the stall refused past its clamp
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
@@ -290,6 +307,18 @@ class Limiter:
                 finally:
                     if not waiter.done():
                         waiter.cancel()
+            elif cause == "pause" and self._freed_after is not None and self.congestion.stalls:
+                # A stall's pause that an answer of ours may end (``succeeded``): a slot
+                # waiter too.
+                waiter = asyncio.get_running_loop().create_future()
+                self._slot_waiters.append(waiter)
+                sleeper = asyncio.ensure_future(self.sleep(wait))
+                try:
+                    await asyncio.wait((waiter, sleeper), return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    for pending in (waiter, sleeper):
+                        if not pending.done():
+                            pending.cancel()
             else:
                 due = self.clock() + wait
                 await self.sleep(wait)
@@ -318,6 +347,12 @@ class Limiter:
         if congestion.stalls and not congestion.probing:
             congestion.probing, congestion.probe_sent = True, now  # this send is the probe
             self._probe_late = now - self.pause_until  # (held back for a slot, or not)
+            if self._freed_late:
+                self._probe_late, self._freed_late = math.inf, False
+            # (the stall's last probe, refused, and this one: past the full clamp, or not)
+            past = self.in_flight > self.concurrency
+            self._probes_past = (congestion.stalls > 1 and self._probes_past[1], past)
+            self._freed_after = None
         if self._fixed_next and self._fixed is not None:
             self._fixed_next = False
             self._fixed.took(send)
@@ -391,6 +426,13 @@ class Limiter:
         congestion = self.congestion
         if congestion.probing and permit is not None and permit.sent_at >= congestion.probe_sent:
             self._restart(now)
+        elif congestion.stalls and not congestion.probing and self._freed_after is not None:
+            # The stall's last refusal came with the window it clamped full, and an answer of
+            # ours has freed a slot: the next probe goes now, as one held back for a slot did
+            # (a concurrency limit has room now; ``_restart`` reads it so).
+            self._freed_late = now > self._freed_after
+            self.pause_until = min(self.pause_until, max(now, self._freed_after))
+            self._freed_after = None
         congestion.accepted(now)
         self._judge_trial(now)
         self._wake_slots()
@@ -459,6 +501,7 @@ class Limiter:
             permit.send.named = True
         in_shown = self._shown() is not None
         wary = permit is not None and self._wary_send is permit.send
+        was_probing = congestion.probing
         if verdict is None:
             streak, later = self.log.refused_run(permit.send) if permit is not None else (1, 0)
             # No refusal before this run of them (those sent after it may have come back first).
@@ -510,13 +553,30 @@ class Limiter:
                 elif congestion.stalls <= HALVING_PROBES:
                     sooner = self.stall.halving(self.log, now, shown.length)
                     pause = pause if sooner is None else min(pause, sooner)
+            accepted = self._accepted_in_flight()
+            full = accepted >= MIN_WINDOW_LEVEL
             pause = congestion.stall_pause(
                 pause,
                 since=None if taken is None else taken.first - now,
                 last=None if taken is None else taken.last - now,
+                full=was_probing and self._probes_past[1],
             )
             self.pause_until = max(self.pause_until, now + pause)
-            congestion.clamp(now, self._accepted_in_flight(), sent_at=sent_at)
+            congestion.clamp(now, accepted, sent_at=sent_at)
+            # Refused with the clamp full (the stall's own refusals, or a probe that went past
+            # it), and nothing says when the server has room (no wait stated, no window shown
+            # before): an answer of ours ends the pause (``succeeded``), no sooner than the
+            # first probe would go.
+            full_now = self._probes_past[1] if was_probing else full
+            soonest = now if was_probing else now + PROBE_FIRST_S
+            told = retry_after is not None or shown is not None  # (when it will have room)
+            self._freed_after = soonest if full_now and not told else None
+            self._freed_late = False
+            if not was_probing and congestion.stalls == 1:
+                self._deferred = told  # (the server's wait, or a window's: not deferred)
+                self._past_refused = 0
+            elif was_probing and self._probes_past[1]:
+                self._past_refused += 1
         elif congestion.full_window(verdict, self._accepted_in_flight()):
             congestion.clamp(now, self._accepted_in_flight(), stall=False)
         elif verdict in ("cut", "again", "congestion"):
@@ -781,6 +841,11 @@ class Limiter:
             self._shown(),
             on_time=self._probe_late <= PROBE_ON_TIME_S,
         )
+        if self._probes_past == (True, False):
+            # Refused past the full clamp, accepted once answers of ours freed slots: a
+            # concurrency limit shows so, as does a window that began meanwhile. Read as a
+            # concurrency limit, as a probe held back for a slot is (``_slots``).
+            shown = None
         adopted = shown is not None and rpm.infer(shown, now, self.log, congestion.refusal_rtt)
         if adopted and shown is not None and shown.count + 2 <= shown.upper < math.inf:
             self._scan, self._scan_upper = [], shown.upper
@@ -795,7 +860,11 @@ class Limiter:
                 self._fixed = FixedProbe(probe, least)
                 self._fixed.round(self.log, now, round(rpm.window_count()), least)
         congestion.restart(
-            now, self._delivered(now, None, whole=True), paced=not adopted, slow=slow
+            now,
+            self._delivered(now, None, whole=True),
+            paced=not adopted,
+            slow=slow,
+            past_clamp=self._probes_past[1],
         )
 
     def _wary_taken(self, wary: Send, now: float) -> None:
@@ -860,12 +929,41 @@ class Limiter:
         """Wake as many slot waiters as there are free slots (they re-check on waking)."""
         if not self._slot_waiters:
             return
-        free = self.concurrency - self.in_flight
+        free = self._slots() - self.in_flight
         while free > 0 and self._slot_waiters:
             waiter = self._slot_waiters.popleft()
             if not waiter.done():
                 waiter.set_result(None)
                 free -= 1
+
+    def _slots(self) -> int:
+        """The in-flight limit a send is held to now: ``concurrency``, and one more for a
+        stall's probe when the window the stall clamped is full (the probe asks the server for
+        room; held back by our own clamp, a rate window whose answers outlast it reads as a
+        concurrency limit: 5 per 5 s with 8 s answers was held to 5 in flight, 0.7/s)."""
+        slots = self.concurrency
+        congestion = self.congestion
+        if (
+            congestion.stalls
+            and not congestion.probing
+            and congestion.window is not None
+            and self._past_refused < PAST_PROBES
+        ):
+            return min(self.max_concurrency, slots + 1)
+        return slots
+
+    def _first_probe_past(self, now: float) -> bool:
+        """Whether the stall's first probe is due now, and would go past the window the stall
+        clamped (full of ours, none answered), with no wait stated and not yet deferred."""
+        congestion = self.congestion
+        return (
+            congestion.stalls == 1
+            and not congestion.probing
+            and not self._deferred
+            and congestion.window is not None
+            and now >= self.pause_until
+            and self.in_flight >= self.concurrency
+        )
 
     def _wait_needed(self, tokens: int) -> tuple[float, str]:
         """Seconds to wait before this request may go (inf: wait for a release), and why."""
@@ -882,8 +980,23 @@ class Limiter:
             deadline = congestion.probe_sent + congestion.judge_after()
             if now >= deadline:  # no 429 for the probe: the server has room again
                 self._restart(now)
+            elif self.in_flight >= self._slots():
+                # (wake to judge it: parked for a slot, none might wake before its answer)
+                return deadline - now + 1e-6, "rate"
             else:
                 waits.append((deadline - now, "rate"))
+        elif self._first_probe_past(now):
+            # The stall's first probe would go past the window it clamped, full of ours: it
+            # goes as the next of the usual lengths ends (a bucket may have room within a
+            # moment, which says nothing of its rate: its saved burst does).
+            taken = self.stall.taken
+            if taken is not None:
+                pause = congestion.stall_pause(
+                    None, since=taken.first - now, last=taken.last - now, full=True
+                )
+                self.pause_until = max(self.pause_until, now + pause)
+                waits.append((self.pause_until - now, "pause"))
+            self._deferred = True
         wary = self._wary_send
         if wary is not None:
             due = self._judged_at(wary)
@@ -893,7 +1006,7 @@ class Limiter:
                 self._wary_send = None
                 if not wary.refused:
                     self._wary_taken(wary, now)
-        if self.in_flight >= self.concurrency:
+        if self.in_flight >= self._slots():
             # The slow start's window, while it grows, is the opening's (no limit holds it).
             learned = congestion.window
             most = self.max_concurrency if learned is None else min(learned, self.max_concurrency)

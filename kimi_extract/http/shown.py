@@ -268,7 +268,9 @@ class Stall:
             return
         send.room = now + stated
         if self.taken is not None:
-            self.room_by = min(self.room_by, send.room)
+            # (a send refused at or after the room promised disproves the promise)
+            promised = self.room_by if send.sent_at < self.room_by else math.inf
+            self.room_by = min(promised, send.room)
             self.room_after = max(self.room_after, _after(send.room, stated))
 
     def start(self, log: SendLog, *, since: float, window: float, known: bool = False) -> None:
