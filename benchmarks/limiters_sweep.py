@@ -7,7 +7,7 @@
 
 The limiter matrix (section 7, ``limiters_virtual.py``) has 52 cells chosen for the issue's
 targets; a change that meets more of them can still make a shape outside it much slower. This
-runs 756: fixed and sliding windows of 5, 10, 30 and 60 s at 60, 600 and 6,000 requests per
+runs 864: fixed and sliding windows of 1, 5, 10, 30 and 60 s at 60, 600 and 6,000 requests per
 minute; token buckets of burst 1, 10 and 100 at the same rates; concurrency limits of 2, 10 and
 50; 3 % random refusals on a 10 s window, a bucket and a concurrency limit; a TPM in 10 s and 60 s
 windows; a limit that halves after 30 s; each with Kimi's 429 text, a generic 429 with
@@ -52,7 +52,7 @@ SLOWER = 0.9
 def shapes() -> list[dict[str, Any]]:
     """The sweep's rate-limit shapes (``ratelimits.Shape`` keyword arguments)."""
     found: list[dict[str, Any]] = []
-    for kind, window in itertools.product(("fixed", "sliding"), (5.0, 10.0, 30.0, 60.0)):
+    for kind, window in itertools.product(("fixed", "sliding"), (1.0, 5.0, 10.0, 30.0, 60.0)):
         for per_minute in (60, 600, 6000):
             found.append({"kind": kind, "per_minute": per_minute, "window_s": window})
     for per_minute, burst in itertools.product((60, 600, 6000), (1, 10, 100)):

@@ -556,7 +556,7 @@ def test_the_limiter_sweep_compares_runs():
     # benchmarks/limiters_sweep.py: a shape that got slower or refuses more is listed, worst
     # first; one that finishes sooner is counted; rows lost are summed.
     sweep = _sweep_module()
-    assert len(sweep.shapes()) == 42
+    assert len(sweep.shapes()) == 48
     old = {"a": [10.0, 1, 100, 0], "b": [10.0, 1, 100, 0], "c": [10.0, 1, 100, 0]}
     new = {"a": [20.0, 1, 100, 0], "b": [5.0, 1, 100, 1], "c": [10.0, 10, 100, 0]}
     lines = sweep.compare(old, new)
