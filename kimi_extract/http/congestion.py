@@ -73,9 +73,11 @@ come back at once; answers take longer). The two are then told apart by their pa
   judged accepted. The probe goes even when the window the stall clamped is full of ours (one
   past it, ``limiter.PAST_PROBES`` times in a stall, the first as a usual window length ends):
   held back until an answer of ours freed a slot, a window shorter than the answers read as a
-  concurrency limit (5 per 1 s with 20 s answers: 5 in flight, 300 rows in 457 s, not 88 s).
-  Accepted past the clamp, before any answer, the probe undoes it; refused there, the next
-  goes when an answer frees a slot, and one accepted then reads as the concurrency limit.
+  concurrency limit (a fixed 5 per 1 s with 20 s answers: 300 rows in 457 s, now 88 s).
+  Accepted past the clamp, before any answer, one more goes past it at once, and the clamp is
+  undone if that is taken too (refused, the room was a bucket's refilled token); refused there,
+  the next goes when an answer frees a slot, and one accepted then reads as the concurrency
+  limit.
   When a probe is accepted the rate restarts at what the server delivered over the whole
   span of the stall, and the sends before the probe are judged no more (the pause
   answered them: counting their refusals again would cut a rate that has just restarted). When the
@@ -606,14 +608,15 @@ class Congestion:
         paced: bool = True,
         slow: bool = False,
         past_clamp: bool = False,
-    ) -> None:
+    ) -> bool:
         """A probe was accepted after a stall: go on at the rate the server delivered (the
         stall's refusals were answered by its pause: they are not judged again); not
         ``paced``: a window the stall showed holds the sends instead (``shown``); ``slow``: the
         server took next to none before the stall, and the rate doubles as it is used, one send
         at a time (module docstring); ``past_clamp``: the probe went past the window the stall
-        clamped, full of ours the server had accepted, none of them answered since: the server
-        had room beyond them, so the clamp is undone (no concurrency limit held it)."""
+        clamped, full of ours the server had accepted. Returns whether none of them was answered
+        since, the clamp kept: the server had room beyond them, at least for one (``unclamp``
+        when it takes another)."""
         self.epoch = self.probe_sent
         self.probing = False
         self.stalls = 0
@@ -636,8 +639,12 @@ class Congestion:
             self._set_rate(now, current)
         else:
             self.rate, self.pacer, self.trial, self._chain = None, None, None, None
-        if self._clamped and (past_clamp or not paced):
-            # The stall was a full rate window's, not a concurrency limit's.
+            self.unclamp()  # the stall was a full rate window's, not a concurrency limit's
+        return past_clamp and self._clamped
+
+    def unclamp(self) -> None:
+        """The window a stall clamped held no concurrency limit: as it was before."""
+        if self._clamped:
             self.window, self._clamped = self._window_before_clamp, False
             self.window_level = 0
 

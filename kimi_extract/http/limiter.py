@@ -205,6 +205,10 @@ class Limiter:
         self._freed_late = False
         self._deferred = False  # (the stall's first probe waited for a usual length's end)
         self._past_refused = 0  # probes of the stall refused past its clamp
+        #: A probe was taken past the clamp: one more may go past it (this many in flight,
+        #: 0: none), and went (send).
+        self._confirm_slots = 0
+        self._confirm_send: Send | None = None
         self._sends = 0
         self._completion_mean = float(DEFAULT_COMPLETION_GUESS)
         self._completions_seen = 0
@@ -353,6 +357,8 @@ class Limiter:
             past = self.in_flight > self.concurrency
             self._probes_past = (congestion.stalls > 1 and self._probes_past[1], past)
             self._freed_after = None
+        elif self._confirm_slots and self.in_flight > self.concurrency:
+            self._confirm_slots, self._confirm_send = 0, send
         if self._fixed_next and self._fixed is not None:
             self._fixed_next = False
             self._fixed.took(send)
@@ -471,6 +477,13 @@ class Limiter:
         if not learned and permit is not None and rpm.fixed and rpm.source == "shown":
             # A fixed window refused a send: its edges are not where they were read.
             rpm.unfix(now, self.log, self.congestion.refusal_rtt)
+        if permit is not None and permit.send is self._confirm_send:
+            # One more past the clamp, refused: the room was a bucket's token, not a window's
+            # (the clamp stays; not a stall, nor a rate signal).
+            self._confirm_send = None
+            permit.own = True
+            self._wake_slots()
+            return
         if not learned and permit is not None and permit.send in self._scan:
             # One past what the window holds: the scan ends (not a stall). The others out are
             # judged still (one sent before this may be refused too: its 429 on its way).
@@ -859,13 +872,18 @@ class Limiter:
             if least is not None:
                 self._fixed = FixedProbe(probe, least)
                 self._fixed.round(self.log, now, round(rpm.window_count()), least)
-        congestion.restart(
+        # Taken past the clamp with none of ours answered: one more goes past it at once, and
+        # the clamp is let go if that is taken too (a window that began, not a bucket's token).
+        confirm = congestion.restart(
             now,
             self._delivered(now, None, whole=True),
             paced=not adopted,
             slow=slow,
             past_clamp=self._probes_past[1],
         )
+        # (the probe is still out, past the clamp: one more than what is out now)
+        self._confirm_slots = self.in_flight + 1 if confirm else 0
+        self._wake_slots()
 
     def _wary_taken(self, wary: Send, now: float) -> None:
         """The send that went alone after one refusal in a window shown before was accepted.
@@ -943,6 +961,8 @@ class Limiter:
         concurrency limit: 5 per 5 s with 8 s answers was held to 5 in flight, 0.7/s)."""
         slots = self.concurrency
         congestion = self.congestion
+        if self._confirm_slots:
+            return min(self.max_concurrency, max(slots, self._confirm_slots))
         if (
             congestion.stalls
             and not congestion.probing
@@ -997,6 +1017,14 @@ class Limiter:
                 self.pause_until = max(self.pause_until, now + pause)
                 waits.append((self.pause_until - now, "pause"))
             self._deferred = True
+        confirm = self._confirm_send
+        if confirm is not None:
+            due = self._judged_at(confirm)
+            if now >= due:  # taken too: no concurrency limit held the clamp
+                self._confirm_send = None
+                congestion.unclamp()
+            elif self.in_flight >= self._slots():
+                return due - now + 1e-6, "rate"  # (wake to judge it)
         wary = self._wary_send
         if wary is not None:
             due = self._judged_at(wary)
