@@ -587,7 +587,7 @@ class Limiter:
             self._freed_late = False
             if not was_probing and congestion.stalls == 1:
                 self._deferred = told  # (the server's wait, or a window's: not deferred)
-                self._past_refused = 0
+                self._past_refused = self._confirm_slots = 0
             elif was_probing and self._probes_past[1]:
                 self._past_refused += 1
         elif congestion.full_window(verdict, self._accepted_in_flight()):
@@ -974,7 +974,8 @@ class Limiter:
 
     def _first_probe_past(self, now: float) -> bool:
         """Whether the stall's first probe is due now, and would go past the window the stall
-        clamped (full of ours, none answered), with no wait stated and not yet deferred."""
+        clamped (full of ours, none answered), with nothing saying when the server has room (no
+        wait stated, no window shown before) and not yet deferred."""
         congestion = self.congestion
         return (
             congestion.stalls == 1
