@@ -71,7 +71,7 @@ come back at once; answers take longer). The two are then told apart by their pa
   ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
   judged accepted. The probe goes even when the window the stall clamped is full of ours (one
-  past it, ``limiter.PAST_PROBES`` times in a stall, the first as a usual window length ends):
+  past it, until ``limiter.PAST_PROBES`` were refused there; the first as a usual length ends):
   held back until an answer of ours freed a slot, a window shorter than the answers read as a
   concurrency limit (a fixed 5 per 1 s with 20 s answers: 300 rows in 457 s, now 88 s).
   Accepted past the clamp, before any answer, one more goes past it at once, and the clamp is
