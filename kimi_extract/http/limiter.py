@@ -997,15 +997,14 @@ class Limiter:
             self._judge_fixed(now)
         waits = [(self.pause_until - now, "pause")]
         congestion = self.congestion
+        judging: list[float] = []  # when a send out past the clamp (or the probe) is judged
         if congestion.probing:
             deadline = congestion.probe_sent + congestion.judge_after()
             if now >= deadline:  # no 429 for the probe: the server has room again
                 self._restart(now)
-            elif self.in_flight >= self._slots():
-                # (wake to judge it: parked for a slot, none might wake before its answer)
-                return deadline - now + 1e-6, "rate"
             else:
                 waits.append((deadline - now, "rate"))
+                judging.append(deadline)
         elif self._first_probe_past(now):
             # The stall's first probe would go past the window it clamped, full of ours: it
             # goes as the next of the usual lengths ends (a bucket may have room within a
@@ -1024,8 +1023,8 @@ class Limiter:
             if now >= due:  # taken too: no concurrency limit held the clamp
                 self._confirm_send = None
                 congestion.unclamp()
-            elif self.in_flight >= self._slots():
-                return due - now + 1e-6, "rate"  # (wake to judge it)
+            else:
+                judging.append(due)
         wary = self._wary_send
         if wary is not None:
             due = self._judged_at(wary)
@@ -1036,6 +1035,9 @@ class Limiter:
                 if not wary.refused:
                     self._wary_taken(wary, now)
         if self.in_flight >= self._slots():
+            if judging:
+                # (wake to judge it: parked for a slot, none might wake before its answer)
+                return min(judging) - now + 1e-6, "rate"
             # The slow start's window, while it grows, is the opening's (no limit holds it).
             learned = congestion.window
             most = self.max_concurrency if learned is None else min(learned, self.max_concurrency)
