@@ -679,5 +679,9 @@ def test_a_bucket_whose_token_took_the_probe_past_the_clamp_keeps_the_clamp(styl
     # for a slot, before).
     out = run(Shape("bucket", per_minute=60, burst=10), rows=100, style=style, latency_s=8.0)
     assert out.ok == 100 and not out.lost, dumps(out)
+    # Until the first answers (8 s): the probe past the clamp, taken, and the one more sent
+    # past it, refused; then nothing more, the clamp holding.
+    sends = [(a.at, bool(a.refused)) for a in out.gateway.attempts if 0.5 < a.at < 8.0]
+    assert [refused for _, refused in sends] == [False, True], (sends, dumps(out))
     assert out.gateway.refused() <= most, dumps(out)
     assert out.end <= 110.0, dumps(out)
