@@ -36,7 +36,16 @@ come back at once; answers take longer). The two are then told apart by their pa
   came within ``BETA ** -1`` of where the curve had climbed back to (``BETA ** -1`` of what was
   delivered at most), and the rate is cut to ``BETA`` of that at least: sent a little above its
   rate, a bucket that takes one at a time refuses every other send, and a 1/s one was held at
-  67 % of its rate. The window is held where it was clamped for as long, then grows by one slot
+  67 % of its rate.
+- **The limit confirmed**: two cuts in a row whose trials found a rate limit, their refusals
+  beginning (``Trial.refused_at``) within ``SAME_LEVEL`` of each other, confirm it at the lower
+  (``confirmed``). Once the curve has climbed back past ``REFUSED_SHARE`` of it, to no more than
+  ``SAME_LEVEL`` above it (the limit may have risen), a refusal is a cut even where the share
+  is within ``NOISE_MARGIN``, and the cut goes back to ``REFUSED_SHARE`` of the confirmed
+  limit with no trial (a trial holds ``BETA`` of it: a 1/s bucket that takes one at a time went
+  at 83-86 % of its rate, now 95-97 %). Not while random refusals are known; a trial that finds
+  them forgets the limit.
+  The window is held where it was clamped for as long, then grows by one slot
   per window of answers. A limit that refuses again at the same level is held twice as long
   each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
 - **The limit found again**: with no random refusals known, ``AGAIN_REFUSED`` refusals within
@@ -221,6 +230,7 @@ class Trial:
     depth: int = 0
     first_before: float = 0.0
     cut_from: float = 0.0  # the rate the first cut of the row was cut from
+    refused_at: float = 0.0  # the rate its refusals began at
 
     def verdict(self, after: Share) -> str | None:
         """Returns "rate" (the share fell to a quarter or less with the rate), "noise" (it stayed
@@ -293,6 +303,10 @@ class Congestion:
         self.window_level = 0  # what a stall's clamp found the server holding (0: none yet)
         self._window_credit = 0.0
         self.noise = 0.0  # the learned share of random refusals
+        #: The rate the refusals of the last cut a trial found a rate limit began at...
+        self._limit_at = 0.0
+        #: ...and the same, found by two such trials in a row at about the same rate (0: none).
+        self.confirmed = 0.0
         self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
         self._clamped = False  # the window was clamped since the last verdict...
         self._window_before_clamp: int | None = None  # ...and was this before
@@ -402,6 +416,8 @@ class Congestion:
             and close >= AGAIN_REFUSED
         ):
             return "again"  # refused again soon at the rate restarted at: the limit found again
+        if self._over_confirmed(sent_at):
+            return "cut"  # climbed back to a rate limit two trials found: the limit again
         if self.explained(recent):
             self.random_refusals += self.noise > 0
             return "noise"
@@ -410,6 +426,20 @@ class Congestion:
         if slots_full:
             return "noise"  # the concurrency holds the run, not a rate: nothing to cut
         return "cut"
+
+    def _over_confirmed(self, sent_at: float | None) -> bool:
+        """Whether the rate climbed past where a cut back to the ``confirmed`` limit holds it
+        (``REFUSED_SHARE`` of it), to no more than ``SAME_LEVEL`` above it, with no random
+        refusals known, no trial on, and the refused request sent since the last cut."""
+        limit, rate = self.confirmed, self.rate
+        return (
+            limit > 0
+            and rate is not None
+            and REFUSED_SHARE * limit * (1 + 1e-3) < rate <= (1 + SAME_LEVEL) * limit
+            and not self.noise
+            and self.trial is None
+            and (sent_at is None or sent_at >= self.cut_at)
+        )
 
     def clean(self, recent: Share) -> bool:
         """Whether no random refusals are known and none of the last ``CLEAN_SENDS`` or more
@@ -479,6 +509,7 @@ class Congestion:
             # The same congestion event; not once the cut's trial was judged unclear (the next
             # cut continues the row: its refusals were of sends made at the cut rate).
             return
+        over = chained is None and self._over_confirmed(None)
         self.trial = Trial(
             now,
             before.value,
@@ -508,7 +539,14 @@ class Congestion:
             # up, a saved burst held them back as it sped up), and to no more than BETA ** -1
             # of what was delivered.
             plateau = max(current, min(REFUSED_SHARE * refused_at, current / BETA))
-        self.trial.cut_from = current if chained is None else chained.cut_from
+        self.trial.refused_at = refused_at or self.rate or current
+        if over:
+            # The confirmed limit again: back to just below it, with no trial (two found it;
+            # a trial would hold BETA of it).
+            plateau = current = REFUSED_SHARE * self.confirmed
+            told, self.trial = True, None
+        else:
+            self.trial.cut_from = current if chained is None else chained.cut_from
         self._chain = self.trial
         self._new_level(plateau)
         self.cut_at = now
@@ -518,6 +556,8 @@ class Congestion:
         self.climb_s = None
         rate = max(MIN_RATE, current if told else current * BETA, plateau * BETA)
         self._set_rate(now, rate)
+        if self.trial is None:
+            return
         # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
         # would otherwise hold itself until sends the log no longer remembers were judged).
         self.trial.needed = min(
@@ -709,6 +749,7 @@ class Congestion:
         self.trial = None
         self._clamped = False
         if verdict == "noise":
+            self._limit_at = self.confirmed = 0.0
             self.noise = max(self.noise, after.value)
             self.rate = trial.rate_before
             self.pacer = None if self.rate is None else self._pacer(now, self.rate)
@@ -719,6 +760,9 @@ class Congestion:
         elif verdict == "rate":
             self.noise /= 2  # the share fell with the rate: less of it was random
             self._chain = None
+            at, last = trial.refused_at, self._limit_at
+            same = abs(at - last) <= SAME_LEVEL * last
+            self.confirmed, self._limit_at = (min(at, last) if same else 0.0), at
         if verdict != "noise":
             # The trial held the cut rate: the curve goes on from no further than where it
             # meets the rate cut from (a long trial at a low rate would otherwise end far up the
