@@ -24,6 +24,14 @@ come back at once; answers take longer). The two are then told apart by their pa
   In between, the next 429 cuts again; after ``DEEPEST`` cuts in a row a share that has still not
   fallen so far is random too, and every cut of the row is undone. A trial that finds a rate limit
   halves the noise share.
+- **What the server was measured to take**: a cut whose delivered rate was measured (sends
+  after its first refusal) and whose trial then found a rate limit sets a ceiling
+  (``_ceiling``). A trial held above it reads no random refusals ("unclear": a rate limit's
+  refusals keep their share there), and an unmeasured cut that would hold ``BETA`` of a rate
+  still above it goes to the ceiling instead: a 1/s bucket with a burst of 10 refilled its
+  burst during a trial, the next cut went from the 1.8/s that delivered, its trial at 1.26/s
+  was refused as often as before, and a 21 % random share was learned (14-18 % of 600 rows
+  refused; now 8-10 %).
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that, on
   with no end: the pacing never ends (it ended at 4x the cut rate, which a low
@@ -39,12 +47,12 @@ come back at once; answers take longer). The two are then told apart by their pa
   67 % of its rate.
 - **The limit confirmed**: two cuts in a row whose trials found a rate limit, their refusals
   beginning (``Trial.refused_at``) within ``SAME_LEVEL`` of each other, confirm it at the lower
-  (``confirmed``). Once the curve has climbed back past ``REFUSED_SHARE`` of it, to no more than
-  ``SAME_LEVEL`` above it (the limit may have risen), a refusal is a cut even where the share
-  is within ``NOISE_MARGIN``, and the cut goes back to ``REFUSED_SHARE`` of the confirmed
-  limit with no trial (a trial holds ``BETA`` of it: a 1/s bucket that takes one at a time went
-  at 83-86 % of its rate, now 95-97 %). Not while random refusals are known; a trial that finds
-  them forgets the limit.
+  (``confirmed``; no higher than the ceiling above over ``REFUSED_SHARE``). Once the curve has
+  climbed back past ``REFUSED_SHARE`` of it, to no more than ``SAME_LEVEL`` above it (the limit
+  may have risen), a refusal is a cut even where the share is within ``NOISE_MARGIN``, and the
+  cut goes back to ``REFUSED_SHARE`` of the confirmed limit with no trial (a trial holds
+  ``BETA`` of it: a 1/s bucket that takes one at a time went at 83-86 % of its rate, now 95-97
+  %). Not while random refusals are known; a trial that finds them forgets the limit.
   The window is held where it was clamped for as long, then grows by one slot
   per window of answers. A limit that refuses again at the same level is held twice as long
   each time (up to ``MAX_HOLD_S``): a stable limit is probed rarely.
@@ -231,6 +239,8 @@ class Trial:
     first_before: float = 0.0
     cut_from: float = 0.0  # the rate the first cut of the row was cut from
     refused_at: float = 0.0  # the rate its refusals began at
+    rate: float = 0.0  # the rate it holds
+    measured: float = 0.0  # what the server took since its first refusal (0: not measured)
 
     def verdict(self, after: Share) -> str | None:
         """Returns "rate" (the share fell to a quarter or less with the rate), "noise" (it stayed
@@ -307,6 +317,9 @@ class Congestion:
         self._limit_at = 0.0
         #: ...and the same, found by two such trials in a row at about the same rate (0: none).
         self.confirmed = 0.0
+        #: What the server took after its first refusal, measured at a cut whose trial then
+        #: found a rate limit (0: none): a trial held above it finds no random refusals.
+        self._ceiling = 0.0
         self._chain: Trial | None = None  # the first of the cuts in a row not yet judged
         self._clamped = False  # the window was clamped since the last verdict...
         self._window_before_clamp: int | None = None  # ...and was this before
@@ -539,6 +552,10 @@ class Congestion:
             # up, a saved burst held them back as it sped up), and to no more than BETA ** -1
             # of what was delivered.
             plateau = max(current, min(REFUSED_SHARE * refused_at, current / BETA))
+        if not measured and chained is None and 0 < self._ceiling < BETA * plateau:
+            # No higher than the server was measured to take (a saved burst refilled
+            # during the last trial made the unmeasured delivery look faster).
+            current = plateau = max(MIN_RATE, self._ceiling)
         self.trial.refused_at = refused_at or self.rate or current
         if over:
             # The confirmed limit again: back to just below it, with no trial (two found it;
@@ -558,6 +575,7 @@ class Congestion:
         self._set_rate(now, rate)
         if self.trial is None:
             return
+        self.trial.rate, self.trial.measured = rate, current if measured else 0.0
         # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
         # would otherwise hold itself until sends the log no longer remembers were judged).
         self.trial.needed = min(
@@ -746,6 +764,10 @@ class Congestion:
         verdict = None if trial is None else trial.verdict(after)
         if trial is None or verdict is None:
             return None
+        if verdict == "noise" and 0 < self._ceiling < trial.rate:
+            # Held above what the server was measured to take: a rate limit's refusals keep
+            # their share there too (a bucket's saved burst hid them before the cut).
+            verdict = "unclear"
         self.trial = None
         self._clamped = False
         if verdict == "noise":
@@ -760,9 +782,11 @@ class Congestion:
         elif verdict == "rate":
             self.noise /= 2  # the share fell with the rate: less of it was random
             self._chain = None
+            self._ceiling = trial.measured or self._ceiling
             at, last = trial.refused_at, self._limit_at
             same = abs(at - last) <= SAME_LEVEL * last
-            self.confirmed, self._limit_at = (min(at, last) if same else 0.0), at
+            ceiling = self._ceiling / REFUSED_SHARE if self._ceiling else math.inf
+            self.confirmed, self._limit_at = (min(at, last, ceiling) if same else 0.0), at
         if verdict != "noise":
             # The trial held the cut rate: the curve goes on from no further than where it
             # meets the rate cut from (a long trial at a low rate would otherwise end far up the

@@ -877,9 +877,75 @@ def test_a_bucket_that_takes_one_at_a_time_is_paced_near_its_rate(per_minute, st
     assert out.end <= within_s, dumps(out)
 
 
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+@pytest.mark.parametrize("latency_s", [0.3, 1.0])
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+def test_a_buckets_refusals_are_not_read_as_random_above_what_it_was_measured_to_take(
+    style, latency_s, refusal_s
+):
+    # A 1/s token bucket with a burst of 10, 429s that name nothing, 600 rows. The first cut
+    # measured what it took after its first refusal (0.96/s) and its trial found a rate limit.
+    # A later cut climbed back while the burst refilled and went from what was delivered then
+    # (1.8/s, unmeasured): its trial at 1.26/s, still above the bucket's rate, was refused as
+    # often as before the cut and read the refusals as random (a 21 % share learned), so the
+    # rate went back up and 14-18 % of the run was refused. A trial held above what the server
+    # was measured to take reads no random refusals (and such a cut goes no higher than
+    # that): 8-10 %, none read as random.
+    out = run(
+        Shape("bucket", per_minute=60, burst=10),
+        rows=600,
+        style=style,
+        latency_s=latency_s,
+        refusal_s=refusal_s,
+    )
+    assert out.ok == 600 and not out.lost, dumps(out)
+    assert out.limiter.congestion.noise == 0.0, dumps(out)
+    assert "; 0 read as random)" in (out.limiter.bound_by() or ""), dumps(out)
+    assert out.refused_share <= 0.10, dumps(out)
+    assert out.gateway.refused(60.0) <= 0.08 * out.gateway.sent(60.0), dumps(out)
+
+
+def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
+    # Congestion alone. First, a measured cut (the server took 1.0/s after its first refusal)
+    # whose trial found a rate limit.
+    kwargs = {"limiter_window": 100, "growing_before": False}
+
+    def measured_first() -> Congestion:
+        congestion = Congestion()
+        congestion._set_rate(10.0, 2.5)
+        congestion.cut(10.0, 1.0, 1, Share(20, 12), told=False, measured=True, **kwargs)
+        assert congestion.judge(40.0, Share(14, 0)) == "rate"
+        return congestion
+
+    # An unmeasured cut from 1.8/s delivered (the burst refilled during the trial) goes no
+    # higher than what was measured, when BETA of it would be above that.
+    congestion = measured_first()
+    congestion._set_rate(50.0, 3.0)
+    congestion.cut(50.0, 1.8, 1, Share(60, 13), told=False, **kwargs)
+    assert congestion.w_max == pytest.approx(1.0)
+    assert congestion.rate == pytest.approx(BETA * 1.0)
+    # A cut the server told when it has room holds what it delivered, 1.3/s: above what was
+    # measured, a share that stayed the same reads "unclear" (the next cut goes deeper), not
+    # random refusals.
+    congestion = measured_first()
+    congestion._set_rate(50.0, 1.8)
+    congestion.cut(50.0, 1.3, 1, Share(60, 13), told=True, **kwargs)
+    assert congestion.rate == pytest.approx(1.3)
+    assert congestion.judge(70.0, Share(40, 9)) == "unclear"
+    assert congestion.noise == 0.0
+    # Held at or below it, the same share is random refusals.
+    congestion = measured_first()
+    congestion._set_rate(50.0, 1.8)
+    congestion.cut(50.0, 0.9, 1, Share(60, 13), told=True, **kwargs)
+    assert congestion.rate == pytest.approx(0.9)
+    assert congestion.judge(70.0, Share(40, 9)) == "noise"
+    assert congestion.noise == pytest.approx(9 / 40)
+
+
 def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no_trial():
     # Congestion alone. Two cuts whose refusals began at 1.05/s and 1.02/s (within SAME_LEVEL),
     # each found a rate limit by its trial: the limit is confirmed at the lower, 1.02/s.
+    kwargs = {"limiter_window": 100, "growing_before": False}
     congestion = Congestion()
     now = 0.0
     for refused_at in (1.05, 1.02):
@@ -897,7 +963,7 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
     congestion._set_rate(now, 1.0)
     one = Share(50, 1)
     assert congestion.refused(now, now, one, 1, None) == "cut"
-    congestion.cut(now, 0.9, 1, one, told=False, limiter_window=100, growing_before=False)
+    congestion.cut(now, 0.9, 1, one, told=False, **kwargs)
     assert congestion.trial is None
     assert congestion.rate == pytest.approx(REFUSED_SHARE * 1.02)
     assert congestion.w_max == pytest.approx(REFUSED_SHARE * 1.02)
@@ -908,6 +974,20 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
         congestion._set_rate(now, rate)
         congestion.noise = noise
         assert congestion.refused(now, now, one, 1, None) == "noise"
+    # What a measured cut found the server taking caps it: a 1/s bucket's burst hid its
+    # refusals until 1.3/s and 1.25/s, and the limit is confirmed at 1.0 / REFUSED_SHARE.
+    congestion = Congestion()
+    congestion._set_rate(0.0, 2.5)
+    congestion.cut(0.0, 1.0, 1, Share(20, 12), told=False, measured=True, **kwargs)
+    assert congestion.judge(30.0, Share(14, 0)) == "rate"
+    now = 30.0
+    for refused_at in (1.3, 1.25):
+        now += 60.0
+        congestion._set_rate(now, refused_at)
+        congestion._refused_rate = refused_at
+        congestion.cut(now, 1.0, 1, Share(50, 5), told=False, measured=True, **kwargs)
+        assert congestion.judge(now + 30.0, Share(40, 0)) == "rate"
+    assert congestion.confirmed == pytest.approx(1.0 / REFUSED_SHARE)
 
 
 @settings(max_examples=8, deadline=None)
