@@ -26,12 +26,16 @@ come back at once; answers take longer). The two are then told apart by their pa
   halves the noise share.
 - **What the server was measured to take**: a cut whose delivered rate was measured (sends
   after its first refusal) and whose trial then found a rate limit sets a ceiling
-  (``_ceiling``). A trial held above it reads no random refusals ("unclear": a rate limit's
-  refusals keep their share there), and an unmeasured cut that would hold ``BETA`` of a rate
-  still above it goes to the ceiling instead: a 1/s bucket with a burst of 10 refilled its
-  burst during a trial, the next cut went from the 1.8/s that delivered, its trial at 1.26/s
-  was refused as often as before, and a 21 % random share was learned (14-18 % of 600 rows
-  refused; now 8-10 %).
+  (``_ceiling``). An unmeasured cut that would hold ``BETA`` of a rate still above it goes to
+  the ceiling instead: a 1/s bucket with a burst of 10 refilled its burst during a trial, the
+  next cut went from the 1.8/s that delivered, its trial at 1.26/s was refused as often as
+  before, and a 21 % random share was learned (14-18 % of 600 rows refused; now 8-10 %). A
+  trial held well above the ceiling or what its own cut measured (``HELD_SHARE`` of its rate
+  above it), where the server still took ``HELD_SHARE`` of that or more, reads no random
+  refusals ("unclear": a rate limit's refusals keep their share above it, while random ones
+  take a share of the lower rate): a 1/s bucket with 100 saved and 8 s answers learned a 25 %
+  share from a third cut's trial at 1.37/s where 0.91/s was measured (113-420 of 600 rows'
+  requests refused; now 60-72).
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that, on
   with no end: the pacing never ends (it ended at 4x the cut rate, which a low
@@ -127,6 +131,9 @@ from dataclasses import dataclass
 from .pacing import Pacer, Share
 
 BETA = 0.7  # multiplicative decrease (botocore's adaptive mode)
+#: A trial above what the server was measured to take, and taken this share of that or more,
+#: was held by a rate limit (random refusals would take a share of BETA of it).
+HELD_SHARE = math.sqrt(BETA)
 #: After a cut the curve climbs back to this share of the rate the first 429 since the last cut
 #: came at, when that is above what the server delivered (``Congestion.cut``).
 REFUSED_SHARE = 0.95
@@ -537,6 +544,7 @@ class Congestion:
         )
         current = max(MIN_RATE, min(self.rate or math.inf, delivered))
         plateau = current
+        self.trial.measured = current if measured else 0.0
         refused_at = self._refused_rate
         self._refused_rate = None
         if chained is not None:
@@ -575,7 +583,7 @@ class Congestion:
         self._set_rate(now, rate)
         if self.trial is None:
             return
-        self.trial.rate, self.trial.measured = rate, current if measured else 0.0
+        self.trial.rate = rate
         # A trial ends: no more sends than the cut rate makes in ``TRIAL_MAX_S`` (a low rate
         # would otherwise hold itself until sends the log no longer remembers were judged).
         self.trial.needed = min(
@@ -764,9 +772,7 @@ class Congestion:
         verdict = None if trial is None else trial.verdict(after)
         if trial is None or verdict is None:
             return None
-        if verdict == "noise" and 0 < self._ceiling < trial.rate:
-            # Held above what the server was measured to take: a rate limit's refusals keep
-            # their share there too (a bucket's saved burst hid them before the cut).
+        if verdict == "noise" and self._held_at_ceiling(trial, after):
             verdict = "unclear"
         self.trial = None
         self._clamped = False
@@ -793,6 +799,17 @@ class Congestion:
             # curve, far past the limit at once).
             self.cut_at = max(self.cut_at, now - self.hold_s())
         return verdict
+
+    def _held_at_ceiling(self, trial: Trial, after: Share) -> bool:
+        """Whether ``trial`` held a rate well above what the server was measured to take (at
+        its cut, or at one whose trial found a rate limit; ``HELD_SHARE`` of the trial's rate
+        above it) and the server still took about as much (``HELD_SHARE`` of it or more): a
+        rate limit's refusals keep their share above it (a bucket's saved burst hid them
+        before the cut), while random refusals take a share of the lower rate."""
+        ceilings = [c for c in (self._ceiling, trial.measured) if c > 0]
+        if not ceilings or HELD_SHARE * trial.rate <= min(ceilings):
+            return False
+        return trial.rate * (1 - after.value) >= HELD_SHARE * min(ceilings)
 
     def _set_rate(self, now: float, rate: float) -> None:
         self.rate = rate

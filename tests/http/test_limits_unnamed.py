@@ -905,6 +905,50 @@ def test_a_buckets_refusals_are_not_read_as_random_above_what_it_was_measured_to
     assert out.gateway.refused(60.0) <= 0.08 * out.gateway.sent(60.0), dumps(out)
 
 
+@pytest.mark.parametrize("style", ["bare", "retry-after"])
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01])
+def test_a_buckets_burst_held_in_flight_is_not_read_as_random_refusals(style, refusal_s):
+    # A 1/s token bucket with 100 saved, 429s that name nothing, 8 s answers, 600 rows: the
+    # burst goes at once and the bucket then refuses. The first two cuts' trials were
+    # unclear, and the third, at 1.37/s after the server was measured taking 0.91/s, was
+    # refused as often as before it (the DEEPEST rule: random). A 25 % random share was
+    # learned, the rate went back up, and 113-420 of the run's 713-1,020 requests were
+    # refused. Held well above what its cut measured the server taking, and taken about as
+    # much still, a trial is a rate limit's: 60-72 refused, none read as random.
+    out = run(
+        Shape("bucket", per_minute=60, burst=100),
+        rows=600,
+        style=style,
+        latency_s=8.0,
+        refusal_s=refusal_s,
+    )
+    assert out.ok == 600 and not out.lost, dumps(out)
+    assert out.limiter.congestion.noise == 0.0, dumps(out)
+    assert out.refused_share <= 0.12, dumps(out)
+
+
+def test_a_trial_held_well_above_its_cuts_measured_rate_and_taken_as_much_is_a_rate_limit():
+    # Congestion alone: a trial whose refusals kept their share (random, by the share alone).
+    congestion = Congestion()
+
+    def judged(rate: float, measured: float, after: Share) -> str | None:
+        congestion.trial = Trial(0.0, after.value, 20, None, None, 100, False, rate=rate)
+        congestion.trial.measured = measured
+        congestion.noise = 0.0
+        return congestion.judge(30.0, after)
+
+    # 1.37/s held where the cut measured 0.91/s taken: 75 % of 1.37 is still 1.03/s taken.
+    assert judged(1.37, 0.91, Share(20, 5)) == "unclear"
+    assert congestion.noise == 0.0
+    # Not well above it (HELD_SHARE of the trial's rate is below it): random refusals.
+    assert judged(1.0, 0.91, Share(20, 5)) == "noise"
+    # Well above, but the server took half of it, not what it took before: random.
+    assert judged(1.37, 0.91, Share(20, 10)) == "noise"
+    assert congestion.noise == pytest.approx(0.5)
+    # Not measured at all: by the share alone, as before.
+    assert judged(1.37, 0.0, Share(20, 5)) == "noise"
+
+
 def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
     # Congestion alone. First, a measured cut (the server took 1.0/s after its first refusal)
     # whose trial found a rate limit.
