@@ -92,9 +92,11 @@ come back at once; answers take longer). The two are then told apart by their pa
   ``PROBE_GROWTH`` times longer per refused probe (up to ``PROBE_MAX_S``).
   After the pause one request goes alone as a probe; the others wait until it is refused or
   judged accepted. The probe goes even when the window the stall clamped is full of ours (one
-  past it, until ``limiter.PAST_PROBES`` were refused there; the first as a usual length ends):
-  held back until an answer of ours freed a slot, a window shorter than the answers read as a
-  concurrency limit (a fixed 5 per 1 s with 20 s answers: 300 rows in 457 s, now 88 s).
+  past it, until ``limiter.PAST_PROBES`` were refused there, or one as each usual length ends
+  when the stall took ``shown.MIN_COUNT`` or more and said nothing of when it has room; the
+  first as a usual length ends): held back until an answer of ours freed a slot, a window
+  shorter than the answers read as a concurrency limit (a fixed 5 per 1 s with 20 s answers:
+  300 rows in 457 s, now 88 s; 10 per 10 s with 90 s answers: 1,640 s, now 385 s).
   Accepted past the clamp, before any answer, one more goes past it at once, and the clamp is
   undone if that is taken too (refused, the room was a bucket's refilled token); refused there,
   the next goes when an answer frees a slot, and one accepted then reads as the concurrency

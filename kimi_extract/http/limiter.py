@@ -126,7 +126,9 @@ FULL_SLOTS, OCCUPIED_S = 0.98, 2.0
 WARY_DROP = 2
 #: A stall's probes go past the window it clamped (full of ours, none answered) until this
 #: many of them were refused there: a window shorter than the answers is found as one of the
-#: usual lengths (1, 2, 5 s) ends; a concurrency limit then waits for an answer of ours.
+#: usual lengths (1, 2, 5 s) ends; a concurrency limit then waits for an answer of ours (when
+#: the stall took enough to show a window and nothing said when the server has room, they go
+#: on as the longer lengths end: ``Limiter._past_probes``).
 PAST_PROBES = 3
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
@@ -205,6 +207,7 @@ class Limiter:
         self._freed_late = False
         self._deferred = False  # (the stall's first probe waited for a usual length's end)
         self._past_refused = 0  # probes of the stall refused past its clamp
+        self._told = False  # (the stall's first refusal said when the server has room)
         #: A probe was taken past the clamp: one more may go past it (this many in flight,
         #: 0: none), and went (send).
         self._confirm_slots = 0
@@ -586,7 +589,7 @@ class Limiter:
             self._freed_after = soonest if full_now and not told else None
             self._freed_late = False
             if not was_probing and congestion.stalls == 1:
-                self._deferred = told  # (the server's wait, or a window's: not deferred)
+                self._deferred = self._told = told  # (the server's wait, or a window's)
                 self._past_refused = self._confirm_slots = 0
             elif was_probing and self._probes_past[1]:
                 self._past_refused += 1
@@ -967,10 +970,22 @@ class Limiter:
             congestion.stalls
             and not congestion.probing
             and congestion.window is not None
-            and self._past_refused < PAST_PROBES
+            and self._past_refused < self._past_probes()
         ):
             return min(self.max_concurrency, slots + 1)
         return slots
+
+    def _past_probes(self) -> int:
+        """How many of a stall's probes may be refused past the window it clamped before the
+        next waits for an answer of ours: ``PAST_PROBES``; one for each of the usual lengths
+        when the stall took enough of ours to show a window (``MIN_COUNT``) and nothing said
+        when the server has room, so that a window of 10 s or more whose answers outlast it is
+        found as it ends too (a concurrency limit pays one refusal more for each length that
+        ends before its first answer)."""
+        taken = self.stall.taken
+        if taken is not None and taken.count >= MIN_COUNT and not self._told:
+            return len(WINDOW_LENGTHS_S)
+        return PAST_PROBES
 
     def _first_probe_past(self, now: float) -> bool:
         """Whether the stall's first probe is due now, and would go past the window the stall

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from kimi_extract.http.congestion import PROBE_AFTER_S
 from kimi_extract.http.limiter import PAST_PROBES
 from kimi_extract.http.pacing import SendLog
 from kimi_extract.http.shown import (
@@ -646,13 +647,47 @@ def test_a_window_shorter_than_the_answers_is_not_read_as_a_concurrency_limit(
     assert out.refused_share <= 0.06, dumps(out)
 
 
+@settings(max_examples=12, deadline=None)
+@given(
+    kind=st.sampled_from(["fixed", "sliding"]),
+    length=st.sampled_from([10.0, 30.0, 60.0]),
+    count=st.sampled_from([5, 10, 20]),
+    times=st.sampled_from([1.5, 3.0, 5.0]),
+)
+def test_a_window_of_ten_seconds_or_more_shorter_than_the_answers_is_found_as_it_ends(
+    kind, length, count, times
+):
+    # A window of 10, 30 or 60 s holding 5-20, answers 1.5-5x longer, bare 429s. The stall's
+    # probes went past its clamp as 1, 2 and 5 s ended, were refused, and the next waited for
+    # an answer of ours: the run read as a concurrency limit (a fixed 10 per 10 s with 90 s
+    # answers: 300 rows in 1,640 s, the soonest 380 s; 5 per 30 s with 150 s answers 7,650 s
+    # against 1,920 s). When the stall took enough of ours to show a window and said nothing
+    # of when it has room, a probe goes past the clamp as each usual length ends, until an
+    # answer comes: 385 s and 1,941 s.
+    rows, latency = 300, length * times
+    assume(count * latency / length <= 50)  # (100 workers: the window binds)
+    out = run(
+        Shape(kind, per_minute=count * 60 / length, window_s=length),
+        rows=rows,
+        style="bare",
+        latency_s=latency,
+    )
+    assert out.ok == rows and not out.lost, dumps(out)
+    assert "concurrency" not in (out.limiter.bound_by() or ""), dumps(out)
+    soonest = (math.ceil(rows / count) - 1) * length + latency
+    assert out.end <= 1.05 * soonest, (soonest, dumps(out))
+    assert out.refused_share <= 0.05, dumps(out)
+
+
 @pytest.mark.parametrize("style", ["bare", "retry-after"])
 @pytest.mark.parametrize("concurrency", [5, 10, 25])
 def test_a_concurrency_limit_with_long_answers_costs_the_probes_past_its_clamp(concurrency, style):
     # 20 s answers behind a concurrency limit: the stall's probes past the clamp are refused
-    # (the server holds none of ours fewer), PAST_PROBES of them, and then the first answer of
-    # ours frees a slot and the next probe goes at once, as one held back for a slot did; the
-    # run is read as the concurrency limit, and ends as soon as before.
+    # (the server holds none of ours fewer), and then the first answer of ours frees a slot
+    # and the next probe goes at once, as one held back for a slot did; the run is read as the
+    # concurrency limit, and ends as soon as before. With bare 429s a probe goes as each usual
+    # length ends before the answers (one more as 10 s ends: a longer window whose answers
+    # outlast it is found so); with a stated wait, PAST_PROBES of them.
     rows, latency = 300, 20.0
     out = run(
         Shape("concurrency", concurrency=concurrency), rows=rows, style=style, latency_s=latency
@@ -662,7 +697,12 @@ def test_a_concurrency_limit_with_long_answers_costs_the_probes_past_its_clamp(c
     attempts = out.gateway.attempts
     stall = min(a.at for a in attempts if a.refused)
     probes = [a for a in attempts if stall + 0.3 < a.at < latency]
-    assert len(probes) == PAST_PROBES and all(a.refused for a in probes), dumps(out)
+    assert all(a.refused for a in probes), dumps(out)
+    if style == "bare":  # (one of them as 10 s ends, from the first accepted send)
+        assert len(probes) > PAST_PROBES, dumps(out)
+        assert max(a.at for a in probes) >= 10.0 + PROBE_AFTER_S, dumps(out)
+    else:
+        assert len(probes) == PAST_PROBES, dumps(out)
     restarted = min(t for t in out.gateway.accepted_times() if t > 1.0)
     assert latency <= restarted <= latency + 0.1, (restarted, dumps(out))
     assert out.end <= 1.09 * math.ceil(rows / concurrency) * latency, dumps(out)
