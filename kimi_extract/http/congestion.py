@@ -438,7 +438,7 @@ class Congestion:
             and close >= AGAIN_REFUSED
         ):
             return "again"  # refused again soon at the rate restarted at: the limit found again
-        if self._over_confirmed(sent_at):
+        if self._over_confirmed(sent_at) and not slots_full:
             return "cut"  # climbed back to a rate limit two trials found: the limit again
         if self.explained(recent):
             self.random_refusals += self.noise > 0

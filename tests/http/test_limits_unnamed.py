@@ -1006,6 +1006,8 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
     now += 60.0
     congestion._set_rate(now, 1.0)
     one = Share(50, 1)
+    # (not while a named concurrency holds its slots full: no rate signal)
+    assert congestion.refused(now, now, one, 1, None, slots_full=True) == "noise"
     assert congestion.refused(now, now, one, 1, None) == "cut"
     congestion.cut(now, 0.9, 1, one, told=False, **kwargs)
     assert congestion.trial is None
