@@ -566,13 +566,13 @@ class Congestion:
             # No higher than the server was measured to take (a saved burst refilled
             # during the last trial made the unmeasured delivery look faster).
             current = plateau = max(MIN_RATE, self._ceiling)
-        self.trial.refused_at = refused_at or self.rate or current
         if over:
             # The confirmed limit again: back to just below it, with no trial (two found it;
             # a trial would hold BETA of it).
             plateau = current = REFUSED_SHARE * self.confirmed
             told, self.trial = True, None
         else:
+            self.trial.refused_at = refused_at or self.rate or current
             self.trial.cut_from = current if chained is None else chained.cut_from
         self._chain = self.trial
         self._new_level(plateau)
