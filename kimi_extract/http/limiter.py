@@ -518,6 +518,7 @@ class Limiter:
         in_shown = self._shown() is not None
         wary = permit is not None and self._wary_send is permit.send
         was_probing = congestion.probing
+        clean = False
         if verdict is None:
             streak, later = self.log.refused_run(permit.send) if permit is not None else (1, 0)
             # No refusal before this run of them (those sent after it may have come back first).
@@ -541,7 +542,7 @@ class Limiter:
         if verdict != "noise" or learned:
             self.opening.stop(self.max_concurrency)
         elif permit is not None:
-            self.opening.hold(now + 2 * congestion.refusal_rtt)
+            self.opening.hold(now, sent_at, congestion.refusal_rtt, streak=clean)
         if verdict == "leftover" and retry_after is not None:
             # Kimi rounds its wait up to whole seconds, so "1 seconds" means "within a second":
             # everyone else waits only a moment before trying again.

@@ -17,14 +17,24 @@ import re
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import kimi_extract as kx
-from kimi_extract.http.limiter import LEFTOVER_WAIT_S, PACING_SHARE, Limiter, limits_in_message
+from kimi_extract.http.congestion import CLEAN_STALL_STREAK
+from kimi_extract.http.limiter import (
+    LEFTOVER_WAIT_S,
+    PACING_SHARE,
+    PAST_PROBES,
+    Limiter,
+    limits_in_message,
+)
 from kimi_extract.http.opening import (
     GROWTH_DOUBLING_S,
     OPENING_BURST,
     OPENING_RATE,
     SEEN_STEP_S,
+    STREAK_S,
 )
 
 from .virtual_gateway import Shape, VirtualTime, dumps, longest_gap, run
@@ -203,6 +213,41 @@ def test_a_server_a_round_trip_away_gets_no_burst_when_the_first_answer_comes(
     assert out.ok == 200, (name, dumps(out))
     assert out.gateway.refused() <= most, (name, dumps(out))
     assert out.end <= 38.0, (name, dumps(out))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    kind=st.sampled_from(["fixed", "sliding"]),
+    count=st.integers(12, 100),
+    refusal_s=st.sampled_from([0.0, 0.005, 0.01, 0.02, 0.03]),
+    after=st.floats(0.0, STREAK_S),
+)
+def test_the_first_answers_let_no_burst_into_a_window_that_has_just_refused(
+    kind, count, refusal_s, after
+):
+    # A window of ``count`` per 10 s, bare 429s taking ``refusal_s`` to come back (and each new
+    # connection reporting that round trip). The opening's send past the window goes at
+    # (count - 7) / 50 s; the first answers come just after its 429 (within a streak's time).
+    # That refusal was not yet read as a limit (a few may be random), its hold was twice the
+    # 429's round trip, and the first answer ended the pacing: the slow start sent 10-37 more
+    # into the full window (up to 44 refused in its first 10 s, against 7-9 when the answers
+    # came later). Now a refusal with none before its run of them holds the pacing, and the
+    # slow start's growth, until the paced sends after it have made the streak that reads as
+    # a stall, or one of them is accepted.
+    first_refused_at = (count - 7) / OPENING_RATE
+    latency = first_refused_at + refusal_s + after
+    out = run(
+        Shape(kind, per_minute=6 * count, window_s=10),
+        rows=2 * count,
+        style="bare",
+        latency_s=latency,
+        refusal_s=refusal_s,
+        connect_s=refusal_s,
+    )
+    assert out.ok == 2 * count and not out.lost, dumps(out)
+    # The streak, the sends made while its 429s came back, and the stall's probes.
+    most = CLEAN_STALL_STREAK + math.ceil(2 * refusal_s * OPENING_RATE) + PAST_PROBES + 1
+    assert out.gateway.refused(until=9.9) <= most, (latency, dumps(out))
 
 
 async def test_growth_counts_only_the_time_in_which_a_429_could_have_been_seen():

@@ -578,15 +578,36 @@ def test_the_first_answer_does_not_end_the_openings_pacing_while_its_refusals_ar
 
 
 def test_an_answer_ends_the_openings_pacing_only_once_its_hold_is_over():
-    from kimi_extract.http.opening import Opening
+    from kimi_extract.http.opening import STREAK_S, Opening
 
     opening = Opening(100, adaptive=True, now=0.0)
-    opening.hold(1.25)  # a refusal before any answer
+    # A refusal before any answer, its 429 0.15 s late: held till twice that.
+    opening.hold(0.95, 0.8, 0.15, streak=False)
     opening.answered(50, 100, 1.0)
     assert opening.pacing
-    opening.hold(2.0)  # after an answer a refusal holds it no longer
+    opening.hold(1.1, 1.05, 0.45, streak=False)  # after an answer, a scattered one holds nothing
     opening.answered(50, 100, 1.25)
     assert not opening.pacing and opening.window == 52  # (in flight, one more, and this answer)
+
+    # A refusal with none before its run of them holds the pacing for a streak past its 429s,
+    streak = Opening(100, adaptive=True, now=0.0)
+    streak.rtt = 0.2
+    streak.answered(50, 100, 1.0)  # (held till 1.2)
+    streak.hold(1.19, 1.18, 0.01, streak=True)
+    streak.answered(50, 100, 1.2)
+    assert streak.pacing
+    streak.answered(50, 100, 1.21 + STREAK_S)
+    assert not streak.pacing and streak.window == 52
+    # ...and the slow start's growth, once it has begun.
+    streak.hold(1.3, 1.29, 0.01, streak=True)
+    streak.answered(50, 100, 1.31)
+    assert streak.window == 52
+    streak.answered(50, 100, 1.32 + STREAK_S)
+    assert streak.window == 53
+    # Sends made after the first answer's hold and a streak more hold nothing.
+    streak.hold(1.5, 1.0 + 2 * 0.2 + STREAK_S, 0.01, streak=True)
+    streak.answered(50, 100, 1.51)
+    assert streak.window == 54
 
 
 @settings(max_examples=300, deadline=None)
