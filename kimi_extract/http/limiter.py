@@ -134,6 +134,18 @@ PAST_PROBES = 3
 RTT_SAMPLES = 16
 
 
+def shortest_length(length: float) -> float:
+    """The shortest a window a stall read as ``length`` can be (unless a probe found its
+    length: ``Limit.trails``). Its probe went ``PROBE_AFTER_S`` after a usual length ended
+    (``WINDOW_LENGTHS_S``), or later still when the loop was busy or it waited for a slot (up
+    to ``PROBE_ON_TIME_S``, on time): the window is that usual length. Counted over the length
+    read, a scan after a drop on the real clock counted sends the server's 10 s window no
+    longer held (the probe went 6 ms late, 10.056 s from the first) and read one more than it
+    holds. Else the length was read to within ``PROBE_AFTER_S``."""
+    usual = [w for w in WINDOW_LENGTHS_S if w <= length <= w + PROBE_AFTER_S + PROBE_ON_TIME_S]
+    return usual[-1] if usual else length - PROBE_AFTER_S
+
+
 class OuterGate(Protocol):
     """A limit shared beyond one run; ``acquire`` returns a handle given back to ``release``."""
 
@@ -832,8 +844,7 @@ class Limiter:
     def _scan_count(self, scan: Send, limit: Limit) -> int:
         """What the window held of ours with ``scan`` in it (if accepted): the sends accepted
         up to and including it in the log, over the shortest length the window can have."""
-        # (read to within PROBE_AFTER_S, unless a probe found the length: ``Limit.trails``)
-        length = limit.window_s - (0.0 if limit.how == "probe" else PROBE_AFTER_S)
+        length = limit.window_s if limit.how == "probe" else shortest_length(limit.window_s)
         return held(self.log, scan.sent_at, length, through=scan)
 
     def _shown(self) -> Shown | None:

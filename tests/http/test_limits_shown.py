@@ -18,7 +18,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kimi_extract.http.congestion import PROBE_AFTER_S
-from kimi_extract.http.limiter import PAST_PROBES
+from kimi_extract.http.limiter import PAST_PROBES, PROBE_ON_TIME_S, Limiter, shortest_length
 from kimi_extract.http.pacing import SendLog
 from kimi_extract.http.shown import (
     LEAVE_PROBES,
@@ -224,6 +224,30 @@ def test_the_scan_holds_when_429s_come_back_out_of_order(style):
         count, _ = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
         assert int(count) == 25, (seed, dumps(out))
         assert out.end <= 42.85, (seed, dumps(out))
+
+
+def test_a_scan_counts_over_the_usual_length_its_late_probe_read_longer():
+    # The halving cell on the real clock (the matrix's gateway server, our client alone): the
+    # opening's stall probe went 6 ms late and read the window as 10.056 s. After the drop the
+    # scan counted what the window held of ours over that length less PROBE_AFTER_S (10.006 s),
+    # while sends of the round before were still leaving it: two of its sends, judged after its
+    # refusal, counted one the server's 10 s no longer held, and read the window as 26. The
+    # send that let go was refused, and five more before a stall: 16 of 216 refused in 4 of 32
+    # runs (10 or 11 in the others; in 16 runs since, 10 or 11). A probe that went up to
+    # PROBE_ON_TIME_S after a usual length ended (and PROBE_AFTER_S) read that usual length.
+    assert shortest_length(10.056) == 10.0
+    assert shortest_length(10.0 + PROBE_AFTER_S + PROBE_ON_TIME_S) == 10.0
+    assert shortest_length(10.31) == pytest.approx(10.31 - PROBE_AFTER_S)
+    assert shortest_length(30.2) == 30.0
+    assert shortest_length(7.3) == pytest.approx(7.3 - PROBE_AFTER_S)
+    limiter = Limiter(concurrency=100)
+    for at in (21.03, 21.05, 21.072):  # the round before, leaving the window
+        limiter.log.add(at, 1.0)
+    scan = [limiter.log.add(30.70 + 0.017 * i, 1.0) for i in range(23)]
+    limit = limiter.limits["rpm"]
+    limit.source, limit.window_s, limit.how = "shown", 10.056, "stall"
+    # 31.074 s: the 23 since 30.70 s; 21.072 s is 10.002 s before it (the server's 10 s: gone).
+    assert limiter._scan_count(scan[-1], limit) == 23
 
 
 @pytest.mark.parametrize("refusal_s", [0.0, 0.01])
