@@ -15,7 +15,7 @@ first answers would otherwise let a burst out into a window already full. A refu
 other before its run of them (a window that has just filled refuses every send after its first
 refusal; random refusals scatter) holds the pacing, and the slow start's growth if it has begun,
 until the paced sends after it have made the streak that reads as a limit (``STREAK_S``): with
-the first answers just after such a refusal's 429, the slow start sent 10-37 more into the full
+the first answers just after such a refusal's 429, the slow start sent up to 37 more into the full
 window. (Releasing the hold once a send after the refusal was judged accepted changed nothing
 measured: a send is judged no sooner than that.)
 

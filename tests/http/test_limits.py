@@ -229,11 +229,11 @@ def test_the_first_answers_let_no_burst_into_a_window_that_has_just_refused(
     # connection reporting that round trip). The opening's send past the window goes at
     # (count - 7) / 50 s; the first answers come just after its 429 (within a streak's time).
     # That refusal was not yet read as a limit (a few may be random), its hold was twice the
-    # 429's round trip, and the first answer ended the pacing: the slow start sent 10-37 more
+    # 429's round trip, and the first answer ended the pacing: the slow start sent up to 37 more
     # into the full window (up to 44 refused in its first 10 s, against 7-9 when the answers
     # came later). Now a refusal with none before its run of them holds the pacing, and the
     # slow start's growth, until the paced sends after it have made the streak that reads as
-    # a stall, or one of them is accepted.
+    # a stall.
     first_refused_at = (count - 7) / OPENING_RATE
     latency = first_refused_at + refusal_s + after
     out = run(
