@@ -91,6 +91,7 @@ from .shown import (
     Stall,
     held,
     probed_length,
+    shortest_length,
 )
 
 logger = logging.getLogger("kimi_extract")
@@ -132,18 +133,6 @@ WARY_DROP = 2
 PAST_PROBES = 3
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
-
-
-def shortest_length(length: float) -> float:
-    """The shortest a window a stall read as ``length`` can be (unless a probe found its
-    length: ``Limit.trails``). Its probe went ``PROBE_AFTER_S`` after a usual length ended
-    (``WINDOW_LENGTHS_S``), or later still when the loop was busy or it waited for a slot (up
-    to ``PROBE_ON_TIME_S``, on time): the window is that usual length. Counted over the length
-    read, a scan after a drop on the real clock counted sends the server's 10 s window no
-    longer held (the probe went 6 ms late, 10.056 s from the first) and read one more than it
-    holds. Else the length was read to within ``PROBE_AFTER_S``."""
-    usual = [w for w in WINDOW_LENGTHS_S if w <= length <= w + PROBE_AFTER_S + PROBE_ON_TIME_S]
-    return usual[-1] if usual else length - PROBE_AFTER_S
 
 
 class OuterGate(Protocol):

@@ -195,6 +195,18 @@ def probed_length(at: float, start: float, lengths: tuple[float, ...]) -> float 
     return None
 
 
+def shortest_length(length: float) -> float:
+    """The shortest a window a stall read as ``length`` can be (unless a probe found its
+    length: ``Limit.trails``). Its probe went ``PROBE_AFTER_S`` after a usual length ended
+    (``WINDOW_LENGTHS_S``), or later still when the loop was busy or it waited for a slot (up
+    to ``PROBE_MIN_S``, as ``probed_length`` allows): the window is that usual length. Counted
+    over the length read, a scan after a drop on the real clock counted sends the server's 10 s
+    window no longer held (the probe went 6 ms late, 10.056 s from the first) and read one more
+    than it holds. Else the length was read to within ``PROBE_AFTER_S``."""
+    usual = [w for w in WINDOW_LENGTHS_S if w <= length <= w + PROBE_AFTER_S + PROBE_MIN_S]
+    return usual[-1] if usual else length - PROBE_AFTER_S
+
+
 def _left_length(taken: StallStart, probe: float) -> float | None:
     """The usual window length at whose end from the last send the server took before a stall
     (``congestion.left_ends``) the stall's ``probe`` went; None: it went at no such end."""

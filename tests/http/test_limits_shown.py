@@ -17,8 +17,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.http.congestion import PROBE_AFTER_S
-from kimi_extract.http.limiter import PAST_PROBES, PROBE_ON_TIME_S, Limiter, shortest_length
+from kimi_extract.http.congestion import PROBE_AFTER_S, PROBE_MIN_S
+from kimi_extract.http.limiter import PAST_PROBES, Limiter
 from kimi_extract.http.pacing import SendLog
 from kimi_extract.http.shown import (
     LEAVE_PROBES,
@@ -27,6 +27,7 @@ from kimi_extract.http.shown import (
     Stall,
     StallStart,
     held,
+    shortest_length,
     taken_before,
 )
 
@@ -234,9 +235,9 @@ def test_a_scan_counts_over_the_usual_length_its_late_probe_read_longer():
     # refusal, counted one the server's 10 s no longer held, and read the window as 26. The
     # send that let go was refused, and five more before a stall: 16 of 216 refused in 4 of 32
     # runs (10 or 11 in the others; in 16 runs since, 10 or 11). A probe that went up to
-    # PROBE_ON_TIME_S after a usual length ended (and PROBE_AFTER_S) read that usual length.
+    # PROBE_MIN_S after a usual length ended (and PROBE_AFTER_S) read that usual length.
     assert shortest_length(10.056) == 10.0
-    assert shortest_length(10.0 + PROBE_AFTER_S + PROBE_ON_TIME_S) == 10.0
+    assert shortest_length(10.0 + PROBE_AFTER_S + PROBE_MIN_S) == 10.0
     assert shortest_length(10.31) == pytest.approx(10.31 - PROBE_AFTER_S)
     assert shortest_length(30.2) == 30.0
     assert shortest_length(7.3) == pytest.approx(7.3 - PROBE_AFTER_S)
