@@ -391,9 +391,9 @@ class Stall:
         if stated:
             count = round(log.accepted(now, now - (room - before.length)))
         else:
-            # Counted over the shortest length the window could have (it was read to within
-            # PROBE_AFTER_S): a lower bound of what the server held at the probe.
-            length = before.length - PROBE_AFTER_S
+            # Counted over the shortest length the window could have: a lower bound of what the
+            # server held at the probe.
+            length = shortest_length(before.length)
             count = held(log, probe, length) + 1
             # What it held when the server took the last send before the stall (the 429s on
             # their way then have all come back now)...

@@ -383,6 +383,20 @@ def test_a_stall_after_a_drop_reads_what_the_window_held_at_the_probe():
     assert shown == Shown(4, 10.05)
 
 
+def test_a_stall_after_a_drop_counts_over_the_usual_length_a_late_probe_read_longer():
+    # The same, the window read as 10.056 s (its probe went 6 ms late on a real clock) and the
+    # probe taken at 10.603 s: counted over that length less PROBE_AFTER_S, the send at 0.6 s
+    # (10.003 s before it, gone from the server's 10 s) made it five, one more than the server
+    # held of ours (as the scan after a drop read 26 of a window of 25). Over the usual length:
+    # four, below the six the stall's refusal saw.
+    log, stall = _stalled_window([(1.0, 1.0), (10.45, 10.45)])
+    probe = 10.603
+    log.add(probe, 1.0)
+    shown = stall.end(log, probe + 0.05, probe, Shown(10, 10.056))
+    assert shown == Shown(4, 10.056)
+    assert shown is not None and shown.upper == 6
+
+
 def test_a_stall_whose_burst_shares_a_moment_reads_what_the_server_took():
     # A window shown before (40 per 10 s, read after a drop from above). Its probe at 10.89 s was
     # taken, then a burst at 10.94 s: four taken, six refused, all at one moment (a virtual
