@@ -344,9 +344,10 @@ def test_probes_as_sends_leave_are_bounded_when_the_limit_drops_far():
     assert refused <= 6 + LEAVE_PROBES, (refused, dumps(out))
 
 
-def _stalled_window(refusals: list[tuple[float, float]]) -> tuple[SendLog, Stall]:
-    """A window shown before (10 per 10 s): ten sends taken at 0.0 .. 0.9 s, then a stall of
-    sends refused at ``refusals`` (when sent, when refused)."""
+def _probe_taken(refusals: list[tuple[float, float]], probe: float, before: Shown) -> Shown | None:
+    """A window shown before as ``before`` (10 per 10 s): ten sends taken at 0.0 .. 0.9 s, then
+    a stall of sends refused at ``refusals`` (when sent, when refused), and its probe at
+    ``probe`` accepted: the window the stall shows."""
     log = SendLog()
     for i in range(10):
         log.add(i / 10, 1.0)
@@ -358,29 +359,22 @@ def _stalled_window(refusals: list[tuple[float, float]]) -> tuple[SendLog, Stall
         send = log.add(sent, 1.0)
         log.refuse(send)
         stall.refused(send, at, None, holding=held(log, sent, 10.05))
-    return log, stall
+    log.add(probe, 1.0)
+    return stall.end(log, probe + 0.05, probe, before)
 
 
 def test_a_stall_where_the_window_filled_reads_what_it_took():
     # The eleventh send refused, the first probe after the first send left accepted: the window
     # held ten when the server took the last (a token limit, prompts of other lengths: no
     # drop). It is read as ten, not as what the probe saw (nine) nor 0.7 of it.
-    log, stall = _stalled_window([(1.0, 1.0), (1.5, 1.5)])
-    probe = 10.1
-    log.add(probe, 1.0)
-    shown = stall.end(log, probe + 0.05, probe, Shown(10, 10.05))
-    assert shown == Shown(10, 10.05)
+    assert _probe_taken([(1.0, 1.0), (1.5, 1.5)], 10.1, Shown(10, 10.05)) == Shown(10, 10.05)
 
 
 def test_a_stall_after_a_drop_reads_what_the_window_held_at_the_probe():
     # A probe refused when the window held five of ours (fewer than it held when the server
     # took the last before the stall: the limit dropped), the next accepted when it held three:
     # the server holds at least what it held then, the probe included (four).
-    log, stall = _stalled_window([(1.0, 1.0), (10.45, 10.45)])
-    probe = 10.65
-    log.add(probe, 1.0)
-    shown = stall.end(log, probe + 0.05, probe, Shown(10, 10.05))
-    assert shown == Shown(4, 10.05)
+    assert _probe_taken([(1.0, 1.0), (10.45, 10.45)], 10.65, Shown(10, 10.05)) == Shown(4, 10.05)
 
 
 def test_a_stall_after_a_drop_counts_over_the_usual_length_a_late_probe_read_longer():
@@ -389,10 +383,7 @@ def test_a_stall_after_a_drop_counts_over_the_usual_length_a_late_probe_read_lon
     # (10.003 s before it, gone from the server's 10 s) made it five, one more than the server
     # held of ours (as the scan after a drop read 26 of a window of 25). Over the usual length:
     # four, below the six the stall's refusal saw.
-    log, stall = _stalled_window([(1.0, 1.0), (10.45, 10.45)])
-    probe = 10.603
-    log.add(probe, 1.0)
-    shown = stall.end(log, probe + 0.05, probe, Shown(10, 10.056))
+    shown = _probe_taken([(1.0, 1.0), (10.45, 10.45)], 10.603, Shown(10, 10.056))
     assert shown == Shown(4, 10.056)
     assert shown is not None and shown.upper == 6
 
