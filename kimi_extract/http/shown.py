@@ -139,13 +139,15 @@ def held(log: SendLog, at: float, length: float, through: Send | None = None) ->
     """Sends of ours the server accepted in the ``length`` seconds before ``at`` (``at`` not
     included): what a window of that length held of ours just before a send at ``at``. With
     ``through`` (a send of the log at ``at``), those up to and including it in the order sent:
-    what the window held with it in it, if it was accepted."""
+    what the window held with it in it, refused or not (a window that refused it, holding one
+    fewer, holds less than this)."""
     count, seen = 0, through is None
     for send in log.newest():
         seen = seen or send is through
         if send.sent_at <= at - length:
             break
-        if not send.refused and (seen if through is not None else send.sent_at < at):
+        taken = not send.refused or send is through
+        if taken and (seen if through is not None else send.sent_at < at):
             count += 1
     return count
 
@@ -241,8 +243,8 @@ class Stall:
         #: The room came after this: a stated wait in whole seconds is rounded up.
         self.room_after = -math.inf
         self.no_room = -math.inf  # the last send of the stall refused
-        #: In a window shown before: the least it held of ours when the server refused a send,
-        #: and when the first send of the stall was refused.
+        #: In a window shown before: the least it held of ours with a send the server refused
+        #: in it, and when the first send of the stall was refused.
         self.full_at = math.inf
         self.first_refused: Send | None = None
         self.refusals = 0  # of the stall, those that made it included
@@ -294,7 +296,8 @@ class Stall:
         last = -math.inf if self.taken is None else self.taken.last
         refused = _made_the_stall(log, last)
         self.refusals = len(refused)
-        self.full_at = math.inf if self.taken is None else self.taken.count
+        # (the server took that many in the window: a refusal came with one more in it)
+        self.full_at = math.inf if self.taken is None else self.taken.count + 1
         self.first_refused = None
         if known and self.taken is not None:
             self.full_at = min(
