@@ -139,8 +139,8 @@ def held(log: SendLog, at: float, length: float, through: Send | None = None) ->
     """Sends of ours the server accepted in the ``length`` seconds before ``at`` (``at`` not
     included): what a window of that length held of ours just before a send at ``at``. With
     ``through`` (a send of the log at ``at``), those up to and including it in the order sent:
-    what the window held with it in it, refused or not (a window that refused it, holding one
-    fewer, holds less than this)."""
+    what the window held with it in it, refused or not (a window that refused it holds fewer
+    than this)."""
     count, seen = 0, through is None
     for send in log.newest():
         seen = seen or send is through
