@@ -1147,7 +1147,7 @@ def choosing() -> list[Any]:
             '''
             import json
             import re
-            from datetime import datetime, timezone
+            from datetime import UTC, datetime
 
             page = review_path.read_text(encoding="utf-8")
             block = r'<script type="application/json" id="kx-data">(.*?)</script>'
@@ -1206,7 +1206,7 @@ def choosing() -> list[Any]:
                 "data_hash": check["hash"], "page": check["name"], "model": check["model"],
                 "typed": check["typed"], "prefix": check["prefix"],
                 "id_column": check["id_column"], "fields": check["fields"],
-                "types": check["types"], "saved": datetime.now(timezone.utc).isoformat(),
+                "types": check["types"], "saved": datetime.now(UTC).isoformat(),
                 "rows": rows,
             }
             corrections_path = review_path.with_suffix(".corrections.json")
