@@ -40,6 +40,10 @@ probes go before the room it promised, each when half of our sends that leave th
 meanwhile have left (``Stall.halving``: a wait in whole seconds, rounded up, promises room up
 to a second late, and by then the sends before a drop have left the window, which then holds
 one or two of ours and shows nothing), and what it holds is what it held when one found room.
+When that is fewer than ``MIN_COUNT`` of ours (the round before went within a moment and has
+left the window by then), it is read as what it held, one at least, bounded by what it held at
+the refusals: the scan finds the rest (read as nothing, the run kept to the old window's paced
+rate for a whole window, 10 -> 5 per 10 s ended at 87.7 s, not 82.8 s).
 
 Read so after a drop, the window holds at least ``count`` and fewer than what it held at a
 refusal of the stall (``Shown.upper``). The limiter then scans it up: when the window is full,
@@ -363,7 +367,8 @@ class Stall:
         room is where it looked. In a window shown before, the stall means it holds less now
         or held more than we counted: its length stays (after a drop the sends before leave one
         by one, so the room is no edge), and what it holds is, with a stated wait, what it held
-        when it had room again (the probe included); else, when no refusal of the stall came
+        when it had room again (the probe included; one at least, when a bound above is known:
+        the scan finds the rest); else, when no refusal of the stall came
         with the window holding less than when the server took the last send before it (no
         drop: a token limit's prompts differ in length), what it held then; else what it held
         of ours at the probe (the probe included: the server had room for it; the probes went
@@ -410,7 +415,9 @@ class Stall:
                 count, full_at = max(count, took_at), math.inf
         count = min(taken.count, count)
         if count < MIN_COUNT:
-            return None
+            if not (stated and count + 2 <= full_at < math.inf):
+                return None
+            count = max(1, count)
         return Shown(count, before.length, upper=full_at)
 
 

@@ -317,6 +317,24 @@ def test_a_stated_wait_in_a_known_window_is_probed_as_half_its_leavers_leave():
     assert stall.halving(log, 11.0, 10.05) is None  # fewer than two leave before the room
 
 
+@pytest.mark.parametrize("refusal_s", [0.0, 0.002])
+def test_a_drop_whose_probe_finds_the_window_nearly_empty_of_ours_is_scanned_up(refusal_s):
+    # 10 -> 5 per 10 s at 30 s, Retry-After. Each round of 10 goes within a moment (8 at once
+    # and the opening's pace), so when the stall's probe finds room the window holds fewer than
+    # MIN_COUNT of ours. Read as nothing, the run kept to the old window at its paced rate: the
+    # sends after the drop went a second apart, two refused a round, and it ended at 87.2-87.7
+    # s. Read as what it held (one at least) below what it held at the refusals, the scan finds
+    # the five and each round after goes together.
+    shape = Shape("sliding", per_minute=60, window_s=10, change_at=30, change_to=30)
+    out = run(shape, rows=60, style="retry-after", refusal_s=refusal_s, pad=620)
+    assert out.ok == 60, dumps(out)
+    assert out.end <= 85.0, dumps(out)
+    assert out.gateway.refused() <= 10, dumps(out)
+    assert out.gateway.refused(since=45.0) == 0, dumps(out)
+    count, length = WINDOW.match(out.limiter.bound_by() or "").groups()  # type: ignore[union-attr]
+    assert int(count) == 5 and float(length) == 10.0, dumps(out)
+
+
 @pytest.mark.parametrize("kind", ["fixed", "sliding"])
 def test_a_small_drop_with_bare_429s_is_read_as_small(kind):
     # 3,000 -> 2,700 per minute (500 -> 450 per 10 s). A stall in a window shown before was
