@@ -34,9 +34,10 @@ adaptive send rate, and server-asked pauses.
   they are judged), until the server refuses one. A window first shown with a stated wait is
   probed for being fixed (``shown.FixedProbe``): fixed, each of its windows goes whole as it
   begins (doubling from one send as each round is judged, ``_ramp_wait``); sliding, it is kept
-  to at the length the probe found. One that comes while the server's named concurrency has
-  held its slots full of accepted requests of ours (``FULL_SLOTS`` of them, on average over
-  ``OCCUPIED_S``) is no rate signal: the concurrency holds the run.
+  to at the length the probe found. One that comes while the server's named concurrency, or
+  the window a stall clamped (429s that name nothing), has held its slots full of accepted
+  requests of ours (``FULL_SLOTS`` of them, on average over ``OCCUPIED_S``) is no rate signal:
+  the concurrency holds the run.
 
 ``adaptive=False`` turns off the opening, learned limits and the rate/window cuts; the configured
 limits stay, and every server-asked wait pauses every sender.
@@ -533,8 +534,7 @@ class Limiter:
                 clean=clean,
                 wary=in_shown and wary,
                 close=self.log.refused_among(AGAIN_WITHIN),
-                slots_full=self.concurrency_source == "learned"
-                and self._occupied(now) >= FULL_SLOTS * self.max_concurrency,
+                slots_full=self._slots_full(now),
             )
         self._wary_send = None
         self._wary = verdict == "noise" and in_shown and not wary and congestion.clean(recent)
@@ -688,6 +688,19 @@ class Limiter:
             total += count * max(0.0, until - max(at, start))
         total -= sum(max(0.0, back - max(went, start)) for went, back in spans)
         return total / (now - start)
+
+    def _slots_full(self, now: float) -> bool:
+        """Whether the server's concurrency has held its slots full of accepted requests of
+        ours (``FULL_SLOTS`` of them on average over ``OCCUPIED_S``): the concurrency a 429
+        named, else the window a stall's clamp found the server holding (429s that name
+        nothing). A rate limit below the slots' rate would leave them empty: a refusal now is
+        no rate signal. (Our own concurrency, told, says nothing of the server's.)"""
+        clamp = self.congestion.window
+        if self.concurrency_source == "learned":
+            return self._occupied(now) >= FULL_SLOTS * self.max_concurrency
+        if clamp is not None and self.congestion.window_level:
+            return self._occupied(now) >= FULL_SLOTS * clamp
+        return False
 
     def _accepted_in_flight(self) -> int:
         """Requests in flight that the server has not refused (as far as we know)."""

@@ -102,6 +102,39 @@ def test_random_refusals_behind_a_named_concurrency_keep_the_rate_over_many_draw
     assert sum(k < 0.9 for k in kept) <= 3, sorted(kept)
 
 
+def test_random_refusals_behind_a_concurrency_a_stall_showed_keep_the_rate_over_many_draws():
+    # 24 seeded draws: 8-12 slots behind 429s that name nothing (bare or with Retry-After),
+    # 2-5 % refused at random, 1 s answers, 429s back at once or 10 ms late, 60 rows per slot.
+    # The opening's stall clamps the window at the slots; the random refusals then come while
+    # that clamp is held full of accepted requests of ours, as behind a named concurrency, and
+    # a rate limit below the slots' rate would leave them empty. Read as rate signals, they cut
+    # the rate below the slots' (10 slots, 3 %: 6.2/s, then 4.4/s, until a third cut's trial
+    # found them random at 73 s; 600 rows in 85 s, not 61 s): the median kept 0.89 of the
+    # no-fault rate and 12 of 24 kept less than 0.9. Now the median keeps 0.998 and 2 less
+    # (a cut during the opening, before any stall clamped the window, with Retry-After).
+    rng = random.Random(27)
+    clean: dict[tuple[int, str, float], float] = {}
+    kept = []
+    for _ in range(24):
+        slots, share = rng.choice([8, 10, 12]), rng.choice([0.02, 0.03, 0.05])
+        style, refusal_s = rng.choice(["bare", "retry-after"]), rng.choice([0.0, 0.01])
+        seed = rng.randint(1, 10_000)
+        key = (slots, style, refusal_s)
+        if key not in clean:
+            clean[key] = run(
+                Shape("concurrency", concurrency=slots),
+                rows=60 * slots,
+                style=style,
+                refusal_s=refusal_s,
+            ).end
+        shape = Shape("concurrency", concurrency=slots, random_share=share, seed=seed)
+        noisy = run(shape, rows=60 * slots, style=style, refusal_s=refusal_s, seed=seed)
+        assert noisy.ok == 60 * slots and not noisy.lost, dumps(noisy)
+        kept.append(clean[key] / noisy.end)
+    assert statistics.median(kept) >= 0.97, sorted(kept)
+    assert sum(k < 0.9 for k in kept) <= 3, sorted(kept)
+
+
 def test_our_own_slots_full_are_no_named_concurrency():
     # A bucket of 10/s with a burst of 100, 8 s answers, bare 429s read 10 ms late: its burst
     # fills all 100 of our slots at first, then it refuses what goes past 10/s. Our own
@@ -114,23 +147,26 @@ def test_our_own_slots_full_are_no_named_concurrency():
     assert out.gateway.refused() <= 30, dumps(out)
 
 
+@pytest.mark.parametrize("style", ["kimi", "bare"])
 @pytest.mark.parametrize(
     ("slots", "share", "refusal_s"),
     [(2, 0.5, 0.0), (2, 0.8, 0.01), (2, 0.95, 0.01), (10, 0.95, 0.01)],
 )
-def test_a_gateways_limit_in_front_of_a_named_concurrency_is_not_hammered(slots, share, refusal_s):
-    # Kimi names its concurrency; a gateway in front of it keeps its own token bucket at `share`
-    # of the concurrency's rate (0.3 s answers), and its 429s name nothing. Those 429s come
-    # while the named slots are (nearly) full, as random refusals do: read as random and not
-    # cut, each refused request went again at once into the empty bucket. A version of the
-    # full-slots rule that read the slots at the instant of each 429 (a refused request still on
-    # its way counted as held) had 41-65 % of these requests refused; they are 1-14 % (the
-    # opening's among them).
+def test_a_gateways_limit_in_front_of_a_full_concurrency_is_not_hammered(
+    slots, share, refusal_s, style
+):
+    # Kimi names its concurrency ("kimi"; "bare": it names nothing either, and the opening's
+    # stall shows it); a gateway in front of it keeps its own token bucket at `share` of the
+    # concurrency's rate (0.3 s answers), and its 429s name nothing. Those 429s come while the
+    # slots are (nearly) full, as random refusals do: read as random and not cut, each refused
+    # request went again at once into the empty bucket. A version of the full-slots rule that
+    # read the slots at the instant of each 429 (a refused request still on its way counted as
+    # held) had 41-65 % of these requests refused; they are 1-15 % (the opening's among them).
     per_s = share * slots / 0.3
     gate = Shape("bucket", per_minute=round(per_s * 60), burst=max(1, round(per_s)))
     rows = max(100, int(per_s * 30))
     shape = Behind(gate, Shape("concurrency", concurrency=slots))
-    out = run(shape, rows=rows, latency_s=0.3, refusal_s=refusal_s)
+    out = run(shape, rows=rows, style=style, latency_s=0.3, refusal_s=refusal_s)
     assert out.ok == rows and not out.lost, dumps(out)
     assert out.refused_share <= 0.2, dumps(out)
 
