@@ -611,7 +611,6 @@ class Limiter:
             congestion.cut(
                 now,
                 delivered,
-                self._accepted_in_flight(),
                 self._judged(now, count=BEFORE_SENDS),
                 told=(retry_after is not None and verdict == "cut") or again,
                 limiter_window=window_before,

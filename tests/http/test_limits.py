@@ -530,8 +530,8 @@ def test_a_cut_recovers_along_a_cubic_curve_past_where_it_was_cut():
 
     congestion = Congestion()
     before = Share(sends=100, refused=20)
-    congestion.cut(10.0, 40.0, 30, before, told=False, limiter_window=50, growing_before=False)
-    congestion.cut(10.5, 40.0, 30, before, told=False, limiter_window=50, growing_before=False)
+    congestion.cut(10.0, 40.0, before, told=False, limiter_window=50, growing_before=False)
+    congestion.cut(10.5, 40.0, before, told=False, limiter_window=50, growing_before=False)
     assert congestion.rate == pytest.approx(40.0 * BETA) and congestion.cuts == 1  # one event
     assert congestion.judge(11.0, Share(sends=40, refused=0)) == "rate"  # the share fell
     rates = []
@@ -550,7 +550,7 @@ def test_a_trial_that_finds_the_refusals_random_undoes_the_cut():
 
     congestion = Congestion()
     before = Share(sends=100, refused=30)
-    congestion.cut(10.0, 35.0, 30, before, told=False, limiter_window=50, growing_before=True)
+    congestion.cut(10.0, 35.0, before, told=False, limiter_window=50, growing_before=True)
     assert congestion.rate is not None
     assert congestion.judge(12.0, Share(sends=40, refused=12)) == "noise"  # the share stayed
     assert congestion.rate is None and congestion.window is None

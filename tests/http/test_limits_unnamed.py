@@ -267,7 +267,7 @@ async def test_a_trial_at_the_rate_floor_ends_and_the_rate_grows_back():
     limiter.opening.stop(5)
     congestion = limiter.congestion
     before = Share(sends=20, refused=14)
-    congestion.cut(0.0, 0.0, 1, before, told=False, limiter_window=5, growing_before=False)
+    congestion.cut(0.0, 0.0, before, told=False, limiter_window=5, growing_before=False)
     assert limiter.rate == MIN_RATE and congestion.trial is not None
     rng = random.Random(3)
     judged_at: list[float] = []
@@ -350,7 +350,7 @@ def test_a_first_trial_finds_random_refusals_early_when_a_fallen_share_would_not
     def trial(depth: int = 0):
         congestion = Congestion()
         before = Share(sends=40, refused=14)
-        congestion.cut(3.0, 5.0, 5, before, told=False, limiter_window=5, growing_before=False)
+        congestion.cut(3.0, 5.0, before, told=False, limiter_window=5, growing_before=False)
         assert congestion.trial is not None and congestion.trial.needed == 20
         congestion.trial.depth = depth
         return congestion
@@ -894,7 +894,7 @@ def test_a_cut_rate_climbs_its_cubic_curve_and_stays_paced(rate, told, gaps):
     # never ends the pacing (at 4x the cut rate it did: behind a 1/s bucket with 100 of burst
     # the concurrency's worth then went at once, below).
     congestion = Congestion()
-    congestion.cut(0.0, rate, 1, Share(), told=told, limiter_window=5, growing_before=False)
+    congestion.cut(0.0, rate, Share(), told=told, limiter_window=5, growing_before=False)
     congestion.trial = None  # (judged: the rate grows)
     start = congestion.rate
     assert start is not None
@@ -1014,7 +1014,7 @@ def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
     def measured_first() -> Congestion:
         congestion = Congestion()
         congestion._set_rate(10.0, 2.5)
-        congestion.cut(10.0, 1.0, 1, Share(20, 12), told=False, measured=True, **kwargs)
+        congestion.cut(10.0, 1.0, Share(20, 12), told=False, measured=True, **kwargs)
         assert congestion.judge(40.0, Share(14, 0)) == "rate"
         return congestion
 
@@ -1022,7 +1022,7 @@ def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
     # higher than what was measured, when BETA of it would be above that.
     congestion = measured_first()
     congestion._set_rate(50.0, 3.0)
-    congestion.cut(50.0, 1.8, 1, Share(60, 13), told=False, **kwargs)
+    congestion.cut(50.0, 1.8, Share(60, 13), told=False, **kwargs)
     assert congestion.w_max == pytest.approx(1.0)
     assert congestion.rate == pytest.approx(BETA * 1.0)
     # A cut the server told when it has room holds what it delivered, 1.3/s: above what was
@@ -1030,14 +1030,14 @@ def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
     # random refusals.
     congestion = measured_first()
     congestion._set_rate(50.0, 1.8)
-    congestion.cut(50.0, 1.3, 1, Share(60, 13), told=True, **kwargs)
+    congestion.cut(50.0, 1.3, Share(60, 13), told=True, **kwargs)
     assert congestion.rate == pytest.approx(1.3)
     assert congestion.judge(70.0, Share(40, 9)) == "unclear"
     assert congestion.noise == 0.0
     # Held at or below it, the same share is random refusals.
     congestion = measured_first()
     congestion._set_rate(50.0, 1.8)
-    congestion.cut(50.0, 0.9, 1, Share(60, 13), told=True, **kwargs)
+    congestion.cut(50.0, 0.9, Share(60, 13), told=True, **kwargs)
     assert congestion.rate == pytest.approx(0.9)
     assert congestion.judge(70.0, Share(40, 9)) == "noise"
     assert congestion.noise == pytest.approx(9 / 40)
@@ -1054,7 +1054,7 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
         congestion._set_rate(now, refused_at)
         before = Share(50, 5)
         assert congestion.refused(now, now, before, 1, None) == "cut"
-        congestion.cut(now, 0.9, 1, before, told=False, limiter_window=100, growing_before=False)
+        congestion.cut(now, 0.9, before, told=False, limiter_window=100, growing_before=False)
         assert congestion.trial is not None and congestion.confirmed == 0.0
         assert congestion.judge(now + 30.0, Share(40, 0)) == "rate"
     assert congestion.confirmed == pytest.approx(1.02)
@@ -1066,7 +1066,7 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
     # (not while a named concurrency holds its slots full: no rate signal)
     assert congestion.refused(now, now, one, 1, None, slots_full=True) == "noise"
     assert congestion.refused(now, now, one, 1, None) == "cut"
-    congestion.cut(now, 0.9, 1, one, told=False, **kwargs)
+    congestion.cut(now, 0.9, one, told=False, **kwargs)
     assert congestion.trial is None
     assert congestion.rate == pytest.approx(REFUSED_SHARE * 1.02)
     assert congestion.w_max == pytest.approx(REFUSED_SHARE * 1.02)
@@ -1081,14 +1081,14 @@ def test_a_refusal_past_a_rate_limit_two_trials_found_goes_back_below_it_with_no
     # refusals until 1.3/s and 1.25/s, and the limit is confirmed at 1.0 / REFUSED_SHARE.
     congestion = Congestion()
     congestion._set_rate(0.0, 2.5)
-    congestion.cut(0.0, 1.0, 1, Share(20, 12), told=False, measured=True, **kwargs)
+    congestion.cut(0.0, 1.0, Share(20, 12), told=False, measured=True, **kwargs)
     assert congestion.judge(30.0, Share(14, 0)) == "rate"
     now = 30.0
     for refused_at in (1.3, 1.25):
         now += 60.0
         congestion._set_rate(now, refused_at)
         congestion._refused_rate = refused_at
-        congestion.cut(now, 1.0, 1, Share(50, 5), told=False, measured=True, **kwargs)
+        congestion.cut(now, 1.0, Share(50, 5), told=False, measured=True, **kwargs)
         assert congestion.judge(now + 30.0, Share(40, 0)) == "rate"
     assert congestion.confirmed == pytest.approx(1.0 / REFUSED_SHARE)
 
@@ -1144,7 +1144,6 @@ def test_a_cuts_curve_tops_out_at_what_was_delivered_or_just_below_where_its_ref
     congestion.cut(
         0.0,
         delivered,
-        1,
         Share(),
         told=told,
         limiter_window=5,
@@ -1169,7 +1168,7 @@ def test_a_cut_notes_the_rate_its_first_refusal_since_came_at():
     # What the next cut's curve may climb back to: the pacing rate when the first 429 of a send
     # made since the last cut came, not a later one's, nor one of a send made before the cut.
     congestion = Congestion()
-    congestion.cut(1.0, 10.0, 1, Share(), told=True, limiter_window=5, growing_before=False)
+    congestion.cut(1.0, 10.0, Share(), told=True, limiter_window=5, growing_before=False)
     congestion.trial = None
     congestion._set_rate(5.0, 12.0)
     congestion.refused(5.0, 0.9, Share(), 1, None)  # (sent before the cut)
@@ -1230,18 +1229,18 @@ def test_a_cut_whose_trial_was_unclear_continues_the_row_at_once(rate, judged_af
 
     congestion = Congestion()
     before = Share(100, 3)
-    congestion.cut(0.0, rate, 50, before, told=False, limiter_window=100, growing_before=True)
+    congestion.cut(0.0, rate, before, told=False, limiter_window=100, growing_before=True)
     first = congestion.rate
     assert first == pytest.approx(rate * BETA) and congestion.cuts == 1
     # (a refusal a moment later, its trial not judged: the same event)
-    congestion.cut(0.01, rate, 50, before, told=False, limiter_window=100, growing_before=True)
+    congestion.cut(0.01, rate, before, told=False, limiter_window=100, growing_before=True)
     assert congestion.cuts == 1 and congestion.rate == first
     now = judged_after
     assert congestion.judge(now, Share(20, 17)) == "unclear"
     now += again_after
     assert now < CUT_EPOCH_S
     congestion.cut(
-        now, rate / 9, 50, Share(100, 31), told=False, limiter_window=100, growing_before=True
+        now, rate / 9, Share(100, 31), told=False, limiter_window=100, growing_before=True
     )
     assert congestion.cuts == 2 and congestion.trial is not None
     assert congestion.trial.depth == 1
