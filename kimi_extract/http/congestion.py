@@ -524,11 +524,10 @@ class Congestion:
         """Cut the rate to ``BETA`` of ``delivered`` (requests/s; all of it when the server
         ``told`` when it has room); start a trial against ``before``, the judged share before
         the cut (``limiter_window`` / ``growing_before``: the limiter's window before, to
-        restore). Not ``measured`` (what the
-        server took since its first refusal, over enough sends, is not in ``delivered``), the
-        curve climbs back to ``REFUSED_SHARE`` of the rate the first 429 since the last cut came
-        at when that is higher, ``BETA ** -1`` of ``delivered`` at most, and the rate is cut to
-        no less than ``BETA`` of that."""
+        restore). Not ``measured`` (what the server took since its first refusal, over enough
+        sends, is not in ``delivered``), the curve climbs back to ``REFUSED_SHARE`` of the rate
+        the first 429 since the last cut came at when that is higher, ``BETA ** -1`` of
+        ``delivered`` at most, and the rate is cut to no less than ``BETA`` of that."""
         window_before = self._window_before_clamp if self._clamped else self.window
         chained = self._chain
         if now - self.cut_at < CUT_EPOCH_S and (chained is None or self.trial is not None):

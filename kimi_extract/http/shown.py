@@ -364,15 +364,15 @@ class Stall:
         """The stall's probe went at ``probe`` and was accepted: the window it showed (None:
         none), ``before`` the window shown by an earlier stall; ``on_time``: the probe went
         when its pause ended (as a usual window length ended), not held back for a slot, so the
-        room is where it looked. In a window shown before, the stall means it holds less now
-        or held more than we counted: its length stays (after a drop the sends before leave one
-        by one, so the room is no edge), and what it holds is, with a stated wait, what it held
+        room is where it looked. In a window shown before, the stall means it holds less now or
+        held more than we counted: its length stays (after a drop the sends before leave one by
+        one, so the room is no edge), and what it holds is, with a stated wait, what it held
         when it had room again (the probe included; one at least, when a bound above is known:
-        the scan finds the rest); else, when no refusal of the stall came
-        with the window holding less than when the server took the last send before it (no
-        drop: a token limit's prompts differ in length), what it held then; else what it held
-        of ours at the probe (the probe included: the server had room for it; the probes went
-        as our sends left it, ``leaving``), counted over the shortest length it can have."""
+        the scan finds the rest); else, when no refusal of the stall came with the window
+        holding less than when the server took the last send before it (no drop: a token limit's
+        prompts differ in length), what it held then; else what it held of ours at the probe
+        (the probe included: the server had room for it; the probes went as our sends left it,
+        ``leaving``), counted over the shortest length it can have."""
         taken, stated, room = self.taken, self.room_by < math.inf, min(self.room_by, probe)
         no_room, full_at, first_refused = self.no_room, self.full_at, self.first_refused
         refusals, self.refusals = self.refusals, 0
