@@ -18,6 +18,7 @@ import asyncio
 import math
 import random
 import statistics
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -73,6 +74,28 @@ def test_random_refusals_while_a_named_concurrency_is_full_cut_nothing(refusal_s
     assert clean.end / noisy.end >= 0.97, (clean.end, dumps(noisy))
 
 
+def kept_behind_slots(
+    clean: dict[tuple[Any, ...], float],
+    slots: int,
+    share: float,
+    seed: int,
+    rows: int,
+    *,
+    jitter: bool = False,
+    **kw: Any,
+) -> float:
+    """The share of the no-fault rate kept by ``rows`` behind ``slots`` with ``share`` of the
+    requests refused at random (drawn from ``seed``; ``jitter``: the retry jitter seeded with it
+    too), every row answered; ``kw``: ``run``'s (the no-fault run's end is kept in ``clean``)."""
+    key = (slots, rows, *sorted(kw.items()))
+    if key not in clean:
+        clean[key] = run(Shape("concurrency", concurrency=slots), rows=rows, **kw).end
+    shape = Shape("concurrency", concurrency=slots, random_share=share, seed=seed)
+    noisy = run(shape, rows=rows, **kw, **({"seed": seed} if jitter else {}))
+    assert noisy.ok == rows and not noisy.lost, dumps(noisy)
+    return clean[key] / noisy.end
+
+
 def test_random_refusals_behind_a_named_concurrency_keep_the_rate_over_many_draws():
     # 40 seeded draws: 2-10 slots named by Kimi's text, 10-30 % refused at random, answers in 1
     # or 3 s, 429s back at once or 10 ms late, 40 rows per slot. Before the full slots were
@@ -80,24 +103,17 @@ def test_random_refusals_behind_a_named_concurrency_keep_the_rate_over_many_draw
     # median is 0.997 and 2 keep less (2-3 slots at 30 %: the opening's first refusals come in
     # a row, read as a stall that clamps the window).
     rng = random.Random(26)
-    clean: dict[tuple[int, float, float], float] = {}
+    clean: dict[tuple[Any, ...], float] = {}
     kept = []
     for _ in range(40):
         slots, share = rng.randint(2, 10), rng.choice([0.1, 0.2, 0.3])
         latency, refusal_s = rng.choice([1.0, 3.0]), rng.choice([0.0, 0.01])
         seed = rng.randint(1, 10_000)
-        key = (slots, latency, refusal_s)
-        if key not in clean:
-            clean[key] = run(
-                Shape("concurrency", concurrency=slots),
-                rows=40 * slots,
-                latency_s=latency,
-                refusal_s=refusal_s,
-            ).end
-        shape = Shape("concurrency", concurrency=slots, random_share=share, seed=seed)
-        noisy = run(shape, rows=40 * slots, latency_s=latency, refusal_s=refusal_s)
-        assert noisy.ok == 40 * slots, dumps(noisy)
-        kept.append(clean[key] / noisy.end)
+        kept.append(
+            kept_behind_slots(
+                clean, slots, share, seed, 40 * slots, latency_s=latency, refusal_s=refusal_s
+            )
+        )
     assert statistics.median(kept) >= 0.95, sorted(kept)
     assert sum(k < 0.9 for k in kept) <= 3, sorted(kept)
 
@@ -113,24 +129,17 @@ def test_random_refusals_behind_a_concurrency_a_stall_showed_keep_the_rate_over_
     # no-fault rate and 12 of 24 kept less than 0.9. Now the median keeps 0.998 and 2 less
     # (a cut during the opening, before any stall clamped the window, with Retry-After).
     rng = random.Random(27)
-    clean: dict[tuple[int, str, float], float] = {}
+    clean: dict[tuple[Any, ...], float] = {}
     kept = []
     for _ in range(24):
         slots, share = rng.choice([8, 10, 12]), rng.choice([0.02, 0.03, 0.05])
         style, refusal_s = rng.choice(["bare", "retry-after"]), rng.choice([0.0, 0.01])
         seed = rng.randint(1, 10_000)
-        key = (slots, style, refusal_s)
-        if key not in clean:
-            clean[key] = run(
-                Shape("concurrency", concurrency=slots),
-                rows=60 * slots,
-                style=style,
-                refusal_s=refusal_s,
-            ).end
-        shape = Shape("concurrency", concurrency=slots, random_share=share, seed=seed)
-        noisy = run(shape, rows=60 * slots, style=style, refusal_s=refusal_s, seed=seed)
-        assert noisy.ok == 60 * slots and not noisy.lost, dumps(noisy)
-        kept.append(clean[key] / noisy.end)
+        kept.append(
+            kept_behind_slots(
+                clean, slots, share, seed, 60 * slots, style=style, refusal_s=refusal_s, jitter=True
+            )
+        )
     assert statistics.median(kept) >= 0.97, sorted(kept)
     assert sum(k < 0.9 for k in kept) <= 3, sorted(kept)
 
