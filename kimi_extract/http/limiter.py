@@ -92,6 +92,7 @@ from .shown import (
     Stall,
     held,
     probed_length,
+    scannable,
     shortest_length,
 )
 
@@ -694,9 +695,9 @@ class Limiter:
         named, else the window a stall's clamp found the server holding (429s that name
         nothing). A rate limit below the slots' rate would leave them empty: a refusal now is
         no rate signal. (Our own concurrency, told, says nothing of the server's.)"""
-        clamp = self.congestion.window
         if self.concurrency_source == "learned":
             return self._occupied(now) >= FULL_SLOTS * self.max_concurrency
+        clamp = self.congestion.window
         if clamp is not None and self.congestion.window_level:
             return self._occupied(now) >= FULL_SLOTS * clamp
         return False
@@ -876,7 +877,7 @@ class Limiter:
             # concurrency limit, as a probe held back for a slot is (``_slots``).
             shown = None
         adopted = shown is not None and rpm.infer(shown, now, self.log, congestion.refusal_rtt)
-        if adopted and shown is not None and shown.count + 2 <= shown.upper < math.inf:
+        if adopted and shown is not None and scannable(shown.count, shown.upper):
             self._scan, self._scan_upper = [], shown.upper
         elif adopted and stated and rpm.fixed is None and first < math.inf:
             # A window first shown with a stated wait, its probe sent as one of the usual

@@ -107,6 +107,13 @@ class Shown:
         return self.count * MAX_WINDOW_S / self.length
 
 
+def scannable(count: int, upper: float) -> bool:
+    """Whether a window read as holding at least ``count`` and fewer than ``upper`` (a refusal
+    came with that many of ours in it) leaves room for a scan: a send past ``count`` that can
+    still be below ``upper``."""
+    return count + 2 <= upper < math.inf
+
+
 @dataclass(frozen=True)
 class StallStart:
     """What the server took before a stall: ``count`` sends, the first at ``first`` and the
@@ -415,7 +422,7 @@ class Stall:
                 count, full_at = max(count, took_at), math.inf
         count = min(taken.count, count)
         if count < MIN_COUNT:
-            if not (stated and count + 2 <= full_at < math.inf):
+            if not (stated and scannable(count, full_at)):
                 return None
             count = max(1, count)
         return Shown(count, before.length, upper=full_at)
