@@ -581,7 +581,7 @@ class Limiter:
                 full=was_probing and self._probes_past[1],
             )
             self.pause_until = max(self.pause_until, now + pause)
-            congestion.clamp(now, accepted, sent_at=sent_at)
+            congestion.clamp(now, accepted, sent_at=sent_at, probe=was_probing)
             # Refused with the clamp full (the stall's own refusals, or a probe that went past
             # it), and nothing says when the server has room (no wait stated, no window shown
             # before): an answer of ours ends the pause (``succeeded``), no sooner than the
