@@ -1299,3 +1299,57 @@ def test_a_cut_whose_trial_was_unclear_continues_the_row_at_once(rate, judged_af
     assert congestion.cuts == 2 and congestion.trial is not None
     assert congestion.trial.depth == 1
     assert congestion.rate == pytest.approx(max(MIN_RATE, rate * BETA**2))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rate=st.floats(5.0, 500.0),
+    delivered_share=st.floats(0.5, 1.0),
+    climbed=st.booleans(),
+)
+def test_a_row_of_cuts_ends_once_the_rate_climbed_back_to_where_it_began(
+    rate, delivered_share, climbed
+):
+    # 50 slots behind 429s with Retry-After, 2 % refused at random, 1 s answers, 3,000 rows:
+    # a first cut's trial was judged unclear (1 of 40 refused against 3 of 53 before), the rate
+    # climbed back past where the cut came from and ran there for 18 s, and the next random
+    # refusal continued the row, cut to BETA ** 2 of that, then BETA ** 3 (150.6 s, 85.2 s
+    # now). Once the rate has climbed back to where the row began, the next cut is a new row,
+    # from what the server delivered; before, the row goes on.
+    congestion = Congestion()
+    congestion.cut(0.0, rate, Share(100, 10), told=False, limiter_window=100, growing_before=True)
+    assert congestion.judge(10.0, Share(40, 2)) == "unclear"
+    now = 10.0
+    while climbed and congestion.rate is not None and congestion.rate < rate:
+        now += 0.5
+        congestion.accepted(now)
+    now += 0.5
+    assert congestion.rate is not None
+    current = congestion.rate
+    congestion.cut(
+        now,
+        delivered_share * rate,
+        Share(100, 5),
+        told=False,
+        limiter_window=100,
+        growing_before=False,
+    )
+    assert congestion.trial is not None
+    if climbed:
+        assert congestion.trial.depth == 0
+        assert congestion.rate == pytest.approx(BETA * min(current, delivered_share * rate))
+    else:
+        assert congestion.trial.depth == 1
+        assert congestion.rate == pytest.approx(max(MIN_RATE, rate * BETA**2))
+
+
+def test_random_refusals_behind_wide_slots_do_not_cut_a_row_down_from_where_it_began():
+    # The run that docstring tells: 50 slots, 2 % random, Retry-After, seed 1, 3,000 rows.
+    out = run(
+        Shape("concurrency", concurrency=50, random_share=0.02, seed=1),
+        rows=3000,
+        style="retry-after",
+        seed=1,
+    )
+    assert out.ok == 3000 and not out.lost, dumps(out)
+    assert out.end <= 95.0, dumps(out)
