@@ -25,11 +25,12 @@ come back at once; answers take longer). The two are then told apart by their pa
   refusal makes no share) is random: the cut is undone and the share learned as the **noise** share.
   In between, the next 429 cuts again; after ``DEEPEST`` cuts in a row a share that has still not
   fallen so far is random too, and every cut of the row is undone. Once the rate has climbed
-  back to where the row began, the next 429 starts a new row, cut from what the server
-  delivered (50 slots behind Retry-After, 2 % refused at random: its trial unclear, the
-  rate climbed back past where the row began and ran 18 s with no cut; the next refusals cut
-  it to ``BETA ** 2`` of that, then ``BETA ** 3``, and 3,000 rows took 151 s, now 85 s). A trial that finds a rate limit
-  halves the noise share.
+  back to where the row began, the next cut goes from what the server delivered, not on down
+  from there; the row goes on (its depth, what a "noise" verdict restores). (50 slots behind
+  Retry-After, 2 % refused at random: the first trial was unclear, the rate climbed back past
+  where the row began and ran 18 s with no cut; the next refusals cut it to ``BETA ** 2`` of
+  that, then ``BETA ** 3``, and 3,000 rows took 151 s; now 85 s.) A trial that finds a rate
+  limit halves the noise share.
 - **What the server was measured to take**: a cut whose delivered rate was measured (sends
   after its first refusal) and whose trial then found a rate limit sets a ceiling
   (``_ceiling``). An unmeasured cut that would hold ``BETA`` of a rate still above it goes to
@@ -539,33 +540,33 @@ class Congestion:
         the first 429 since the last cut came at when that is higher, ``BETA ** -1`` of
         ``delivered`` at most, and the rate is cut to no less than ``BETA`` of that."""
         window_before = self._window_before_clamp if self._clamped else self.window
-        chained = self._chain
+        chained = row = self._chain
         if (
             chained is not None
             and self.trial is None
             and self.rate is not None
             and self.rate >= chained.cut_from
         ):
-            # Climbed back to where the row began since its trial was judged unclear: a new
-            # congestion event, cut from what the server delivered (the row would go on down
-            # from where it began, however long the rate ran there unrefused).
+            # Climbed back to where the row began since its trial was judged unclear: cut from
+            # what the server delivered, not on down from where the row began (however long
+            # the rate ran there unrefused); the row goes on (its depth, what to restore).
             chained = None
         if now - self.cut_at < CUT_EPOCH_S and (chained is None or self.trial is not None):
             # The same congestion event; not once the cut's trial was judged unclear (the next
             # cut continues the row: its refusals were of sends made at the cut rate).
             return
-        over = chained is None and self._over_confirmed(None)
+        over = row is None and self._over_confirmed(None)
         self.trial = Trial(
             now,
             before.value,
             min(2 * TRIAL_SENDS, max(TRIAL_SENDS, math.ceil(6 / max(before.value, 1e-3)))),
-            chained.rate_before if chained else self.rate,
-            chained.window_before if chained else window_before,
-            chained.limiter_window if chained else limiter_window,
-            chained.growing_before if chained else growing_before,
+            row.rate_before if row else self.rate,
+            row.window_before if row else window_before,
+            row.limiter_window if row else limiter_window,
+            row.growing_before if row else growing_before,
             before.sends >= SETTLED_SENDS,
-            chained.depth + 1 if chained else 0,
-            chained.first_before if chained else before.value,
+            row.depth + 1 if row else 0,
+            row.first_before if row else before.value,
         )
         current = max(MIN_RATE, min(self.rate or math.inf, delivered))
         plateau = current
