@@ -1301,24 +1301,26 @@ def test_a_cut_whose_trial_was_unclear_continues_the_row_at_once(rate, judged_af
     assert congestion.rate == pytest.approx(max(MIN_RATE, rate * BETA**2))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(
     rate=st.floats(5.0, 500.0),
     delivered_share=st.floats(0.5, 1.0),
     climbed=st.booleans(),
+    told=st.booleans(),
 )
-def test_a_row_of_cuts_ends_once_the_rate_climbed_back_to_where_it_began(
-    rate, delivered_share, climbed
+def test_a_row_of_cuts_goes_from_what_was_delivered_once_back_where_it_began(
+    rate, delivered_share, climbed, told
 ):
     # 50 slots behind 429s with Retry-After, 2 % refused at random, 1 s answers, 3,000 rows:
     # a first cut's trial was judged unclear (1 of 40 refused against 3 of 53 before), the rate
     # climbed back past where the cut came from and ran there for 18 s, and the next random
     # refusal continued the row, cut to BETA ** 2 of that, then BETA ** 3 (150.6 s, 85.2 s
-    # now). Once the rate has climbed back to where the row began, the next cut goes from what
+    # now). Once the rate is back at where the row began (climbed back, or held there by a
+    # cut to all of what was delivered, the wait stated: ``told``), the next cut goes from what
     # the server delivered; before, on down from where the row began. The row goes on both
     # ways (its depth: after DEEPEST cuts a share that has not fallen is read as random).
     congestion = Congestion()
-    congestion.cut(0.0, rate, Share(100, 10), told=False, limiter_window=100, growing_before=True)
+    congestion.cut(0.0, rate, Share(100, 10), told=told, limiter_window=100, growing_before=True)
     assert congestion.judge(10.0, Share(40, 2)) == "unclear"
     now = 10.0
     while climbed and congestion.rate is not None and congestion.rate < rate:
@@ -1327,17 +1329,14 @@ def test_a_row_of_cuts_ends_once_the_rate_climbed_back_to_where_it_began(
     now += 0.5
     assert congestion.rate is not None
     current = congestion.rate
+    delivered = delivered_share * rate
     congestion.cut(
-        now,
-        delivered_share * rate,
-        Share(100, 5),
-        told=False,
-        limiter_window=100,
-        growing_before=False,
+        now, delivered, Share(100, 5), told=told, limiter_window=100, growing_before=False
     )
     assert congestion.trial is not None and congestion.trial.depth == 1
-    if climbed:
-        assert congestion.rate == pytest.approx(BETA * min(current, delivered_share * rate))
+    if climbed or told:
+        share = 1.0 if told else BETA
+        assert congestion.rate == pytest.approx(share * min(current, delivered))
     else:
         assert congestion.rate == pytest.approx(max(MIN_RATE, rate * BETA**2))
 
