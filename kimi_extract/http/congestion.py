@@ -541,6 +541,8 @@ class Congestion:
         the first 429 since the last cut came at when that is higher, ``BETA ** -1`` of
         ``delivered`` at most, and the rate is cut to no less than ``BETA`` of that."""
         window_before = self._window_before_clamp if self._clamped else self.window
+        # ``row``: the row of cuts this one goes on; ``chained``: the same, when this cut also
+        # goes on down from where the row began (not once the rate is back there).
         chained = row = self._chain
         if (
             chained is not None
