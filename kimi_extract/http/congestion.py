@@ -44,6 +44,11 @@ come back at once; answers take longer). The two are then told apart by their pa
   take a share of the lower rate): a 1/s bucket with 100 saved and 8 s answers learned a 25 %
   share from a third cut's trial at 1.37/s where 0.91/s was measured (113-420 of 600 rows'
   requests refused; now 60-72).
+  A cut where the server delivered within ``SAME_LEVEL`` of the ceiling (or more, unmeasured,
+  and the cut went to it) is that limit climbed past again: its trial holds ``REFUSED_SHARE``
+  of the lower of the two, not ``BETA`` (a 5/s bucket with a burst of 10 behind bare 429s:
+  the second cut's trial held 3.4-3.8/s for its 40 sends, and 200 rows took 41.0-43.7 s; now
+  39.3-40.4 s).
 - After a cut the rate grows back along a cubic curve (CUBIC, as TCP and botocore's adaptive retry
   mode), flat near the rate it was cut from for ``hold_s()`` and probing past it after that, on
   with no end: the pacing never ends (it ended at 4x the cut rate, which a low
@@ -612,6 +617,15 @@ class Congestion:
         self.w_max = self.cut_rate = plateau
         self.climb_s = None
         rate = max(MIN_RATE, current if told else current * BETA, plateau * BETA)
+        if (
+            self.trial is not None
+            and chained is None
+            and (1 - SAME_LEVEL) * current <= self._ceiling <= current / (1 - SAME_LEVEL)
+        ):
+            # The server delivered about what it was measured to take at a cut whose trial
+            # found a rate limit (or more, unmeasured, and the cut went to that): the same
+            # limit, climbed past again. The trial holds just below it, not BETA of it.
+            rate = max(rate, REFUSED_SHARE * min(self._ceiling, current))
         self._set_rate(now, rate)
         if self.trial is None:
             return

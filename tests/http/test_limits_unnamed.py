@@ -30,6 +30,7 @@ from kimi_extract.http.congestion import (
     MIN_JUDGED,
     MIN_RATE,
     REFUSED_SHARE,
+    SAME_LEVEL,
     SLOW_DOUBLING_S,
     SLOW_DOUBLINGS,
     SLOW_USED,
@@ -471,6 +472,71 @@ def test_a_bucket_found_again_after_a_restart_is_cut_at_once_to_its_rate(style, 
     # That rate is the server's, measured: cut to BETA of it too (bare 429s), the run sent at
     # 3.3/s for the cut's trial and ended at 43.2 s; now 41.0 s (the bucket's own pace: 39 s).
     assert out.end <= 41.5, dumps(out)
+
+
+@pytest.mark.parametrize("refusal_s", [0.0, 0.01, 0.05])
+def test_a_bucket_climbed_past_again_is_tried_just_below_what_it_was_measured_to_take(refusal_s):
+    # The same cell (5/s, 10 of burst, bare 429s, 200 rows). The first cut's trial found a
+    # rate limit where the server was measured to take 4.7-4.9/s. The curve climbed back past
+    # it, the bucket's refilled burst hid it until 7.6-8.6/s, and the next cut, from about
+    # that 4.9-5.4/s delivered again, held BETA of it (3.4-3.8/s) for its trial's 40 sends: 33-38
+    # taken in the slowest 10 s after the opening, 41.0-43.7 s. Delivered about what it was
+    # measured to take, the trial holds just below that: 44-45, 39.3-40.4 s.
+    out = run(
+        Shape("bucket", per_minute=300, burst=10),
+        rows=200,
+        style="bare",
+        refusal_s=refusal_s,
+        pad=620,
+    )
+    assert out.ok == 200 and not out.lost, dumps(out)
+    assert out.gateway.refused(since=1.0) <= 6, dumps(out)  # (as before)
+    taken = sorted(out.gateway.accepted_times())
+    starts = [12.0 + 0.5 * i for i in range(int((taken[-1] - 22.0) / 0.5) + 1)]
+    slowest = min(sum(1 for t in taken if start <= t < start + 10.0) for start in starts)
+    assert slowest >= 0.85 * 5 * 10, (slowest, dumps(out))
+    assert out.end <= 40.5, dumps(out)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    took=st.floats(0.5, 50.0),
+    ratio=st.floats(0.5, 2.0),
+    over=st.floats(1.0, 3.0),
+    told=st.booleans(),
+    measured=st.booleans(),
+)
+def test_a_cut_that_delivered_about_what_a_rate_trial_measured_holds_just_below_it(
+    took, ratio, over, told, measured
+):
+    # Congestion alone. A measured cut (the server took ``took``/s after its first refusal)
+    # whose trial found a rate limit; then, the curve climbed back to ``over`` times what is
+    # delivered, a cut from ``ratio`` times ``took`` delivered.
+    kwargs: dict[str, Any] = {"limiter_window": 100, "growing_before": False}
+
+    def cut_again(congestion: Congestion) -> float:
+        delivered = ratio * took
+        congestion._set_rate(100.0, over * delivered)
+        assert congestion.refused(100.0, 100.0, Share(50, 5), 1, None) == "cut"
+        congestion.cut(100.0, delivered, Share(50, 5), told=told, measured=measured, **kwargs)
+        assert congestion.trial is not None
+        assert congestion.rate is not None
+        return congestion.rate
+
+    congestion = Congestion()
+    congestion._set_rate(10.0, 2.5 * took)
+    congestion.cut(10.0, took, Share(20, 12), told=False, measured=True, **kwargs)
+    assert congestion.judge(40.0, Share(40, 0)) == "rate"
+    rate = cut_again(congestion)
+    delivered = ratio * took
+    assert rate <= delivered * (1 + 1e-9)  # never above what the server delivered
+    went_to_it = not measured and congestion.w_max == took  # (more, unmeasured: cut to it)
+    if (1 - SAME_LEVEL) * delivered <= took <= delivered / (1 - SAME_LEVEL) or went_to_it:
+        # The same limit climbed past again: just below the lower of the two, not BETA of it.
+        assert rate >= REFUSED_SHARE * min(took, delivered) * (1 - 1e-9)
+    elif measured:
+        # Elsewhere (the limit moved) as with nothing measured before.
+        assert rate == pytest.approx(cut_again(Congestion()))
 
 
 def test_refused_again_soon_at_the_rate_a_stall_restarted_at_is_the_limit_found_again():
@@ -1084,12 +1150,13 @@ def test_a_trial_held_above_a_measured_rate_finds_no_random_refusals():
         return congestion
 
     # An unmeasured cut from 1.8/s delivered (the burst refilled during the trial) goes no
-    # higher than what was measured, when BETA of it would be above that.
+    # higher than what was measured, when BETA of it would be above that (the same limit
+    # climbed past again: its trial holds just below it).
     congestion = measured_first()
     congestion._set_rate(50.0, 3.0)
     congestion.cut(50.0, 1.8, Share(60, 13), told=False, **kwargs)
     assert congestion.w_max == pytest.approx(1.0)
-    assert congestion.rate == pytest.approx(BETA * 1.0)
+    assert congestion.rate == pytest.approx(REFUSED_SHARE * 1.0)
     # A cut the server told when it has room holds what it delivered, 1.3/s: above what was
     # measured, a share that stayed the same reads "unclear" (the next cut goes deeper), not
     # random refusals.
