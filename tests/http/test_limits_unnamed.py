@@ -477,11 +477,11 @@ def test_a_bucket_found_again_after_a_restart_is_cut_at_once_to_its_rate(style, 
 @pytest.mark.parametrize("refusal_s", [0.0, 0.01, 0.05])
 def test_a_bucket_climbed_past_again_is_tried_just_below_what_it_was_measured_to_take(refusal_s):
     # The same cell (5/s, 10 of burst, bare 429s, 200 rows). The first cut's trial found a
-    # rate limit where the server was measured to take 4.7-4.9/s. The curve climbed back past
-    # it, the bucket's refilled burst hid it until 7.6-8.6/s, and the next cut, from about
-    # that 4.9-5.4/s delivered again, held BETA of it (3.4-3.8/s) for its trial's 40 sends: 33-38
+    # rate limit where the server was measured to take 4.7-4.8/s. The curve climbed back past
+    # it, the bucket's refilled burst hid it until 7.8-8.6/s, and the next cut, from the
+    # 4.8-5.4/s delivered then, held BETA of it (3.4-3.8/s) for its trial's 40 sends: 33-38
     # taken in the slowest 10 s after the opening, 41.0-43.7 s. Delivered about what it was
-    # measured to take, the trial holds just below that: 44-45, 39.3-40.4 s.
+    # measured to take, the trial holds just below that (4.4-4.6/s): 44-45, 39.3-40.4 s.
     out = run(
         Shape("bucket", per_minute=300, burst=10),
         rows=200,
