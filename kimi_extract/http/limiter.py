@@ -45,6 +45,9 @@ limits stay, and every server-asked wait pauses every sender.
 ``bound_by()`` says which limit held sends back most often, where it came from, the send rate and
 how many requests were refused (the run summary and the progress bar show it). Every wait reads
 and sleeps on a ``clock.Clock`` (``clock=``), so tests can check the windows on a simulated clock.
+Waiters that would check at the same moment for the same request wait as one cohort: one sleeps,
+the rest park behind it and check in turn as each goes (``Limiter._wait_turn``), so rows held
+by a pacer cost about one check for each send, not one for each row waiting.
 
 An *outer gate* (``OUTER_GATE``, set by ``kimi_extract.dask`` on workers) is passed after the
 limiter's own checks by every ``Limiter`` created while it is set, for limits shared beyond one run.
@@ -135,6 +138,10 @@ WARY_DROP = 2
 PAST_PROBES = 3
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
+#: Waiters that would check at the same moment for the same request wait as one cohort, one of
+#: them sleeping (``Limiter._wait_turn``). False: each sleeps and checks for itself, as the
+#: cohort's members would one after another (the tests compare the two).
+COHORTS = True
 
 
 class OuterGate(Protocol):
@@ -160,6 +167,20 @@ class Permit:
     #: Refused as ours to refuse: a probe sent past what a window has room for (its stated wait
     #: is the window's, which the limiter keeps to: the row goes again as it admits it).
     own: bool = field(default=False)
+
+
+@dataclass(eq=False)
+class _Parked:
+    """A waiter parked behind one sleeping toward the same moment for the same request: it
+    waits in the sleeper's cohort (``Limiter._wait_turn``), held by ``cause`` since
+    ``held_from``."""
+
+    future: asyncio.Future[None]
+    held_from: float
+    cause: str
+    request: tuple[int, float]  # its tokens and its prompt, counted our way
+    #: The cohort's rest, handed on with its turn (None: woken to check for itself).
+    handed: deque[_Parked] | None = None
 
 
 class Limiter:
@@ -227,6 +248,8 @@ class Limiter:
         self._first_send: float | None = None
         self._last_send = 0.0
         self._slot_waiters: deque[asyncio.Future[None]] = deque()
+        #: The cohorts parked behind a sleeper, by when it wakes and the request it asks for.
+        self._cohorts: dict[tuple[float, tuple[int, float] | None], deque[_Parked]] = {}
         self.stall = Stall()  # what the stall now (if any) shows of a window
         #: A window re-read after a drop from the least it holds is scanned up, sends past
         #: what it holds a moment apart, each counted once judged accepted, until one is
@@ -292,49 +315,15 @@ class Limiter:
         """Wait until a request carrying ``tokens`` may be sent; the caller must ``release``.
 
         Check-and-take runs without an ``await`` in between, so on one event loop no lock is
-        needed: waiting for a concurrency slot parks on a FIFO of futures, other waits sleep, and
-        every waiter checks again when it wakes (a limit learned meanwhile holds it). ``tokens``
+        needed: waiting for a concurrency slot parks on a FIFO of futures, other waits sleep (one
+        waiter for each moment, the rest parked behind it: ``_wait_turn``), and every waiter
+        checks again when its turn comes (a limit learned meanwhile holds it). ``tokens``
         is an ``estimate`` made just before: while the request waits, its expected completion
         follows the answers that come in, and so does its prompt's scale to the server's count
         (an estimate made before the first answer is mostly a guess: charged as it was, a request
         that waited since goes at the guess's size, and a paced TPM sends too much at once).
         """
-        scale, mean = self._prompt_scale, self._completion_mean
-        prompt = max(0.0, tokens - mean) / scale  # the prompt, counted our way
-        while True:
-            if (self._prompt_scale, self._completion_mean) != (scale, mean):
-                scale, mean = self._prompt_scale, self._completion_mean
-                tokens = max(1, int(prompt * scale + mean))
-            wait, cause = self._wait_needed(tokens)
-            if wait <= 0:
-                break
-            held_from = self.clock()
-            if wait == math.inf:
-                waiter = asyncio.get_running_loop().create_future()
-                self._slot_waiters.append(waiter)
-                try:
-                    await waiter
-                finally:
-                    if not waiter.done():
-                        waiter.cancel()
-            elif cause == "pause" and self._freed_after is not None and self.congestion.stalls:
-                # A stall's pause that an answer of ours may end (``succeeded``): a slot
-                # waiter too.
-                waiter = asyncio.get_running_loop().create_future()
-                self._slot_waiters.append(waiter)
-                sleeper = asyncio.ensure_future(self.sleep(wait))
-                try:
-                    await asyncio.wait((waiter, sleeper), return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    for pending in (waiter, sleeper):
-                        if not pending.done():
-                            pending.cancel()
-            else:
-                due = self.clock() + wait
-                await self.sleep(wait)
-                self.opening.woke(max(0.0, self.clock() - due))
-            if cause != "opening":
-                self._held[cause] += self.clock() - held_from
+        tokens = await self._wait_turn(tokens)
         now = self.clock()
         if self._first_send is None:
             self._first_send = now
@@ -381,6 +370,128 @@ class Limiter:
                 self.release(permit, 0)
                 raise
         return permit
+
+    async def _wait_turn(self, tokens: int) -> int:
+        """Wait until a request of ``tokens`` may go (``acquire``); its tokens, rescaled to the
+        answers that came in meanwhile.
+
+        Waiters that check at the same moment for the same request get the same answer. So a
+        timed wait (a pacer's, a window's, a pause's) is slept by one of them, and the others
+        park in its cohort: when it wakes it checks, and if it goes, the next in the cohort
+        checks in its turn; if it must wait again, the whole cohort waits with it. Woken each
+        for itself, a hundred waiters behind a pacer would each check, one go, and the rest
+        sleep again, at every send."""
+        scale, mean = self._prompt_scale, self._completion_mean
+        prompt = max(0.0, tokens - mean) / scale  # the prompt, counted our way
+        cohort: deque[_Parked] = deque()  # parked behind this waiter: they check after it
+        try:
+            while True:
+                if (self._prompt_scale, self._completion_mean) != (scale, mean):
+                    scale, mean = self._prompt_scale, self._completion_mean
+                    tokens = max(1, int(prompt * scale + mean))
+                wait, cause = self._wait_needed(tokens)
+                if wait <= 0:
+                    self._hand_on(cohort)
+                    return tokens
+                now = held_from = self.clock()
+                loop = asyncio.get_running_loop()
+                stall = cause == "pause" and self._freed_after is not None
+                if wait == math.inf or (stall and self.congestion.stalls):
+                    self._dissolve(cohort)  # (each waits for a slot on its own)
+                    waiter = loop.create_future()
+                    self._slot_waiters.append(waiter)
+                    if wait == math.inf:
+                        try:
+                            await waiter
+                        finally:
+                            if not waiter.done():
+                                waiter.cancel()
+                    else:
+                        # A stall's pause that an answer of ours may end (``succeeded``): a
+                        # slot waiter too.
+                        sleeper = asyncio.ensure_future(self.sleep(wait))
+                        try:
+                            await asyncio.wait(
+                                (waiter, sleeper), return_when=asyncio.FIRST_COMPLETED
+                            )
+                        finally:
+                            for pending in (waiter, sleeper):
+                                if not pending.done():
+                                    pending.cancel()
+                else:
+                    request = (tokens, prompt)
+                    self._carry(cohort, now, cause, request)
+                    due = now + wait
+                    # (to the microsecond: on the real clock, one moment computed from two
+                    # others rounds apart; the tokens make no difference while no TPM is known)
+                    key = (round(due, 6), request if self.limits["tpm"].value is not None else None)
+                    ahead = self._cohorts.get(key) if COHORTS else None
+                    if ahead is not None:  # another sleeps till then: the same answer
+                        me = _Parked(loop.create_future(), now, cause, request)
+                        ahead.append(me)
+                        ahead.extend(cohort)
+                        cohort = deque()
+                        try:
+                            await me.future
+                        except BaseException:
+                            if me.handed is not None:
+                                self._hand_on(me.handed)  # (cancelled with its turn come)
+                            raise
+                        cohort = me.handed if me.handed is not None else deque()
+                        held_from, cause = me.held_from, me.cause
+                    else:
+                        self._cohorts[key] = cohort
+                        try:
+                            await self.sleep(wait)
+                        finally:
+                            if self._cohorts.get(key) is cohort:
+                                del self._cohorts[key]
+                        late = max(0.0, self.clock() - due)
+                        for _ in range(1 + len(cohort)):
+                            self.opening.woke(late)
+                if cause != "opening":
+                    self._held[cause] += self.clock() - held_from
+        except BaseException:
+            self._dissolve(cohort)
+            raise
+
+    def _carry(
+        self, cohort: deque[_Parked], now: float, cause: str, request: tuple[int, float]
+    ) -> None:
+        """The cohort waits on with its sleeper (``request``), now held by ``cause``; with a
+        TPM known, a waiter for another request checks for itself."""
+        held = self._held
+        tpm = self.limits["tpm"].value is not None
+        staying = []
+        for parked in cohort:
+            if parked.cause != "opening":
+                held[parked.cause] += now - parked.held_from
+            parked.held_from, parked.cause = now, cause
+            if not tpm or parked.request == request:
+                staying.append(parked)
+            elif not parked.future.done():
+                parked.future.set_result(None)
+        if len(staying) < len(cohort):
+            cohort.clear()
+            cohort.extend(staying)
+
+    @staticmethod
+    def _hand_on(cohort: deque[_Parked]) -> None:
+        """The cohort's first waiter checks next, the rest parked behind it."""
+        while cohort:
+            parked = cohort.popleft()
+            if not parked.future.done():
+                parked.handed = cohort
+                parked.future.set_result(None)
+                return
+
+    @staticmethod
+    def _dissolve(cohort: deque[_Parked]) -> None:
+        """Every waiter of the cohort checks for itself."""
+        while cohort:
+            parked = cohort.popleft()
+            if not parked.future.done():
+                parked.future.set_result(None)
 
     def release(self, permit: Permit, actual_tokens: int | None = None) -> None:
         """The request finished; correct its token charge to ``actual_tokens`` when known (a
