@@ -446,9 +446,8 @@ class Limiter:
                         finally:
                             if self._cohorts.get(key) is cohort:
                                 del self._cohorts[key]
-                        late = max(0.0, self.clock() - due)
-                        for _ in range(1 + len(cohort)):
-                            self.opening.woke(late)
+                        # (as if each of the cohort had woken)
+                        self.opening.woke(max(0.0, self.clock() - due), 1 + len(cohort))
                 if cause != "opening":
                     self._held[cause] += self.clock() - held_from
         except BaseException:

@@ -96,9 +96,10 @@ class Opening:
         if self.pacing:
             self.pacer.take(1.0)
 
-    def woke(self, late: float) -> None:
-        """A sleeper woke ``late`` seconds after its time (the loop was busy)."""
-        self.lag = max(self.lag * 0.9, late)
+    def woke(self, late: float, sleepers: int = 1) -> None:
+        """``sleepers`` woke ``late`` seconds after their time (the loop was busy): the lag
+        decays by a tenth for each."""
+        self.lag = max(self.lag * 0.9**sleepers, late)
 
     def saw_response(self, now: float) -> None:
         """The loop delivered a response: time up to now was seen (at most ``SEEN_STEP_S``;
