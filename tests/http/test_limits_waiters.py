@@ -156,15 +156,25 @@ async def sends_behind_a_told_rpm(limiter: Limiter, vt: VirtualTime, sent: list[
     limiter.release(permit, 1)
 
 
-async def test_a_cancelled_sleeper_leaves_its_cohort_to_go_in_turn():
-    # rpm 60 told: after the first send, about one a second. Five wait, one asleep for them
-    # all; it is cancelled, and the other four still go, in turn.
+async def waiting(
+    waiters: int,
+) -> tuple[VirtualTime, Limiter, list[float], list[asyncio.Task[None]]]:
+    """A limiter told rpm 60 (about one send a second) that has just sent one, and ``waiters``
+    tasks waiting to send, one asleep for them all; ``sent``: when each went."""
     vt = VirtualTime()
     limiter = Limiter(concurrency=10, rpm=60, clock=vt)
     sent: list[float] = []
     await sends_behind_a_told_rpm(limiter, vt, sent)
-    tasks = [asyncio.create_task(sends_behind_a_told_rpm(limiter, vt, sent)) for _ in range(5)]
+    tasks = [
+        asyncio.create_task(sends_behind_a_told_rpm(limiter, vt, sent)) for _ in range(waiters)
+    ]
     await vt.run_due()
+    return vt, limiter, sent, tasks
+
+
+async def test_a_cancelled_sleeper_leaves_its_cohort_to_go_in_turn():
+    # The one asleep for five waiters is cancelled: the other four still go, in turn.
+    vt, limiter, sent, tasks = await waiting(5)
     assert [len(c) for c in limiter._cohorts.values()] == [4]
     tasks[0].cancel()
     await settle(vt)
@@ -174,12 +184,7 @@ async def test_a_cancelled_sleeper_leaves_its_cohort_to_go_in_turn():
 
 
 async def test_a_waiter_cancelled_as_its_turn_comes_hands_the_turn_on(monkeypatch):
-    vt = VirtualTime()
-    limiter = Limiter(concurrency=10, rpm=60, clock=vt)
-    sent: list[float] = []
-    await sends_behind_a_told_rpm(limiter, vt, sent)
-    tasks = [asyncio.create_task(sends_behind_a_told_rpm(limiter, vt, sent)) for _ in range(4)]
-    await vt.run_due()
+    vt, limiter, sent, tasks = await waiting(4)
     # When the sleeper goes, it hands its turn to the next, cancelled before it runs.
     hand_on = Limiter._hand_on
     cancelled: list[asyncio.Task] = []
