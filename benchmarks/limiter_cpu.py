@@ -13,7 +13,6 @@ own, as it did before. Prints a table.
 from __future__ import annotations
 
 import argparse
-import time
 from typing import Literal
 
 from pydantic import BaseModel
@@ -23,8 +22,10 @@ from kimi_extract.http import limiter
 
 try:
     from ._server import API_KEY, simulator_process
+    from .transport_cpu import cpu_per_row
 except ImportError:  # run as a script
     from _server import API_KEY, simulator_process  # type: ignore[no-redef]
+    from transport_cpu import cpu_per_row  # type: ignore[no-redef]
 
 
 class Review(BaseModel):
@@ -41,12 +42,7 @@ def measure(base_url: str, concurrency: int, rows: int, rpm: int) -> tuple[float
         rpm=rpm,
         progress=False,
     )
-    texts = [f"review number {i}: the battery is fine" for i in range(rows)]
-    cpu, wall = time.process_time(), time.perf_counter()
-    out = ex.run(texts)
-    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    assert out["kx_error"].isna().all(), out["kx_error"].dropna().head()
-    return cpu / rows * 1000, rows / wall
+    return cpu_per_row(ex, [f"review number {i}: the battery is fine" for i in range(rows)])
 
 
 def main() -> None:

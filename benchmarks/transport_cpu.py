@@ -40,11 +40,16 @@ def measure(base_url: str, backend: str, concurrency: int, rows: int) -> tuple[f
         f"review number {i}: the battery is fine but the screen scratches" for i in range(rows)
     ]
     ex.run(texts[: min(200, rows)])  # warm up imports and the server
+    return cpu_per_row(ex, texts)
+
+
+def cpu_per_row(ex: kx.Extractor, texts: list[str]) -> tuple[float, float]:
+    """Run ``texts`` through ``ex``: this process's CPU ms per row, and rows/s."""
     cpu, wall = time.process_time(), time.perf_counter()
     out = ex.run(texts)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     assert out["kx_error"].isna().all(), out["kx_error"].dropna().head()
-    return cpu / rows * 1000, rows / wall
+    return cpu / len(texts) * 1000, len(texts) / wall
 
 
 def main() -> None:
