@@ -5,14 +5,19 @@ a remote server's 429 takes a round trip: requests sent in that moment are refus
 refusals are one event, not "again and again" (which would read as someone else sharing the
 quota and cut the run to an adaptive rate), and a window read from a burst of ours is read again
 without the sends of that burst that turn out refused (counted as taken, they made the window
-look longer, and a longer window held more than the server's).
+look longer, and a longer window held more than the server's). So is a window the wait a 429
+stated bounded, or a token bucket read from it.
 """
 
 from __future__ import annotations
 
-import pytest
+import math
 
-from kimi_extract.http.named import Adoption, Limit
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kimi_extract.http.named import LEAST_STATED_S, Adoption, Limit
 from kimi_extract.http.pacing import SendLog
 
 from .virtual_gateway import Shape, dumps, run
@@ -127,3 +132,90 @@ def test_what_goes_at_once_is_read_again_once_the_whole_burst_is_judged(
     assert out.ok == 200, dumps(out)
     assert out.gateway.refused() <= 11, dumps(out)
     assert out.end <= most_s, dumps(out)
+
+
+def test_a_window_the_stated_wait_bounded_is_read_again_without_its_refused_sends():
+    # RPM 60 counted in 30 s (30 per window): 30 accepted over 0.3 s, then 8 at once as the
+    # first answers came, refused. The first 429 states "30 seconds"; the other seven, still on
+    # their way, counted as taken: the window was read as 31.24 s (31 a window) and kept, so
+    # one send in every window after was refused and all waited its stated wait.
+    log = SendLog()
+    sends = [log.add(i * 0.01, 1.0) for i in range(30)] + [log.add(0.3, 1.0) for _ in range(8)]
+    limit = Limit("rpm", None)
+    now = 0.31
+    log.refuse(sends[30])
+    assert limit.read(60, now, 30.0, Adoption(log, now - 0.05, 0.01, 1.0, sent_at=0.3)) == (
+        "adopted"
+    )
+    assert limit.window_s > 31.0
+    for send in sends[31:]:
+        log.refuse(send)
+        limit.read(60, now + 0.001, 30.0, Adoption(log, now - 0.05, 0.01, 1.0, sent_at=0.3))
+    assert limit.window_s == pytest.approx(30.0, abs=1e-6)
+    assert log.requests.length == pytest.approx(30.05, abs=1e-6)
+
+
+def test_a_window_a_stated_wait_of_one_second_bounded_is_kept():
+    # Kimi states "1 seconds" for any shorter wait: such a window is not read again
+    # (``LEAST_STATED_S``). A 10/s bucket of burst 1, 429s 200 ms late: read as 14 per 1.4 s
+    # and kept, 100 rows end at 13.04 s; read again without the refused sends, as 10 per 1 s
+    # with the log's 0.4 s edge, they ended at 14.81 s.
+    out = run(Shape("bucket", per_minute=600, burst=1), rows=100, latency_s=0.3, refusal_s=0.2)
+    assert out.ok == 100, dumps(out)
+    assert out.limiter.limits["rpm"].stated == LEAST_STATED_S, dumps(out)
+    assert out.end <= 13.5, dumps(out)
+
+
+@pytest.mark.parametrize(
+    ("kind", "per_minute", "window_s", "latency", "rows", "refusal_s", "most_s"),
+    [
+        # 10 s windows of 100, answers of 8 s: the 8 sent at once as the opening's first
+        # answers came were refused and read as taken (10.41 s, 104 a window); every answer of
+        # the opening then sent one more into the full window: 163 of 763 refused, 101.7 s.
+        ("sliding", 600, 10.0, 8.0, 600, 0.01, 61.0),
+        ("fixed", 600, 10.0, 8.0, 600, 0.01, 61.0),  # 106 of 706 refused, 109.1 s
+        # 30 s windows of 30, answers of 0.3 s: read as 31.24 s, one refused in every window
+        # and everyone waiting its stated wait: 65 of 665 refused, 733.6 s (bound 570.3 s).
+        ("sliding", 60, 30.0, 0.3, 600, 0.01, 585.0),
+        # 10 s windows of 50, answers of 0.3 s, 429s 50 ms late: the 41 sends refused in that
+        # moment, counted as taken, read the opening as a token bucket's burst; one refused
+        # after every window and everyone waiting: 36.3 s for 160 rows.
+        ("sliding", 300, 10.0, 0.3, 160, 0.05, 31.5),
+    ],
+)
+def test_kimis_named_window_is_read_as_the_servers_after_its_late_429s(
+    kind, per_minute, window_s, latency, rows, refusal_s, most_s
+):
+    shape = Shape(kind, per_minute=per_minute, window_s=window_s)
+    out = run(shape, rows=rows, style="kimi", latency_s=latency, refusal_s=refusal_s)
+    assert out.ok == rows, dumps(out)
+    assert out.limiter.limits["rpm"].window_s == pytest.approx(window_s), dumps(out)
+    refused = [a.at for a in out.gateway.attempts if a.refused]
+    assert [t for t in refused if t > refused[0] + 1.0] == [], dumps(out)
+    assert out.end <= most_s, dumps(out)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    kind=st.sampled_from(["fixed", "sliding"]),
+    window=st.sampled_from([5.0, 10.0, 20.0, 30.0]),
+    per_minute=st.sampled_from([120, 300, 600, 900, 1200]),
+    latency=st.floats(0.2, 10.0),
+    refusal_s=st.floats(0.0, 0.1),
+)
+def test_a_window_kimis_429_names_with_a_wait_over_a_second_refuses_only_once(
+    kind, window, per_minute, latency, refusal_s
+):
+    # Whatever the answers' length and however late the 429s come back: once the first 429 names
+    # the limit and states a wait over 1 s, the window is read no longer than the server's, and
+    # nothing is refused after that moment's 429s (a second past the first refusal).
+    rows = int(min(600, 3 * per_minute * window / 60 + 10))
+    shape = Shape(kind, per_minute=per_minute, window_s=window)
+    out = run(shape, rows=rows, style="kimi", latency_s=latency, refusal_s=refusal_s)
+    assert out.ok == rows, dumps(out)
+    refusals = [a for a in out.gateway.attempts if a.refused]
+    if not refusals or max(1, math.ceil(refusals[0].wait - 1e-9)) <= LEAST_STATED_S:
+        return
+    assert out.limiter.limits["rpm"].window_s <= window + 1e-6, dumps(out)
+    late = [a.at for a in refusals if a.at > refusals[0].at + 1.0]
+    assert late == [], dumps(out)

@@ -113,6 +113,7 @@ class Attempt:
 
     at: float
     refused: str | None
+    wait: float = 0.0  # a refusal's wait as the server reckoned it (its 429 states it rounded up)
 
 
 @dataclass
@@ -157,7 +158,7 @@ class VirtualGateway:
         prompt = ratelimits.body_tokens(payload)
         refusal = self.shape.admit(now, prompt + ratelimits.COMPLETION_TOKENS)
         if refusal is not None:
-            self.attempts.append(Attempt(now, refusal.limit))
+            self.attempts.append(Attempt(now, refusal.limit, refusal.wait))
             headers, body = ratelimits.refusal_reply(refusal, self.style)
             late = self.refusal_s + self.jitter.uniform(0.0, self.refusal_jitter_s)
             if late:
