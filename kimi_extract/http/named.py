@@ -32,7 +32,8 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
   reads 429s late, and the requests sent meanwhile are refused too), read as it was. When it is
   for a request of the burst a window was read from, the window is read again without it (counted
   as taken, the refused sends made the window look longer, and a longer one held more). So is a
-  window the stated wait bounded, or a token bucket read from it, whole (``reread``): Kimi's
+  window the stated wait bounded, or a token bucket read from it, whole, unless it was read
+  shorter than ``SHORT_WINDOW_S`` (``reread``): Kimi's
   text on a server counting RPM 300 in 10 s, answers of 0.3 s and 429s 50 ms late, read 41 sends
   refused in that moment as taken, and the opening as a bucket's burst; after every window the
   next send was refused and everyone waited (36.3 s for 160 rows, now 30.95 s).
@@ -75,11 +76,13 @@ BUCKET_EVIDENCE = 1.5
 #: Windows read from a burst of ours (or bounded by the wait a 429 stated): what may go at once
 #: is read again once all of the burst is judged (``rejudge``).
 READ = ("burst", "stated wait")
-#: A window bounded by a stated wait this short or shorter, or a bucket read from it, is not read
-#: again (``reread``): Kimi states "1 seconds" for any shorter wait, and a window of a second,
-#: read again without the refused sends, holds fewer than the log's edge costs (with 429s 200 ms
-#: late, the sweep's 1 s windows and 10/s buckets of burst 1 ended up to 14 % later).
-LEAST_STATED_S = 1.0
+#: A window bounded by a stated wait, or a bucket read from it, read shorter than this is not
+#: read again (``reread``): a window of a second or two, read again without the refused sends,
+#: holds fewer than the log's edge (``log_margin``) costs. Read again, with 429s 200 ms late the
+#: sweep's 1 s windows and 10/s buckets of burst 1 (read as 1.4 s) ended up to 14 % later, and
+#: with them 10 ms late its 1/s buckets of burst 1 (read as 2 s) 4 % later; its windows of 5 s
+#: and more gained.
+SHORT_WINDOW_S = 2.5
 LABELS = {"concurrency": "concurrency", "rpm": "RPM", "tpm": "TPM"}
 
 
@@ -217,7 +220,7 @@ class Limit:
         than a window that long could hold."""
         log = context.log
         if self.how in ("stated wait", "bucket"):
-            if self.value is not None and (self.stated or 0) > LEAST_STATED_S:
+            if self.value is not None and self.window_s >= SHORT_WINDOW_S:
                 self._read_whole_again(read_at, now, context)
             return
         window = log.window_for(read_at, self.value or 0, tokens=self.tokens, judged_before=read_at)

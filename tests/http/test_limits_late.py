@@ -11,13 +11,11 @@ stated bounded, or a token bucket read from it.
 
 from __future__ import annotations
 
-import math
-
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.http.named import LEAST_STATED_S, Adoption, Limit
+from kimi_extract.http.named import SHORT_WINDOW_S, Adoption, Limit
 from kimi_extract.http.pacing import SendLog
 
 from .virtual_gateway import Shape, dumps, run
@@ -155,14 +153,14 @@ def test_a_window_the_stated_wait_bounded_is_read_again_without_its_refused_send
     assert log.requests.length == pytest.approx(30.05, abs=1e-6)
 
 
-def test_a_window_a_stated_wait_of_one_second_bounded_is_kept():
-    # Kimi states "1 seconds" for any shorter wait: such a window is not read again
-    # (``LEAST_STATED_S``). A 10/s bucket of burst 1, 429s 200 ms late: read as 14 per 1.4 s
-    # and kept, 100 rows end at 13.04 s; read again without the refused sends, as 10 per 1 s
-    # with the log's 0.4 s edge, they ended at 14.81 s.
+def test_a_short_window_the_stated_wait_bounded_is_kept():
+    # A window read shorter than ``SHORT_WINDOW_S`` is not read again: the log's edge costs it
+    # more than the refused sends. A 10/s bucket of burst 1, 429s 200 ms late: read as 14 per
+    # 1.4 s and kept, 100 rows end at 13.04 s; read again without the refused sends, as 10 per
+    # 1 s with the log's 0.4 s edge, they ended at 14.81 s.
     out = run(Shape("bucket", per_minute=600, burst=1), rows=100, latency_s=0.3, refusal_s=0.2)
     assert out.ok == 100, dumps(out)
-    assert out.limiter.limits["rpm"].stated == LEAST_STATED_S, dumps(out)
+    assert out.limiter.limits["rpm"].window_s < SHORT_WINDOW_S, dumps(out)
     assert out.end <= 13.5, dumps(out)
 
 
@@ -203,19 +201,23 @@ def test_kimis_named_window_is_read_as_the_servers_after_its_late_429s(
     latency=st.floats(0.2, 10.0),
     refusal_s=st.floats(0.0, 0.1),
 )
-def test_a_window_kimis_429_names_with_a_wait_over_a_second_refuses_only_once(
-    kind, window, per_minute, latency, refusal_s
-):
+def test_a_window_kimis_429_names_refuses_only_once(kind, window, per_minute, latency, refusal_s):
     # Whatever the answers' length and however late the 429s come back: once the first 429 names
-    # the limit and states a wait over 1 s, the window is read no longer than the server's, and
-    # nothing is refused after that moment's 429s (a second past the first refusal).
+    # the limit, the window is read no longer than the server's, and nothing is refused after
+    # that moment's 429s (a second past the first refusal). Not with answers that come back
+    # just as the window frees (their length a whole number of windows, within 0.1 s): each
+    # send then replaces one of the opening's as it leaves, and a burst reads a window a second
+    # longer (10 s windows of 100, answers of 10 s, 429s at once: read as 11 s, one more refused
+    # 11 s later; so before this change too).
+    phase = latency % window
+    assume(min(phase, window - phase) > 0.1)
     rows = int(min(600, 3 * per_minute * window / 60 + 10))
     shape = Shape(kind, per_minute=per_minute, window_s=window)
     out = run(shape, rows=rows, style="kimi", latency_s=latency, refusal_s=refusal_s)
     assert out.ok == rows, dumps(out)
     refusals = [a for a in out.gateway.attempts if a.refused]
-    if not refusals or max(1, math.ceil(refusals[0].wait - 1e-9)) <= LEAST_STATED_S:
-        return
+    if not refusals:
+        return  # (the limit never bound)
     assert out.limiter.limits["rpm"].window_s <= window + 1e-6, dumps(out)
     late = [a.at for a in refusals if a.at > refusals[0].at + 1.0]
     assert late == [], dumps(out)

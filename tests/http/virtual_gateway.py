@@ -113,7 +113,6 @@ class Attempt:
 
     at: float
     refused: str | None
-    wait: float = 0.0  # a refusal's wait as the server reckoned it (its 429 states it rounded up)
 
 
 @dataclass
@@ -158,7 +157,7 @@ class VirtualGateway:
         prompt = ratelimits.body_tokens(payload)
         refusal = self.shape.admit(now, prompt + ratelimits.COMPLETION_TOKENS)
         if refusal is not None:
-            self.attempts.append(Attempt(now, refusal.limit, refusal.wait))
+            self.attempts.append(Attempt(now, refusal.limit))
             headers, body = ratelimits.refusal_reply(refusal, self.style)
             late = self.refusal_s + self.jitter.uniform(0.0, self.refusal_jitter_s)
             if late:
