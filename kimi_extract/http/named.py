@@ -33,10 +33,10 @@ A ``Limit`` is one of them: its value and where it came from, the window it is c
   for a request of the burst a window was read from, the window is read again without it (counted
   as taken, the refused sends made the window look longer, and a longer one held more). So is a
   window the stated wait bounded, or a token bucket read from it, whole, unless it was read
-  shorter than ``SHORT_WINDOW_S`` (``reread``): Kimi's
-  text on a server counting RPM 300 in 10 s, answers of 0.3 s and 429s 50 ms late, read 41 sends
-  refused in that moment as taken, and the opening as a bucket's burst; after every window the
-  next send was refused and everyone waited (36.3 s for 160 rows, now 30.95 s).
+  shorter than ``SHORT_WINDOW_S`` (``reread``): Kimi's text on a server counting RPM 300 in
+  10 s, answers of 0.3 s and 429s 50 ms late, read 41 sends refused in that moment as taken,
+  and the opening as a bucket's burst; after every window the next send was refused and
+  everyone waited (36.3 s for 160 rows, now 30.95 s).
 """
 
 from __future__ import annotations
