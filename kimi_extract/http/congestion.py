@@ -243,6 +243,9 @@ PACED_BURST_S = 0.05
 SLOW_DOUBLING_SENDS, SLOW_DOUBLING_S, SLOW_USED, SLOW_DOUBLINGS = 3, 0.25, 0.75, 6
 #: A stall that found fewer of ours accepted in flight says nothing of a concurrency limit.
 MIN_WINDOW_LEVEL = 2
+#: ...nor does one whose later refusal came with less than this share of what its clamp found
+#: held (room for ours at the server: a rate's window, not a concurrency limit).
+HELD_BELOW = 0.5
 
 
 #: The in-flight window's learned state: the window, its level, whether it was clamped since the
@@ -673,11 +676,14 @@ class Congestion:
         as accepted the burst's requests whose 429s were still on the way. A ``probe`` refused
         below the clamp lowers it only when the stall's next refused probe is below it too
         (to the higher of the two: one may be a random refusal)."""
-        if accepted_in_flight < MIN_WINDOW_LEVEL:
-            undo = self._stall_clamp
-            if stall and undo is not None and sent_at is not None and sent_at < self.window_at:
+        undo = self._stall_clamp
+        below = accepted_in_flight < max(MIN_WINDOW_LEVEL, HELD_BELOW * self.window_level)
+        if below and stall and not probe and undo is not None:
+            if sent_at is not None and sent_at < self.window_at:
                 self._window_state = undo
                 self._stall_clamp = None
+                return
+        if accepted_in_flight < MIN_WINDOW_LEVEL:
             return
         if (
             stall

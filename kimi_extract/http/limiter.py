@@ -136,6 +136,9 @@ WARY_DROP = 2
 #: the stall took enough to show a window and nothing said when the server has room, they go
 #: on as the longer lengths end: ``Limiter._past_probes``).
 PAST_PROBES = 3
+#: Sends after a stall's last refusal, all taken, that show the server's rate is at least the
+#: pace they went at (``_restart_rate``).
+TAKEN_RUN = 5
 #: The round trip the opening holds for is the median of this many connections' last.
 RTT_SAMPLES = 16
 #: Waiters that would check at the same moment for the same request wait as one cohort, one of
@@ -682,7 +685,11 @@ class Limiter:
                 elif congestion.stalls <= HALVING_PROBES:
                     sooner = self.stall.halving(self.log, now, shown.length)
                     pause = pause if sooner is None else min(pause, sooner)
-            accepted = self._accepted_in_flight()
+            # What the server held of ours when the refused one came (429s a round trip late:
+            # those sent in that round trip were refused too, not held).
+            accepted = (
+                self._accepted_in_flight() if permit is None else self.log.held_ahead(permit.send)
+            )
             full = accepted >= MIN_WINDOW_LEVEL
             pause = congestion.stall_pause(
                 pause,
@@ -884,7 +891,7 @@ class Limiter:
         """A refused request: its reservation goes back, in the log and every pacer it was
         taken from (never above a pacer's capacity: no credit is made of it; not to a pacer made
         since it was sent, which never held it)."""
-        self.log.refuse(permit.send)
+        self.log.refuse(permit.send, self.clock())
         for name, amount in (("rpm", 1.0), ("tpm", permit.send.tokens)):
             pacer = self.limits[name].pacer
             if pacer is not None and pacer.since <= permit.sent_at:
@@ -1003,7 +1010,7 @@ class Limiter:
         # the clamp is let go if that is taken too (a window that began, not a bucket's token).
         confirm = congestion.restart(
             now,
-            self._delivered(now, None, whole=True),
+            self._restart_rate(now),
             paced=not adopted,
             slow=slow,
             past_clamp=self._probes_past[1],
@@ -1011,6 +1018,18 @@ class Limiter:
         # (the probe is still out, past the clamp: one more than what is out now)
         self._confirm_slots = self.in_flight + 1 if confirm else 0
         self._wake_slots()
+
+    def _restart_rate(self, now: float) -> float:
+        """What a stall's accepted probe restarts the rate at: what the server delivered over
+        all the log remembers (the stall's pause in it), or, when the sends after the stall's
+        last refusal went at a steady pace and the server took every one of them
+        (``TAKEN_RUN`` or more before the probe: a bucket of burst one refused the opening's
+        burst, not its pace), that pace, if higher."""
+        delivered = self._delivered(now, None, whole=True)
+        count, first, last = self.log.taken_after_refusals(self.congestion.probe_sent)
+        if count >= TAKEN_RUN and last > first:
+            delivered = max(delivered, (count - 1) / (last - first))
+        return delivered
 
     def _wary_taken(self, wary: Send, now: float) -> None:
         """The send that went alone after one refusal in a window shown before was accepted.
@@ -1162,6 +1181,7 @@ class Limiter:
             if now >= due:  # taken too: no concurrency limit held the clamp
                 self._confirm_send = None
                 congestion.unclamp()
+                self._wake_slots()  # (those parked for a slot: nothing else may wake them)
             else:
                 judging.append(due)
         wary = self._wary_send

@@ -26,6 +26,9 @@ MAX_WINDOW_S = 60.0
 #: "window" is a token bucket's burst, which the pacer handles.
 MIN_WINDOW_S = 1.0
 REQUESTS, TOKENS = 1, 2
+#: ``SendLog.held_ahead`` looks no further back than this for a send whose 429 came after the
+#: one it is asked about went.
+AHEAD_LATE_S = 10.0
 
 
 class Pacer:
@@ -75,7 +78,17 @@ class Share:
 class Send:
     """One admitted request: when it went, the tokens charged, and whether it was refused."""
 
-    __slots__ = ("sent_at", "tokens", "known", "refused", "named", "held", "room", "ahead")
+    __slots__ = (
+        "sent_at",
+        "tokens",
+        "known",
+        "refused",
+        "refused_at",
+        "named",
+        "held",
+        "room",
+        "ahead",
+    )
 
     def __init__(self, sent_at: float, tokens: float) -> None:
         self.sent_at = sent_at
@@ -86,6 +99,7 @@ class Send:
         self.ahead = 0
         self.known = False  # its tokens are its answer's usage, not an estimate
         self.refused = False
+        self.refused_at = math.inf  # when its 429 came back
         self.room = math.inf  # refused: when its stated wait said the server has room
         self.named = False  # refused by a limit its 429 named
         self.held = 0  # bit set of the windows still counting it
@@ -171,13 +185,29 @@ class SendLog:
         while sends and sends[0].sent_at <= now - MAX_WINDOW_S - 1.0:  # (a window's edge too)
             sends.popleft()
 
-    def refuse(self, send: Send) -> None:
-        """The server refused ``send``: it counts in no window (its tokens were never used)."""
+    def refuse(self, send: Send, now: float = math.inf) -> None:
+        """The server refused ``send`` (its 429 came at ``now``): it counts in no window (its
+        tokens were never used)."""
         if send.refused:
             return
         self.requests.drop(send)
         self.tokens.drop(send)
-        send.refused = True
+        send.refused, send.refused_at = True, now
+
+    def held_ahead(self, send: Send) -> int:
+        """What the server held of ours when ``send`` came, as far as is known now: those in
+        flight as it went, not known refused then (``Send.ahead``), less those whose 429 came
+        since (a 429 a round trip late: the sends made before it in that round trip were
+        counted as held; a 429 ``AHEAD_LATE_S`` later than ``send`` is not looked for)."""
+        passed, since = False, 0
+        for other in reversed(self.sends):
+            if other is send:
+                passed = True
+            elif passed:
+                if other.sent_at < send.sent_at - AHEAD_LATE_S:
+                    break
+                since += other.refused and other.refused_at > send.sent_at
+        return max(0, send.ahead - since) if passed else send.ahead
 
     def correct(self, send: Send, tokens: float) -> None:
         """``send`` really cost ``tokens`` (its answer's usage)."""
@@ -273,6 +303,21 @@ class SendLog:
             if since is None and share.sends >= count:
                 break
         return share
+
+    def taken_after_refusals(self, before: float) -> tuple[int, float, float]:
+        """The sends made before ``before`` after the newest refused one (by a limit no 429
+        named), all accepted: how many, and when the first and the last of them went. The server
+        took every one of them, at the rate they went (a burst's overflow refused, and the paced
+        sends after it all taken: a bucket of burst one)."""
+        count, first, last = 0, math.inf, -math.inf
+        for send in reversed(self.sends):
+            if send.sent_at >= before:
+                continue
+            if send.refused and not send.named:
+                break
+            count += 1
+            first, last = send.sent_at, max(last, send.sent_at)
+        return count, first, last
 
     def refused_run(self, send: Send) -> tuple[int, int]:
         """Refused sends in a row, in the order sent, through ``send``: those before it and
