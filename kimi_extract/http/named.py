@@ -312,7 +312,12 @@ class Limit:
         self.read_at = now if read else None
         self.stated = stated
         self.burst_judged_at = None
-        if self.read_at is not None and (again or burst is not None and judged is not None):
+        if self.read_at is not None and (
+            again or burst is not None and judged is not None or length >= SHORT_WINDOW_S
+        ):
+            # (none of the burst judged yet, a 429 a round trip late: what may go at once in
+            # a window as long as the log's edge or more is read when they all are, not left
+            # at a moment's worth)
             self.burst_judged_at = now + max(0.0, now - context.judged_before)
         edge = log_margin(context.refusal_rtt)
         log.set_length(log.tokens if tokens else log.requests, length + edge, now)

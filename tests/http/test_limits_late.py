@@ -221,3 +221,22 @@ def test_a_window_kimis_429_names_refuses_only_once(kind, window, per_minute, la
     assert out.limiter.limits["rpm"].window_s <= window + 1e-6, dumps(out)
     late = [a.at for a in refusals if a.at > refusals[0].at + 1.0]
     assert late == [], dumps(out)
+
+
+@pytest.mark.parametrize("kind", ["fixed", "sliding"])
+def test_a_window_named_before_any_send_was_judged_refills_whole(kind):
+    # RPM 60 named in Kimi's text, counted in 60 s, 429s 200 ms late and 0.3 s answers: when
+    # the first 429 came, none of the opening's sends had gone long enough without one to count
+    # as taken, so what may go at once was read as a moment's worth, and never read again. The
+    # 40 rows left went one a second once the window refilled (100 rows in 100.3 s).
+    out = run(
+        Shape(kind, per_minute=60, window_s=60),
+        rows=100,
+        style="kimi",
+        latency_s=0.3,
+        refusal_s=0.2,
+    )
+    assert out.ok == 100, dumps(out)
+    later = [a.at for a in out.gateway.attempts if a.at >= 1.0]
+    assert len(later) == 40 and max(later) - min(later) <= 1.0, dumps(out)
+    assert out.end <= 62.0, dumps(out)  # 61.02 s
