@@ -40,6 +40,13 @@ def test_held_ahead_leaves_out_the_sends_whose_429s_came_since():
     assert log.held_ahead(early) == 2
 
 
+def _late(shape: Shape, rows: int, latency: float, style: str = "bare"):
+    """``rows`` through ``shape``, each 429 back 200 ms late, every row answered."""
+    out = run(shape, rows=rows, style=style, latency_s=latency, refusal_s=0.2)
+    assert out.ok == rows, dumps(out)
+    return out
+
+
 def _clamps(monkeypatch) -> list[tuple[int, int | None]]:
     """Each stall clamp's count, and the window after it."""
     seen: list[tuple[int, int | None]] = []
@@ -89,14 +96,7 @@ def test_a_bucket_of_burst_one_behind_late_429s_is_not_read_as_slots(monkeypatch
     # when the 429s came: the window was clamped at 6, 0.75/s with 8 s answers, and grew by one
     # slot per window of answers (100 rows in 90.7 s; the run could end by 17.9 s).
     seen = _clamps(monkeypatch)
-    out = run(
-        Shape("bucket", per_minute=600, burst=1),
-        rows=100,
-        style="bare",
-        latency_s=8.0,
-        refusal_s=0.2,
-    )
-    assert out.ok == 100, dumps(out)
+    out = _late(Shape("bucket", per_minute=600, burst=1), 100, 8.0)
     assert all(window is None for _, window in seen), (seen, dumps(out))
     assert out.end <= 25.0, dumps(out)  # 22.35 s
 
@@ -106,14 +106,7 @@ def test_the_paced_sends_a_bucket_took_after_its_refusals_restart_the_rate():
     # it, and every paced send after them (50/s) is taken. The stall's probe restarted the rate
     # at what the server delivered over the stall, its pause in it (11/s), and the curve stayed
     # near that for 20 s: 600 rows in 29.7 s. They show the server takes at least 50/s.
-    out = run(
-        Shape("bucket", per_minute=6000, burst=1),
-        rows=600,
-        style="bare",
-        latency_s=0.3,
-        refusal_s=0.2,
-    )
-    assert out.ok == 600, dumps(out)
+    out = _late(Shape("bucket", per_minute=6000, burst=1), 600, 0.3)
     assert out.end <= 15.0, dumps(out)  # 13.29 s
     assert out.gateway.refused() <= 12, dumps(out)  # 8
 
@@ -124,14 +117,7 @@ def test_a_later_refusal_with_room_held_undoes_the_clamp(monkeypatch):
     # slots, came with 2 held: no concurrency limit refused those. Clamped at 2, 600 rows took
     # 85.0 s; the clamp undone, 67.9 s.
     seen = _clamps(monkeypatch)
-    out = run(
-        Shape("fixed", per_minute=600, window_s=1.0),
-        rows=600,
-        style="bare",
-        latency_s=0.3,
-        refusal_s=0.2,
-    )
-    assert out.ok == 600, dumps(out)
+    out = _late(Shape("fixed", per_minute=600, window_s=1.0), 600, 0.3)
     assert seen and seen[0] == (10, 10), seen
     assert out.end <= 72.0, dumps(out)
 
@@ -141,14 +127,7 @@ def test_waiters_parked_for_a_slot_wake_when_the_clamp_is_let_go():
     # window at 10, and 75 rows park for a slot. A probe past it is taken, and one more, so the
     # clamp is let go while a waiter checks: nothing woke the 75 parked, and nothing went from
     # 4.35 s until the first answers at 8 s (100 rows in 26.45 s).
-    out = run(
-        Shape("fixed", per_minute=600, window_s=1.0),
-        rows=100,
-        style="retry-after",
-        latency_s=8.0,
-        refusal_s=0.2,
-    )
-    assert out.ok == 100, dumps(out)
+    out = _late(Shape("fixed", per_minute=600, window_s=1.0), 100, 8.0, style="retry-after")
     sent = sorted(a.at for a in out.gateway.attempts)
     assert longest_gap([t for t in sent if 2.0 <= t <= 8.0], since=2.0) < 1.0, dumps(out)
     assert out.end <= 24.0, dumps(out)  # 23.45 s
