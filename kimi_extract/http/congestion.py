@@ -673,17 +673,20 @@ class Congestion:
         one: the probe that just restarted the run) it says nothing of a concurrency limit, and
         the window is left as it is; when the refused request went before this stall's clamp
         (``sent_at``: a 429 of the same burst, read after it), the clamp is undone: it counted
-        as accepted the burst's requests whose 429s were still on the way. A ``probe`` refused
-        below the clamp lowers it only when the stall's next refused probe is below it too
-        (to the higher of the two: one may be a random refusal)."""
+        as accepted the burst's requests whose 429s were still on the way; so is it when the
+        server held fewer than ``HELD_BELOW`` of what the clamp read (not a probe's: see
+        below). A ``probe`` refused below the clamp lowers it only when the stall's next
+        refused probe is below it too (to the higher of the two: one may be a random
+        refusal)."""
         undo = self._stall_clamp
-        below = accepted_in_flight < max(MIN_WINDOW_LEVEL, HELD_BELOW * self.window_level)
-        if below and stall and not probe and undo is not None:
+        few = accepted_in_flight < MIN_WINDOW_LEVEL
+        room = not probe and accepted_in_flight < HELD_BELOW * self.window_level
+        if (few or room) and stall and undo is not None:
             if sent_at is not None and sent_at < self.window_at:
                 self._window_state = undo
                 self._stall_clamp = None
                 return
-        if accepted_in_flight < MIN_WINDOW_LEVEL:
+        if few:
             return
         if (
             stall
