@@ -891,7 +891,7 @@ class Limiter:
         """A refused request: its reservation goes back, in the log and every pacer it was
         taken from (never above a pacer's capacity: no credit is made of it; not to a pacer made
         since it was sent, which never held it)."""
-        self.log.refuse(permit.send, self.clock())
+        self.log.refuse(permit.send)
         for name, amount in (("rpm", 1.0), ("tpm", permit.send.tokens)):
             pacer = self.limits[name].pacer
             if pacer is not None and pacer.since <= permit.sent_at:

@@ -83,7 +83,8 @@ class Send:
         "tokens",
         "known",
         "refused",
-        "refused_at",
+        "refusal",
+        "seen",
         "named",
         "held",
         "room",
@@ -99,7 +100,10 @@ class Send:
         self.ahead = 0
         self.known = False  # its tokens are its answer's usage, not an estimate
         self.refused = False
-        self.refused_at = math.inf  # when its 429 came back
+        #: Refused: how many 429s the log had read when its came (its place among them)...
+        self.refusal = 0
+        #: ...and how many it had read when it went.
+        self.seen = 0
         self.room = math.inf  # refused: when its stated wait said the server has room
         self.named = False  # refused by a limit its 429 named
         self.held = 0  # bit set of the windows still counting it
@@ -168,11 +172,13 @@ class SendLog:
 
     def __init__(self) -> None:
         self.sends: deque[Send] = deque()
+        self.refusals = 0  # 429s read (``refuse``)
         self.requests = _Window(REQUESTS, MAX_WINDOW_S)
         self.tokens = _Window(TOKENS, MAX_WINDOW_S)
 
     def add(self, now: float, tokens: float) -> Send:
         send = Send(now, tokens)
+        send.seen = self.refusals
         self.sends.append(send)
         self.requests.add(send)
         self.tokens.add(send)
@@ -185,20 +191,22 @@ class SendLog:
         while sends and sends[0].sent_at <= now - MAX_WINDOW_S - 1.0:  # (a window's edge too)
             sends.popleft()
 
-    def refuse(self, send: Send, now: float = math.inf) -> None:
-        """The server refused ``send`` (its 429 came at ``now``): it counts in no window (its
-        tokens were never used)."""
+    def refuse(self, send: Send) -> None:
+        """The server refused ``send``: it counts in no window (its tokens were never used)."""
         if send.refused:
             return
         self.requests.drop(send)
         self.tokens.drop(send)
-        send.refused, send.refused_at = True, now
+        self.refusals += 1
+        send.refused, send.refusal = True, self.refusals
 
     def held_ahead(self, send: Send) -> int:
         """What the server held of ours when ``send`` came, as far as is known now: those in
         flight as it went, not known refused then (``Send.ahead``), less those whose 429 came
         since (a 429 a round trip late: the sends made before it in that round trip were
-        counted as held; a 429 ``AHEAD_LATE_S`` later than ``send`` is not looked for)."""
+        counted as held; a 429 ``AHEAD_LATE_S`` later than ``send`` is not looked for). "Since"
+        is in the order the 429s were read, not by the clock: one read at the moment it went,
+        after it went, was counted in ``ahead``."""
         passed, since = False, 0
         for other in reversed(self.sends):
             if other is send:
@@ -206,7 +214,7 @@ class SendLog:
             elif passed:
                 if other.sent_at < send.sent_at - AHEAD_LATE_S:
                     break
-                since += other.refused and other.refused_at > send.sent_at
+                since += other.refused and other.refusal > send.seen
         return max(0, send.ahead - since) if passed else send.ahead
 
     def correct(self, send: Send, tokens: float) -> None:
