@@ -205,12 +205,14 @@ def test_a_window_kimis_429_names_refuses_only_once(kind, window, per_minute, la
     # Whatever the answers' length and however late the 429s come back: once the first 429 names
     # the limit, the window is read no longer than the server's, and nothing is refused after
     # that moment's 429s (a second past the first refusal). Not with answers that come back
-    # just as the window frees (their length a whole number of windows, within 0.1 s): each
-    # send then replaces one of the opening's as it leaves, and a burst reads a window a second
-    # longer (10 s windows of 100, answers of 10 s, 429s at once: read as 11 s, one more refused
-    # 11 s later; so before this change too).
-    phase = latency % window
-    assume(min(phase, window - phase) > 0.1)
+    # just as the window frees (one, two or three of them a whole number of windows, within
+    # 0.1 s): each send then replaces one of the opening's as it leaves, and a burst reads a
+    # window longer (10 s windows of 100, answers of 10 s, 429s at once: read as 11 s, one more
+    # refused 11 s later; 10 s windows of 200, answers of 5.0 s: read as 10.5 s, one more
+    # refused 10.5 s later; so before this change too, and not at 4.99 or 5.01 s).
+    for rounds in (1, 2, 3):
+        phase = rounds * latency % window
+        assume(min(phase, window - phase) > 0.1)
     rows = int(min(600, 3 * per_minute * window / 60 + 10))
     shape = Shape(kind, per_minute=per_minute, window_s=window)
     out = run(shape, rows=rows, style="kimi", latency_s=latency, refusal_s=refusal_s)
