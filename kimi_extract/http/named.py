@@ -227,8 +227,7 @@ class Limit:
         if window is None or window >= self.window_s:
             return
         self.window_s = max(window, self.least_s)
-        edge = log_margin(context.refusal_rtt)
-        log.set_length(log.tokens if self.tokens else log.requests, self.window_s + edge, now)
+        self._keep_log(context, now)
 
     def _read_whole_again(self, read_at: float, now: float, context: Adoption) -> None:
         """``reread`` a window the stated wait bounded, or a bucket: adopted again as at
@@ -240,8 +239,14 @@ class Limit:
         self.adopt(value or 0, read_at, self.stated, judged, again=True)
         if before.how == self.how == "bucket":
             self.__dict__.update(before.__dict__)
-            edge = log_margin(context.refusal_rtt)
-            context.log.set_length(context.log.requests, self.window_s + edge, now)
+            self._keep_log(context, now)
+
+    def _keep_log(self, context: Adoption, now: float) -> None:
+        """The log counts this limit's window from now on, and the edge a 429's round trip
+        leaves (``log_margin``)."""
+        log = context.log
+        window = log.tokens if self.tokens else log.requests
+        log.set_length(window, self.window_s + log_margin(context.refusal_rtt), now)
 
     def adopt(
         self, value: int, now: float, stated: float | None, context: Adoption, again: bool = False
@@ -319,8 +324,7 @@ class Limit:
             # a window as long as the log's edge or more is read when they all are, not left
             # at a moment's worth)
             self.burst_judged_at = now + max(0.0, now - context.judged_before)
-        edge = log_margin(context.refusal_rtt)
-        log.set_length(log.tokens if tokens else log.requests, length + edge, now)
+        self._keep_log(context, now)
         if recent is None:
             recent = log.accepted(now, min(length, 2.0), tokens=tokens) / min(length, 2.0)
         self.burst_before = recent >= BELOW_LIMIT * value / WINDOW_S
