@@ -99,7 +99,7 @@ come back at once; answers take longer). The two are then told apart by their pa
   ones are known) is a concurrency limit refusing the one above it: the window is clamped there
   again and held twice as long, and the rate is not cut.
 - **Stalls**: ``stall_streak()`` refusals in a row (in the order sent) mean the server has no room
-  at all (a full window); ``CLEAN_STALL_STREAK`` when they are the run's first refusals; two in
+  at all (a full window); ``clean_streak()`` when they are the run's first refusals; two in
   a window a stall showed before, after a clean run (``clean()``): after the first, the next
   send goes alone (``wary``; the others wait until it is judged), and when it is refused too
   the window is full (a further burst the window would refuse might otherwise be on the wire
@@ -200,8 +200,11 @@ CLEAN_SENDS = 10
 AGAIN_REFUSED, AGAIN_WITHIN = 2, 5
 #: Refusals in a row that mean "no room at all" (more when refusals are common anyway).
 STALL_STREAK = 6
-#: ...or this many when they are the first refusals of the run.
+#: ...or this many when they are the first refusals of the run (fewer after a long clean run:
+#: ``clean_streak``)...
 CLEAN_STALL_STREAK = 4
+#: ...but never fewer than this many.
+MIN_CLEAN_STREAK = 2
 #: ...or this many, each asking to wait at least ``LONG_WAIT_S``.
 LONG_WAIT_STREAK, LONG_WAIT_S = 2, 2.0
 #: How unlikely a streak of random refusals must be before it reads as a stall.
@@ -398,6 +401,16 @@ class Congestion:
             return STALL_STREAK
         return max(STALL_STREAK, math.ceil(math.log(STALL_CHANCE) / math.log(share)))
 
+    def clean_streak(self, accepted: int) -> int:
+        """Refusals in a row that read as a stall when they are the run's first, after
+        ``accepted`` sends none refused: random refusals at the highest share that run leaves
+        likely (three in ``accepted``) would rarely make them, and never more than
+        ``CLEAN_STALL_STREAK`` (120 accepted: 3; 300: 2)."""
+        if accepted <= 3:
+            return CLEAN_STALL_STREAK
+        streak = math.ceil(math.log(STALL_CHANCE) / math.log(3 / accepted) - 1e-9)
+        return max(MIN_CLEAN_STREAK, min(CLEAN_STALL_STREAK, streak))
+
     def explained(self, share: Share) -> bool:
         """Whether ``share`` is no more than the learned random share (or says nothing yet);
         never a share above ``MAX_NOISE``."""
@@ -416,6 +429,7 @@ class Congestion:
         stated: float | None,
         *,
         clean: bool = False,
+        accepted: int = 0,
         wary: bool = False,
         close: int = 1,
         slots_full: bool = False,
@@ -448,7 +462,8 @@ class Congestion:
             self._set_rate(now, self.cut_rate)
             return "slowed"
         long_wait = stated is not None and stated >= LONG_WAIT_S and streak >= LONG_WAIT_STREAK
-        first = clean and streak >= CLEAN_STALL_STREAK  # the first refusals of the run
+        # The first refusals of the run (after ``accepted`` sends, none refused).
+        first = clean and streak >= self.clean_streak(accepted)
         # The send that went alone after one refusal in a clean window shown before, refused
         # too: the window is full (again).
         if long_wait or first or wary or streak >= self.stall_streak(recent):

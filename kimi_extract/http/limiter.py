@@ -639,6 +639,7 @@ class Limiter:
             streak, later = self.log.refused_run(permit.send) if permit is not None else (1, 0)
             # No refusal before this run of them (those sent after it may have come back first).
             clean = self.throttles == streak + later
+            accepted = self.log.before_refused() if clean else 0
             verdict = congestion.refused(
                 now,
                 sent_at,
@@ -646,6 +647,7 @@ class Limiter:
                 streak,
                 retry_after,
                 clean=clean,
+                accepted=accepted,
                 wary=in_shown and wary,
                 close=self.log.refused_among(AGAIN_WITHIN),
                 slots_full=self._slots_full(now),

@@ -327,6 +327,10 @@ class SendLog:
             first, last = send.sent_at, max(last, send.sent_at)
         return count, first, last
 
+    def before_refused(self) -> int:
+        """The sends in the log made before the first refused one (all of them, none refused)."""
+        return next((i for i, send in enumerate(self.sends) if send.refused), len(self.sends))
+
     def refused_run(self, send: Send) -> tuple[int, int]:
         """Refused sends in a row, in the order sent, through ``send``: those before it and
         those after it whose 429s came back first (429s may come back out of order; refusals

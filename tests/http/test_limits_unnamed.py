@@ -393,6 +393,46 @@ def test_four_refusals_are_a_stall_only_when_they_are_the_first():
     assert Congestion().refused(1.0, 0.9, none, 6, None, clean=False) == "stall"
 
 
+def test_after_a_long_clean_run_fewer_refusals_in_a_row_are_a_stall():
+    from kimi_extract.http.congestion import CLEAN_STALL_STREAK, STALL_CHANCE, Congestion
+
+    congestion = Congestion()
+    streaks = [congestion.clean_streak(n) for n in range(0, 2000)]
+    assert streaks[10] == streaks[64] == CLEAN_STALL_STREAK and streaks[65] == 3
+    assert streaks[120] == streaks[299] == 3 and streaks[300] == 2
+    assert all(a >= b for a, b in zip(streaks, streaks[1:], strict=False))  # never more later
+    assert min(streaks) == 2
+    for n, streak in enumerate(streaks):
+        # Random refusals at three in n make the streak rarely, unless capped at the old four.
+        assert streak == CLEAN_STALL_STREAK or (3 / n) ** streak <= STALL_CHANCE, n
+    none = Share(0, 0)
+    assert congestion.refused(1.0, 0.9, none, 3, None, clean=True, accepted=120) == "stall"
+    assert Congestion().refused(1.0, 0.9, none, 3, None, clean=True, accepted=30) != "stall"
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    kind=st.sampled_from(["fixed", "sliding"]),
+    count=st.integers(70, 250),
+    window_s=st.sampled_from([30.0, 60.0]),
+    latency_s=st.sampled_from([0.3, 1.0, 3.0, 8.0]),
+)
+def test_a_window_that_ends_a_long_clean_run_costs_three_refusals_before_its_first_probe(
+    kind, count, window_s, latency_s
+):
+    # Bare 429s from a window the opening fills: 70 or more accepted, none refused, then the
+    # window is full. Random refusals would rarely make three in a row after such a run, so the
+    # third is a stall: a fixed 60 s window of 120 (section 7's 200-row cell) refused 4 here
+    # and 10 of 210 in all (4.8 %, against a 5 % target); now 3 and 9.
+    per_minute = count * 60.0 / window_s
+    shape = Shape(kind, per_minute=per_minute, window_s=window_s)
+    out = run(shape, rows=count + 40, style="bare", latency_s=latency_s)
+    assert out.ok == count + 40, dumps(out)
+    refused = [a.at for a in out.gateway.attempts if a.refused]
+    first = [t for t in refused if t < refused[0] + 0.2]  # (the first probe: 0.5 s on)
+    assert len(first) <= 3, dumps(out)
+
+
 def test_a_quick_climb_after_a_stall_ends_paced():
     # A bucket that takes one request at a time (100/s, burst 1), 429s read 10 ms late: the
     # opening's stall clamps the window to 2 and its probe ends when answers come back, so the
