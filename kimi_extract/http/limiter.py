@@ -31,7 +31,11 @@ adaptive send rate, and server-asked pauses.
   seconds later shows a window (``shown``): it is kept to like a named limit's, as ``count`` per
   ``length`` in the log, and taken whole when it refills. Read again after a drop from the least
   it holds, it is scanned up, sends past it a moment apart (at most ``SCAN_OUT`` out before
-  they are judged), until the server refuses one. A window first shown with a stated wait is
+  they are judged), until the server refuses one. So is an RPM limit named or shown that has
+  held the run for ``named.UP_AFTER_S`` (``Limit.rising``): a limit that rose is used (a 429
+  naming more is taken; one naming nothing, up to ``UP_STEP`` times the window), and the first
+  refusal of a send made since, within ``RISE_HELD`` windows, undoes the rise (a fixed
+  window's refill looks like room to a trailing log). A window first shown with a stated wait is
   probed for being fixed (``shown.FixedProbe``): fixed, each of its windows goes whole as it
   begins (doubling from one send as each round is judged, ``_ramp_wait``); sliding, it is kept
   to at the length the probe found. One that comes while the server's named concurrency, or
@@ -79,6 +83,7 @@ from .congestion import (
 from .named import (
     BELOW_LIMIT,
     PACING_SHARE,
+    UP_AFTER_S,
     Adoption,
     Limit,
     describe,
@@ -120,6 +125,11 @@ PROBE_ON_TIME_S = 0.25
 #: once, each counted once judged accepted (the first refused ends the scan, and the others
 #: out then are its own too: at most this many refused).
 SCAN_OUT = 3
+#: A rise a scan up found (``Limit.rising``) is borne out after this many of the limit's
+#: windows with none of the sends made since refused.
+RISE_HELD = 2
+#: ...and a scan up goes to this many times what the window held at most.
+UP_STEP = 2.0
 #: A 429 that names nothing while the concurrency a 429 named has held this share of its slots
 #: with accepted requests of ours, on average over the last ``OCCUPIED_S`` (or since the first
 #: send), is not read as a rate signal: the concurrency holds the run, and a rate limit below
@@ -261,6 +271,17 @@ class Limiter:
         #: The scan's sends out, not yet judged (once it ended, their 429s are still its own).
         self._scan: list[Send] = []
         self._scan_next = False  # the send about to go is the scan's
+        #: A scan past a limit that may have risen (``Limit.rising``): its value then (kept
+        #: until the scan's sends out are judged).
+        self._scan_up: int | None = None
+        #: A rise a scan up found, not yet borne out: when the scan first found room, and the
+        #: value before. A refusal of a send made since undoes it (a fixed window's refill
+        #: looks like room to a trailing log), until ``RISE_HELD`` of its windows went by...
+        self._rose: tuple[float, int] | None = None
+        #: ...and one undone: the sends made while it was kept were refused as ours.
+        self._undone_rise: tuple[float, float] | None = None
+        self.up_scans = 0  # scans past a limit that may have risen
+        self.up_refused = 0  # ...and refusals they cost (their own, and rises undone)
         #: Is a window first shown by a stall with a stated wait fixed? (``shown.FixedProbe``)
         self._fixed: FixedProbe | None = None
         self._fixed_next = False  # the send about to go is its probe's
@@ -603,11 +624,31 @@ class Limiter:
             permit.own = True
             self._wake_slots()
             return
-        if not learned and permit is not None and permit.send in self._scan:
+        if (
+            permit is not None
+            and permit.send in self._scan
+            and (not learned or (self._scan_up is not None and set(learned) == {"rpm"}))
+        ):
             # One past what the window holds: the scan ends (not a stall). The others out are
             # judged still (one sent before this may be refused too: its 429 on its way).
             self._scan.remove(permit.send)
             self._scan_upper = 0.0
+            if self._scan_up is not None:
+                # A scan past a limit that may have risen: the limit a 429 names is the limit
+                # now (the room a scan of a named limit finds is not counted: a fixed window's
+                # refill looks like it; the server says what rose).
+                named = learned.get("rpm", 0)
+                if named > self._scan_up:
+                    rpm.rise(named, now)
+                    logger.info("server limit rose: %s", describe("rpm", self, short=True))
+                self._end_scan_up(now, rose=named > self._scan_up or self._rose is not None)
+                permit.own = True
+                self.up_refused += 1
+            self._wake_slots()
+            return
+        if permit is not None and self._refused_past_rise(permit, learned, now):
+            permit.own = True
+            self.up_refused += 1
             self._wake_slots()
             return
         holding: int | None = None  # what a window shown before held of ours with it in
@@ -666,7 +707,9 @@ class Limiter:
             wait = retry_after if retry_after > 1.0 else min(retry_after, LEFTOVER_WAIT_S)
             self.pause_until = max(self.pause_until, now + wait)
         elif verdict == "stall":
-            self._scan, self._scan_upper, self._fixed = [], 0.0, None
+            if self._scan_upper and self._scan_up is not None:
+                self._end_scan_up(now, rose=self._rose is not None)
+            self._scan, self._scan_upper, self._fixed, self._scan_up = [], 0.0, None, None
             congestion.stalled(now)
             if congestion.stalls == 1 and not congestion.probing and self.stall.taken is None:
                 # In a window shown before: what the server holds in it (its sends before the
@@ -905,11 +948,33 @@ class Limiter:
         ends."""
         limit = self.limits["rpm"]
         while self._scan and now >= self._judged_at(self._scan[0]):
-            count = self._scan_count(self._scan.pop(0), limit)
+            scan = self._scan.pop(0)
+            count = self._scan_count(scan, limit)
+            if limit.source == "learned" and self._scan_up is not None:
+                # One past a named limit taken: it rose (or a fixed window refilled). Twice it
+                # from now on, on trial: past the new one, the server names it.
+                self._rose = (scan.sent_at, self._scan_up)
+                limit.note_rise()
+                limit.rise(math.ceil(UP_STEP * self._scan_up), now)
+                logger.info("server limit may have risen: room past %d", self._scan_up)
+                self._scan, self._scan_upper = [], 0.0
+                self._end_scan_up(now, rose=True)
+                break
             if limit.source == "shown" and count > limit.window_count():
+                if self._scan_up is not None and self._rose is None:
+                    self._rose = (scan.sent_at, self._scan_up)
+                    limit.note_rise()
+                    logger.info(
+                        "server limit may have risen: room past %s",
+                        describe("rpm", self, short=True),
+                    )
                 limit.widen(count, now)
             if self._scan_upper and count + 1 >= self._scan_upper:
                 self._scan_upper = 0.0
+                if self._scan_up is not None:
+                    self._end_scan_up(now, rose=True)  # (twice what it was: one scan's worth)
+        if not self._scan and not self._scan_upper:
+            self._scan_up = None
 
     def _judge_fixed(self, now: float) -> None:
         """Each of the fixed probe's sends out with no 429 after ``judge_after()`` was
@@ -955,17 +1020,83 @@ class Limiter:
         if self._scan:
             judge_after = self.congestion.judge_after()
             due = self._scan[0].sent_at + judge_after
-            if len(self._scan) < SCAN_OUT:
+            # (past a named limit, one: taken, the limit rose)
+            if len(self._scan) < SCAN_OUT and self.limits["rpm"].source == "shown":
                 due = self._scan[-1].sent_at + judge_after / SCAN_OUT
             if now < due:
                 return min(wait, due - now)
         self._scan_next = True
         return 0.0
 
+    def _may_scan_up(self, now: float) -> bool:
+        """Whether a scan may look past the RPM limit now (``Limit.rising``): nothing else
+        going on (no stall, trial, pause or fixed probe)."""
+        congestion = self.congestion
+        return (
+            self.limits["rpm"].rising(now)
+            and not congestion.stalls
+            and congestion.trial is None
+            and self._fixed is None
+            and now >= self.pause_until
+        )
+
+    def _end_scan_up(self, now: float, *, rose: bool) -> None:
+        """The scan past a limit that may have risen ended (refused, or at its bound): when to
+        look again (its sends still out may yet find room: ``_judge_scan``)."""
+        self.limits["rpm"].scanned(now, rose=rose)
+        if not self._scan:
+            self._scan_up = None
+
+    def _rise_held(self, now: float) -> None:
+        """A rise a scan up found is borne out once ``RISE_HELD`` of the limit's windows went
+        by with none of the sends made since refused: the next scan goes ``UP_AFTER_S`` on."""
+        rose, rpm = self._rose, self.limits["rpm"]
+        if rose is not None and now >= rose[0] + RISE_HELD * rpm.window_s:
+            self._rose, rpm.risen_from = None, None
+            rpm.up_every = UP_AFTER_S
+            rpm.up_at = min(rpm.up_at, now + UP_AFTER_S)
+
+    def _past_rise_wait(self, now: float) -> float:
+        """While a rise a scan found is not borne out (``_rose``), the sends past what the
+        window held before go one at a time, each judged before the next: a rise misread from
+        a fixed window's refill costs one refusal, not a burst (429s 200 ms late, 8 s answers:
+        eight at once into a fixed window of 10)."""
+        rose = self._rose
+        if rose is None:
+            return 0.0
+        since, before = rose
+        rpm = self.limits["rpm"]
+        if self.log.requests.wait(now, 1.0, before * rpm.window_s / WINDOW_S) <= 0:
+            return 0.0  # within what the window held before
+        last = self.log.sends[-1] if self.log.sends else None
+        if last is None or last.sent_at < since or last.refused:
+            return 0.0
+        return max(0.0, self._judged_at(last) - now)
+
+    def _refused_past_rise(self, permit: Permit, learned: dict[str, int], now: float) -> bool:
+        """Whether ``permit``'s refusal was of a send made while a rise a scan up found was
+        kept: the first undoes the rise (back to the value before; a refusal naming another
+        limit, or more than that value, does not), the others were on their way. Ours, not a
+        rate signal."""
+        sent, undone = permit.sent_at, self._undone_rise
+        if undone is not None and undone[0] <= sent <= undone[1]:
+            return True
+        rose, rpm = self._rose, self.limits["rpm"]
+        if rose is None or sent < rose[0]:
+            return False
+        if learned and (set(learned) != {"rpm"} or learned["rpm"] > rose[1]):
+            return False  # (more than before, a limit named: adopted as a lower one)
+        rpm.fall_back(now)
+        rpm.scanned(now, rose=False)
+        self._rose, self._undone_rise = None, (rose[0], now)
+        logger.info("server limit did not rise: back to %s", describe("rpm", self, short=True))
+        return True
+
     def _scan_count(self, scan: Send, limit: Limit) -> int:
         """What the window held of ours with ``scan`` in it (if accepted): the sends accepted
         up to and including it in the log, over the shortest length the window can have."""
-        length = limit.window_s if limit.how == "probe" else shortest_length(limit.window_s)
+        shown = limit.source == "shown" and limit.how != "probe"
+        length = shortest_length(limit.window_s) if shown else limit.window_s
         return held(self.log, scan.sent_at, length, through=scan)
 
     def _shown(self) -> Shown | None:
@@ -997,7 +1128,7 @@ class Limiter:
             shown = None
         adopted = shown is not None and rpm.infer(shown, now, self.log, congestion.refusal_rtt)
         if adopted and shown is not None and scannable(shown.count, shown.upper):
-            self._scan, self._scan_upper = [], shown.upper
+            self._scan, self._scan_upper, self._scan_up = [], shown.upper, None
         elif adopted and stated and rpm.fixed is None and first < math.inf:
             # A window first shown with a stated wait, its probe sent as one of the usual
             # lengths ended (it is that long; the probe went at the end, or as the wait stated
@@ -1047,7 +1178,7 @@ class Limiter:
             return
         read = Shown(max(MIN_COUNT, holding), shown.length, upper=self._wary_held)
         if rpm.infer(read, now, self.log, self.congestion.refusal_rtt):
-            self._scan, self._scan_upper = [], float(self._wary_held)
+            self._scan, self._scan_upper, self._scan_up = [], float(self._wary_held), None
 
     def _undo_cut(self) -> None:
         """A trial found the refusals random: the in-flight window (and its growth) as it was."""
@@ -1151,6 +1282,7 @@ class Limiter:
         now = self.clock()
         self.log.expire(now)
         self._scan_next = self._fixed_next = False
+        self._rise_held(now)
         if self._scan:
             self._judge_scan(now)
         if self._fixed is not None:
@@ -1217,11 +1349,22 @@ class Limiter:
             if name == "rpm" and fixed is not None and fixed.left and limit.source == "shown":
                 self._fixed_next = True
                 continue  # the fixed probe's: past the window and its pacer
-            if name == "rpm" and wait > 0 and self._scan_upper and limit.source == "shown":
+            if name == "rpm" and wait > 0 and not self._scan_upper and self._may_scan_up(now):
+                # Held by it for long: look past it (the limit may have risen). Until a 429
+                # names it; one that names nothing, up to twice what it holds (a fixed
+                # window's refill, seen by a trailing log, looks like up to that much room: a
+                # rise found past it is undone, back to what it was).
+                named = limit.source == "learned"
+                upper = math.inf if named else UP_STEP * limit.window_count() + 1
+                self._scan, self._scan_upper, self._scan_up = [], upper, limit.value
+                self.up_scans += 1
+            if name == "rpm" and wait > 0 and self._scan_upper and limit.source != "set":
                 wait = self._scan_wait(now, wait)
                 if wait <= 0:
                     continue  # the scan's next send: past the window and its pacer
             waits.append((wait, name))
+            if name == "rpm" and self._rose is not None:
+                waits.append((self._past_rise_wait(now), name))
             if name == "rpm" and window.fixed_from is not None:
                 waits.append((self._ramp_wait(now), name))
             if limit.pacer is not None:

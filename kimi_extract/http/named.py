@@ -60,6 +60,10 @@ PACING_SHARE = 0.99
 PACING_BURST_S = 0.05
 #: ...or, when a burst of ours showed what a learned window takes, this share of that burst.
 BURST_SHARE = 0.9
+#: A limit named in a 429 or shown by a stall is looked past (``Limiter``'s scan up, ``rising``)
+#: this long after it was adopted: a tier that rose mid-run (Kimi's rise with top-ups) is found
+#: and used; twice as long after each scan that found no room past it, up to ``UP_MAX_S``.
+UP_AFTER_S, UP_MAX_S = 120.0, 960.0
 #: A learned window is counted this much longer in the log: twice the time a 429 took to come
 #: back, within these bounds; a window a stall showed, at least ``SHOWN_EDGE_MIN_S``. (0.1 s cost
 #: 4 % of the 2.2 s window a token bucket's burst showed with Kimi's text, when a log held it.
@@ -156,6 +160,12 @@ class Limit:
     #: trailing (False: a probe of it found a sliding log, or a fixed reading failed) or not
     #: known (None).
     fixed: bool | None = None
+    #: When a scan may next look for room past it (``rising``), and how long after that.
+    up_at: float = math.inf
+    up_every: float = UP_AFTER_S
+    #: What it was before a rise a scan found, not yet borne out: its value and its pacer's
+    #: capacity (``fall_back``).
+    risen_from: tuple[int, float | None] | None = None
 
     @property
     def tokens(self) -> bool:
@@ -312,6 +322,8 @@ class Limit:
         self.least_s = MIN_WINDOW_S if stated is None else min(stated, MAX_WINDOW_S)
         recent = self.recent_rate(log, now) if previous is not None else None
         self.value, self.source, self.since = value, "learned", now
+        if not again:
+            self._looked_past_from(now)
         self.window_s, self.how = length, how
         read = how in (*READ, "bucket") and window is not None
         self.read_at = now if read else None
@@ -371,6 +383,58 @@ class Limit:
             pacer.level += capacity - pacer.capacity
             pacer.capacity = capacity
 
+    def rising(self, now: float) -> bool:
+        """Whether a scan may look for room past this limit now (it may have risen): a limit
+        on requests named in a 429 or shown by a stall, kept ``up_every`` (``UP_AFTER_S`` at
+        first) in a trailing log; not a fixed window (its refill looks like room) nor a bucket
+        (its pacer holds it, not a window)."""
+        return (
+            self.name == "rpm"
+            and self.source in ("learned", "shown")
+            and self.value is not None
+            and self.fixed is not True
+            and self.how != "bucket"
+            and now >= self.up_at
+        )
+
+    def scanned(self, now: float, *, rose: bool) -> None:
+        """A scan past this limit ended, refused (or the rise it found was undone): the next
+        looks ``UP_AFTER_S`` later when this one found room (``rose``; it may rise further),
+        else twice as long after as the last (up to ``UP_MAX_S``)."""
+        if not rose:
+            self.up_every = min(UP_MAX_S, 2 * self.up_every)
+        self.up_at = now + (UP_AFTER_S if rose else self.up_every)
+
+    def rise(self, value: int, now: float) -> None:
+        """A limit named in a 429 rose to ``value`` (a scan past it found room, or a 429
+        named more): paced evenly at it from now on, a moment's worth at once (the sends the
+        scan let past it are still in the server's window, and a window read a little short
+        would refuse the ones that went as the log freed room)."""
+        self.value = value
+        self.pacer = self.new_pacer(now, full=True)
+
+    def note_rise(self) -> None:
+        """A scan found room past it: remember what it was (``fall_back``)."""
+        if self.value is not None:
+            pacer = self.pacer
+            self.risen_from = (self.value, None if pacer is None else pacer.capacity)
+
+    def fall_back(self, now: float) -> None:
+        """The rise a scan found was refused: back to what it was (``note_rise``), its pacer
+        empty (the server just refused)."""
+        if self.risen_from is None:
+            return
+        (self.value, capacity), self.risen_from = self.risen_from, None
+        if capacity is None:
+            self.pacer = None
+        else:
+            self.pacer = Pacer(self._pacing(None)[0], capacity, now, full=True)
+            self.pacer.level = 0.0
+
+    def _looked_past_from(self, now: float) -> None:
+        """Adopted now: the first scan past it may go ``UP_AFTER_S`` from now."""
+        self.up_at, self.up_every = now + UP_AFTER_S, UP_AFTER_S
+
     def window_count(self) -> float:
         """How many requests (or tokens) one of its windows holds."""
         return (self.value or 0) * self.window_s / WINDOW_S
@@ -383,6 +447,7 @@ class Limit:
         if self.value is not None and self.source != "shown" and value >= self.value:
             return False
         self.value, self.source, self.since = value, "shown", now
+        self._looked_past_from(now)
         self.window_s, self.how, self.burst_before = shown.length, "stall", False
         self._trail(log_margin(refusal_rtt, SHOWN_EDGE_MIN_S), now, log, shown.count)
         logger.info(
@@ -431,12 +496,13 @@ class Limit:
         log.set_length(log.requests, self.window_s + edge, now)
         self.pacer = None if burst is None else self.new_pacer(now, full=True, burst=burst)
 
-    def widen(self, count: int, now: float) -> None:
-        """A window a stall showed holds ``count``, more than it was read as (a scan found
-        room past it): keep to that, its pacer's rate and burst with it. The scan saw each of
-        them taken, so all of them may go at once as the window refills (``BURST_SHARE`` of it
-        held the last tenth back until the pacer refilled: in a sliding window the round after
-        the scan ended 0.2 s later, and so did each round after it)."""
+    def widen(self, count: float, now: float) -> None:
+        """A window a stall showed (or a limit named in a 429, which rose) holds ``count``,
+        more than it was read as (a scan found room past it; or less, a rise undone): keep to
+        that, its pacer's rate and burst with it. The scan saw each of them taken, so all of
+        them may go at once as the window refills (``BURST_SHARE`` of it held the last tenth
+        back until the pacer refilled: in a sliding window the round after the scan ended 0.2 s
+        later, and so did each round after it)."""
         self.value = math.ceil(count * WINDOW_S / self.window_s - 1e-9)
         pacer = self.pacer
         if pacer is not None:

@@ -189,7 +189,9 @@ def test_kimis_named_window_is_read_as_the_servers_after_its_late_429s(
     assert out.ok == rows, dumps(out)
     assert out.limiter.limits["rpm"].window_s == pytest.approx(window_s), dumps(out)
     refused = [a.at for a in out.gateway.attempts if a.refused]
-    assert [t for t in refused if t > refused[0] + 1.0] == [], dumps(out)
+    # (but for those of the scans past the limit, two at most each: it may have risen)
+    late = [t for t in refused if t > refused[0] + 1.0]
+    assert len(late) <= out.limiter.up_refused <= 2 * out.limiter.up_scans, dumps(out)
     assert out.end <= most_s, dumps(out)
 
 
@@ -222,7 +224,8 @@ def test_a_window_kimis_429_names_refuses_only_once(kind, window, per_minute, la
         return  # (the limit never bound)
     assert out.limiter.limits["rpm"].window_s <= window + 1e-6, dumps(out)
     late = [a.at for a in refusals if a.at > refusals[0].at + 1.0]
-    assert late == [], dumps(out)
+    # (but for those of the scans past the limit, two at most each: it may have risen)
+    assert len(late) <= out.limiter.up_refused <= 2 * out.limiter.up_scans, dumps(out)
 
 
 @pytest.mark.parametrize("kind", ["fixed", "sliding"])
