@@ -1085,7 +1085,10 @@ class Limiter:
         if rose is None or sent < rose[0]:
             return False
         if learned and (set(learned) != {"rpm"} or learned["rpm"] > rose[1]):
-            return False  # (more than before, a limit named: adopted as a lower one)
+            if learned.get("rpm", 0) > rose[1]:
+                # More than before, named: the limit now (adopted as a lower one than twice).
+                self._rose, rpm.risen_from = None, None
+            return False
         rpm.fall_back(now)
         rpm.scanned(now, rose=False)
         self._rose, self._undone_rise = None, (rose[0], now)
