@@ -639,7 +639,7 @@ class Limiter:
                 # refill looks like it; the server says what rose).
                 named = learned.get("rpm", 0)
                 if named > self._scan_up:
-                    rpm.rise(named, now)
+                    rpm.rise(named, now, named=True)
                     logger.info("server limit rose: %s", describe("rpm", self, short=True))
                 self._end_scan_up(now, rose=named > self._scan_up or self._rose is not None)
                 permit.own = True
@@ -955,7 +955,7 @@ class Limiter:
                 # from now on, on trial: past the new one, the server names it.
                 self._rose = (scan.sent_at, self._scan_up)
                 limit.note_rise()
-                limit.rise(math.ceil(UP_STEP * self._scan_up), now)
+                limit.rise(math.ceil(UP_STEP * self._scan_up), now, named=False)
                 logger.info("server limit may have risen: room past %d", self._scan_up)
                 self._scan, self._scan_upper = [], 0.0
                 self._end_scan_up(now, rose=True)

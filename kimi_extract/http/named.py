@@ -166,6 +166,9 @@ class Limit:
     #: What it was before a rise a scan found, not yet borne out: its value and its pacer's
     #: capacity (``fall_back``).
     risen_from: tuple[int, float | None] | None = None
+    #: The value a 429 named when a scan past it found room and twice it was taken (None: the
+    #: value is the one named).
+    scanned_from: int | None = None
 
     @property
     def tokens(self) -> bool:
@@ -322,6 +325,7 @@ class Limit:
         self.least_s = MIN_WINDOW_S if stated is None else min(stated, MAX_WINDOW_S)
         recent = self.recent_rate(log, now) if previous is not None else None
         self.value, self.source, self.since = value, "learned", now
+        self.scanned_from = None
         if not again:
             self._looked_past_from(now)
         self.window_s, self.how = length, how
@@ -405,11 +409,12 @@ class Limit:
             self.up_every = min(UP_MAX_S, 2 * self.up_every)
         self.up_at = now + (UP_AFTER_S if rose else self.up_every)
 
-    def rise(self, value: int, now: float) -> None:
-        """A limit named in a 429 rose to ``value`` (a scan past it found room, or a 429
-        named more): paced evenly at it from now on, a moment's worth at once (the sends the
-        scan let past it are still in the server's window, and a window read a little short
-        would refuse the ones that went as the log freed room)."""
+    def rise(self, value: int, now: float, *, named: bool) -> None:
+        """A limit named in a 429 rose to ``value`` (``named`` by a 429 too, or twice it: a
+        scan past it found room): paced evenly at it from now on, a moment's worth at once (the
+        sends the scan let past it are still in the server's window, and a window read a little
+        short would refuse the ones that went as the log freed room)."""
+        self.scanned_from = None if named else self.value
         self.value = value
         self.pacer = self.new_pacer(now, full=True)
 
@@ -425,6 +430,7 @@ class Limit:
         if self.risen_from is None:
             return
         (self.value, capacity), self.risen_from = self.risen_from, None
+        self.scanned_from = None
         if capacity is None:
             self.pacer = None
         else:
@@ -569,5 +575,9 @@ def describe(cause: str, limiter: LimiterView, short: bool = False) -> str:
         return "stall pauses" if short else "stall pauses (probing after 429s that said nothing)"
     if source == "set":
         return f"{label} {value:,}"
+    scanned = limiter.limits[cause].scanned_from if cause in ("rpm", "tpm") else None
+    if scanned is not None and not short:
+        # (a request past the named value was taken: twice it since)
+        return f"{label} {value:,} (a 429 named {scanned:,}; room found past it{how})"
     suffix = " (learned)" if short else f" (learned from a 429 naming it{how})"
     return f"{label} {value:,}{suffix}"

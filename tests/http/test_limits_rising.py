@@ -45,6 +45,24 @@ def test_a_limit_that_rises_mid_run_is_found_and_used(kind, style):
     assert out.gateway.refused() <= 9, dumps(out)
 
 
+@pytest.mark.parametrize(
+    ("change_to", "style", "says"),
+    [
+        (600, "kimi", "RPM 600 (a 429 named 300; room found past it, counted in 10 s)"),
+        (450, "kimi", "RPM 450 (learned from a 429 naming it, counted in 10 s)"),
+        (600, "bare", "window of 100 requests per 10.1 s (shown by a stall"),
+    ],
+)
+def test_the_summary_says_what_the_limit_rose_to_and_how_it_was_found(change_to, style, says):
+    # Twice the named 300 taken past it (no 429 named 600: the run never went past it); a rise
+    # to 450, past which twice it was refused with Kimi's text naming 450; a window shown by a
+    # stall, scanned up to what it holds.
+    shape = Shape("sliding", per_minute=300, window_s=10, change_at=30.0, change_to=change_to)
+    out = run(shape, rows=1200, style=style)
+    assert out.ok == 1200, dumps(out)
+    assert says in (out.limiter.bound_by() or ""), dumps(out)
+
+
 @settings(max_examples=12, deadline=None)
 @given(
     kind=st.sampled_from(["fixed", "sliding"]),
