@@ -167,6 +167,10 @@ class _Window:
         return (self.queue[-1].sent_at + self.length - now) if self.queue else 0.0
 
 
+#: ``SendLog.taken_pace`` reads a pace from this many taken sends or more.
+PACE_SENDS = 4
+
+
 class SendLog:
     """The sends of the last ``MAX_WINDOW_S`` and the trailing request and token windows."""
 
@@ -291,6 +295,16 @@ class SendLog:
                 oldest, later, taken_later = send.sent_at, count - 1, taken
             taken += not send.refused
         return (oldest, taken_later) if oldest is not None and later >= after else None
+
+    def taken_pace(self, since: float) -> float | None:
+        """The pace of the sends the server took after ``since`` (n - 1 over the span from the
+        first of them to the last; at least ``PACE_SENDS``), else None. Counted over the span
+        from ``since`` to now instead, a handful of sends reads up to one send's worth low: a
+        50/s bucket took 6 in 0.13 s, read as 45/s."""
+        times = [s.sent_at for s in self.sends if s.sent_at > since and not s.refused]
+        if len(times) < PACE_SENDS or times[-1] <= times[0]:
+            return None
+        return (len(times) - 1) / (times[-1] - times[0])
 
     def judged(
         self, young: float, since: float | None = None, count: int = 50, *, epoch: float = -1e18

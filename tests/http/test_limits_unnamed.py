@@ -433,6 +433,31 @@ def test_a_window_that_ends_a_long_clean_run_costs_three_refusals_before_its_fir
     assert len(first) <= 3, dumps(out)
 
 
+def test_taken_pace_reads_the_pace_of_the_sends_taken_after_a_refusal():
+    log = SendLog()
+    log.refuse(log.add(0.0, 1.0))
+    for i in range(1, 13):  # sent every 12.5 ms; every other one taken after the first three
+        send = log.add(i * 0.0125, 1.0)
+        if i > 3 and i % 2:
+            log.refuse(send)
+    taken = [s.sent_at for s in log.sends if not s.refused]
+    assert log.taken_pace(0.0) == pytest.approx((len(taken) - 1) / (taken[-1] - taken[0]))
+    assert log.taken_pace(0.13) is None  # (fewer than four taken after it)
+
+
+def test_a_bucket_behind_a_rounded_retry_after_is_cut_to_its_rate_not_below():
+    # 50/s with 100 saved, each 429 stating "Retry-After: 1" (0.02 s, rounded up), read 10 ms
+    # late: a cut went to what the server took over the span since the first refusal, 6 sends
+    # in 0.13 s read as 45/s (47.9/s, then 45.1/s), and 2,000 rows went at 48.3 rows/s. The
+    # pace of the sends it took reads its rate: 49.9 rows/s.
+    out = run(
+        Shape("bucket", per_minute=3000, burst=100), rows=2000, style="retry-after", refusal_s=0.01
+    )
+    assert out.ok == 2000, dumps(out)
+    assert 2000 / out.end >= 49.5, dumps(out)
+    assert out.gateway.refused() <= 20, dumps(out)
+
+
 def test_a_quick_climb_after_a_stall_ends_paced():
     # A bucket that takes one request at a time (100/s, burst 1), 429s read 10 ms late: the
     # opening's stall clamps the window to 2 and its probe ends when answers come back, so the
