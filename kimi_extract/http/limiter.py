@@ -90,7 +90,7 @@ from .named import (
     limits_in_message,
 )
 from .opening import Opening
-from .pacing import MAX_WINDOW_S, Send, SendLog, Share
+from .pacing import MAX_WINDOW_S, Send, SendLog, Share, pace_of
 from .shown import (
     HALVING_PROBES,
     LEAVE_PROBES,
@@ -274,10 +274,11 @@ class Limiter:
         #: A scan past a limit that may have risen (``Limit.rising``): its value then (kept
         #: until the scan's sends out are judged).
         self._scan_up: int | None = None
-        #: A rise a scan up found, not yet borne out: when the scan first found room, and the
-        #: value before. A refusal of a send made since undoes it (a fixed window's refill
-        #: looks like room to a trailing log), until ``RISE_HELD`` of its windows went by...
-        self._rose: tuple[float, int] | None = None
+        #: A rise a scan up found, not yet borne out: when the scan first found room (the
+        #: value before is ``Limit.risen_from``). A refusal of a send made since undoes it (a
+        #: fixed window's refill looks like room to a trailing log), until ``RISE_HELD`` of its
+        #: windows went by...
+        self._rose: float | None = None
         #: ...and one undone: the sends made while it was kept were refused as ours.
         self._undone_rise: tuple[float, float] | None = None
         self.up_scans = 0  # scans past a limit that may have risen
@@ -958,7 +959,7 @@ class Limiter:
             if limit.source == "learned" and self._scan_up is not None:
                 # One past a named limit taken: it rose (or a fixed window refilled). Twice it
                 # from now on, on trial: past the new one, the server names it.
-                self._rose = (scan.sent_at, self._scan_up)
+                self._rose = scan.sent_at
                 limit.note_rise()
                 limit.rise(math.ceil(UP_STEP * self._scan_up), now, named=False)
                 logger.info("server limit may have risen: room past %d", self._scan_up)
@@ -967,7 +968,7 @@ class Limiter:
                 break
             if limit.source == "shown" and count > limit.window_count():
                 if self._scan_up is not None and self._rose is None:
-                    self._rose = (scan.sent_at, self._scan_up)
+                    self._rose = scan.sent_at
                     limit.note_rise()
                     logger.info(
                         "server limit may have risen: room past %s",
@@ -1056,7 +1057,7 @@ class Limiter:
         """A rise a scan up found is borne out once ``RISE_HELD`` of the limit's windows went
         by with none of the sends made since refused: the next scan goes ``UP_AFTER_S`` on."""
         rose, rpm = self._rose, self.limits["rpm"]
-        if rose is not None and now >= rose[0] + RISE_HELD * rpm.window_s:
+        if rose is not None and now >= rose + RISE_HELD * rpm.window_s:
             self._rose, rpm.risen_from = None, None
             rpm.up_every = UP_AFTER_S
             rpm.up_at = min(rpm.up_at, now + UP_AFTER_S)
@@ -1066,11 +1067,10 @@ class Limiter:
         window held before go one at a time, each judged before the next: a rise misread from
         a fixed window's refill costs one refusal, not a burst (429s 200 ms late, 8 s answers:
         eight at once into a fixed window of 10)."""
-        rose = self._rose
-        if rose is None:
+        since, rpm = self._rose, self.limits["rpm"]
+        if since is None or rpm.risen_from is None:
             return 0.0
-        since, before = rose
-        rpm = self.limits["rpm"]
+        before = rpm.risen_from[0]
         if self.log.requests.wait(now, 1.0, before * rpm.window_s / WINDOW_S) <= 0:
             return 0.0  # within what the window held before
         last = self.log.sends[-1] if self.log.sends else None
@@ -1087,16 +1087,17 @@ class Limiter:
         if undone is not None and undone[0] <= sent <= undone[1]:
             return True
         rose, rpm = self._rose, self.limits["rpm"]
-        if rose is None or sent < rose[0]:
+        if rose is None or rpm.risen_from is None or sent < rose:
             return False
-        if learned and (set(learned) != {"rpm"} or learned["rpm"] > rose[1]):
-            if learned.get("rpm", 0) > rose[1]:
+        before = rpm.risen_from[0]
+        if learned and (set(learned) != {"rpm"} or learned["rpm"] > before):
+            if learned.get("rpm", 0) > before:
                 # More than before, named: the limit now (adopted as a lower one than twice).
                 self._rose, rpm.risen_from = None, None
             return False
         rpm.fall_back(now)
         rpm.scanned(now, rose=False)
-        self._rose, self._undone_rise = None, (rose[0], now)
+        self._rose, self._undone_rise = None, (rose, now)
         logger.info("server limit did not rise: back to %s", describe("rpm", self, short=True))
         return True
 
@@ -1167,10 +1168,8 @@ class Limiter:
         (``TAKEN_RUN`` or more before the probe: a bucket of burst one refused the opening's
         burst, not its pace), that pace, if higher."""
         delivered = self._delivered(now, None, whole=True)
-        count, first, last = self.log.taken_after_refusals(self.congestion.probe_sent)
-        if count >= TAKEN_RUN and last > first:
-            delivered = max(delivered, (count - 1) / (last - first))
-        return delivered
+        taken = pace_of(*self.log.taken_after_refusals(self.congestion.probe_sent), TAKEN_RUN)
+        return delivered if taken is None else max(delivered, taken)
 
     def _wary_taken(self, wary: Send, now: float) -> None:
         """The send that went alone after one refusal in a window shown before was accepted.

@@ -171,6 +171,14 @@ class _Window:
 PACE_SENDS = 4
 
 
+def pace_of(count: int, first: float, last: float, least: int) -> float | None:
+    """The pace of ``count`` sends from ``first`` to ``last`` (``count - 1`` gaps over the
+    span), or None with fewer than ``least`` of them or no span."""
+    if count < least or last <= first:
+        return None
+    return (count - 1) / (last - first)
+
+
 class SendLog:
     """The sends of the last ``MAX_WINDOW_S`` and the trailing request and token windows."""
 
@@ -302,9 +310,7 @@ class SendLog:
         from ``since`` to now instead, a handful of sends reads up to one send's worth low: a
         50/s bucket took 6 in 0.13 s, read as 45/s."""
         times = [s.sent_at for s in self.sends if s.sent_at > since and not s.refused]
-        if len(times) < PACE_SENDS or times[-1] <= times[0]:
-            return None
-        return (len(times) - 1) / (times[-1] - times[0])
+        return pace_of(len(times), times[0], times[-1], PACE_SENDS) if times else None
 
     def judged(
         self, young: float, since: float | None = None, count: int = 50, *, epoch: float = -1e18

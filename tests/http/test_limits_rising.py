@@ -151,3 +151,15 @@ def test_only_a_limit_named_or_shown_in_a_trailing_window_is_scanned_past(
     limit = Limit("rpm", 300, source=source, how=how, fixed=fixed, up_at=0.0)
     assert limit.rising(1.0) is rises
     assert not Limit("tpm", 60_000, source="learned", up_at=0.0).rising(1.0)
+
+
+def test_a_rise_on_trial_holds_back_only_the_sends_past_the_value_before_it():
+    # A window shown by bare 429s a round trip late (0.2 s) rose from 277 to 600 a minute; the
+    # scan past it found room again and again, widening it each time (454, 460, 472, ...).
+    # While each rise was on trial, the sends past what the window held before it went one at
+    # a time, each judged before the next: past the value before the first rise (275), not the
+    # last, so most of each window went one by one (232.55 s; now 219.95 s, as many refused).
+    shape = Shape("fixed", per_minute=277, window_s=10, change_at=72.97, change_to=600)
+    out = run(shape, rows=1192, style="bare", latency_s=0.3, refusal_s=0.2)
+    assert out.ok == 1192, dumps(out)
+    assert out.end < 225.0 and out.gateway.refused() <= 78, dumps(out)

@@ -440,8 +440,9 @@ def test_taken_pace_reads_the_pace_of_the_sends_taken_after_a_refusal():
         send = log.add(i * 0.0125, 1.0)
         if i > 3 and i % 2:
             log.refuse(send)
-    taken = [s.sent_at for s in log.sends if not s.refused]
-    assert log.taken_pace(0.0) == pytest.approx((len(taken) - 1) / (taken[-1] - taken[0]))
+    # taken: 1, 2, 3, 4, 6, 8, 10, 12 (x 12.5 ms): 7 gaps in 0.1375 s
+    assert log.taken_pace(0.0) == pytest.approx(50.909, abs=1e-3)
+    assert log.taken_pace(0.02) == pytest.approx(6 / 0.125)  # (from the second taken)
     assert log.taken_pace(0.13) is None  # (fewer than four taken after it)
 
 
