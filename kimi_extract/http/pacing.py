@@ -260,13 +260,16 @@ class SendLog:
         """Sends still remembered, newest first."""
         return reversed(self.sends)
 
-    def accepted(self, now: float, span: float, *, tokens: bool = False) -> float:
-        """Requests (or tokens) sent in the last ``span`` seconds and not refused."""
+    def accepted(
+        self, now: float, span: float, *, tokens: bool = False, until: float = math.inf
+    ) -> float:
+        """Requests (or tokens) sent in the last ``span`` seconds and not refused (only those
+        sent before ``until``)."""
         total = 0.0
         for send in reversed(self.sends):
             if send.sent_at <= now - span:
                 break
-            if not send.refused:
+            if not send.refused and send.sent_at < until:
                 total += send.tokens if tokens else 1.0
         return total
 

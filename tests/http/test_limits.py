@@ -434,6 +434,28 @@ async def test_a_429_naming_a_limit_we_are_clearly_below_slows_nothing():
     assert limiter.rate is None and limiter.pause_until == 0.0 and limiter.rpm == 6000
 
 
+@pytest.mark.parametrize(("share", "verdict"), [(1.0, "leftover"), (0.9, "congestion")])
+def test_a_429_again_within_a_window_is_its_edge_when_our_sends_filled_it(share, verdict):
+    # RPM 600 counted in 10 s: 100 per window. Refused once at 20 s, then again at 23 s (after
+    # the second the first stated). Our own sends filling the window, that is its edge again
+    # (under load a TPM refilling in the bursts it was filled in was refused at two edges 8 s
+    # apart, and cut to an adaptive rate: 42 s for 2,000 rows, not 36.5 s); with a tenth of it
+    # left, someone else shares the quota.
+    from kimi_extract.http.named import Adoption, Limit
+    from kimi_extract.http.pacing import SendLog
+
+    log, limit = SendLog(), Limit("rpm", 600, source="learned", window_s=10.0)
+    for i in range(round(23 * 10 * share)):
+        log.add(i / (10 * share), 1.0)
+
+    def refused(at: float) -> str:
+        context = Adoption(log, judged_before=at, refusal_rtt=0.0, each_tokens=1.0, sent_at=at)
+        return limit.read(600, at, 1.0, context)
+
+    assert refused(20.0) == "leftover"  # once in a window
+    assert refused(23.0) == verdict
+
+
 async def test_a_named_rpm_is_adopted_and_kept_then_its_leftover_pauses_then_it_cuts():
     vt = VirtualTime()
     limiter = Limiter(concurrency=100, clock=vt)
@@ -473,6 +495,11 @@ async def test_a_named_rpm_is_adopted_and_kept_then_its_leftover_pauses_then_it_
         limiter.throttled(1.0, message)  # once in a window: a send at the window's edge
         rates.append(limiter.rate)
         await vt.sleep(0.5)
+        # Sent before the second it stated ran out (everyone waited only a quarter of it):
+        # the same edge.
+        limiter.throttled(1.0, message)
+        rates.append(limiter.rate)
+        await vt.sleep(1.0)
         limiter.throttled(1.0, message)  # again: someone else uses the quota
         rates.append(limiter.rate)
 
@@ -480,7 +507,8 @@ async def test_a_named_rpm_is_adopted_and_kept_then_its_leftover_pauses_then_it_
         [asyncio.create_task(send()) for _ in range(600)]
         + [asyncio.create_task(refused_meanwhile())]
     )
-    assert rates[0] is None and rates[1] is not None and rates[1] < 50
+    assert rates[0] is None and rates[1] is None
+    assert rates[2] is not None and rates[2] < 50
     assert limiter.bound_by() is not None
 
 

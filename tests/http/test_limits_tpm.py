@@ -25,10 +25,12 @@ def test_a_refused_request_hands_its_tokens_back_without_making_credit():
     shape = Shape("sliding", per_minute=12_000, unit="tokens", window_s=10)
     out = run(shape, rows=300)
     assert out.ok == 300, dumps(out)
-    # (The credit refused about 55 every 10 s. What is left: a window read from a stated wait
-    # rounded up to whole seconds, 11.1 s for the server's 10, lets one 40-token request in 10 s
-    # now and then exceed it by a token or so.)
-    assert out.gateway.refused(since=20.0) <= 3, dumps(out)
+    # (The credit refused about 55 every 10 s. What is left: one 40-token request at a window's
+    # edge now and then exceeds it by a token or so, an estimate a token short. Read as someone
+    # else sharing the quota at the second such edge, the run was cut: 69.96 s with 3 refused
+    # after 20 s; read as the edge it is, 64.34 s with 5, one an edge.)
+    assert out.gateway.refused(since=20.0) <= 5, dumps(out)
+    assert out.limiter.congestion.cuts == 0, dumps(out)
     # ...and the limit is used: 300 requests of ~42 tokens need 63 s at 200 tokens/s. A request
     # estimated before the first answer (a 512-token completion guessed) is charged what the
     # answers since show, not the guess, however long it waited.
