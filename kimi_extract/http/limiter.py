@@ -1060,7 +1060,7 @@ class Limiter:
         if rose is not None and now >= rose + RISE_HELD * rpm.window_s:
             self._rose, rpm.risen_from = None, None
             rpm.up_every = UP_AFTER_S
-            rpm.up_at = min(rpm.up_at, now + UP_AFTER_S)
+            rpm.up_at = min(rpm.up_at, now + rpm.up_gap(UP_AFTER_S))
 
     def _past_rise_wait(self, now: float) -> float:
         """While a rise a scan found is not borne out (``_rose``), the sends past what the

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kimi_extract.http.named import UP_AFTER_S, UP_MAX_S, Limit
+from kimi_extract.http.named import UP_AFTER_S, UP_MAX_S, UP_SENDS, Limit
 
 from .virtual_gateway import Shape, dumps, run
 
@@ -133,6 +133,21 @@ def test_a_scan_that_finds_no_room_waits_twice_as_long_before_the_next():
     assert limit.up_every == UP_MAX_S
     limit.scanned(2000.0, rose=True)  # it may rise further: look again soon
     assert limit.up_at == 2000.0 + UP_AFTER_S
+
+
+def test_a_slow_limit_is_scanned_past_on_the_clock_of_its_requests():
+    # A scan costs a refusal or two. 5 a minute take UP_SENDS (100) in 20 minutes, not 2: its
+    # scans go 10 times as far apart; 60 a minute take 120 in UP_AFTER_S, as before.
+    assert UP_SENDS == 100
+    slow = Limit("rpm", 5, source="shown")
+    slow.up_at = 0.0
+    slow.scanned(100.0, rose=False)  # (the next twice as long after: 240 s, times 10)
+    assert slow.up_at == pytest.approx(100.0 + 2400.0)
+    slow.scanned(3000.0, rose=True)
+    assert slow.up_at == pytest.approx(3000.0 + 1200.0)
+    usual = Limit("rpm", 60, source="shown")
+    usual.scanned(100.0, rose=True)
+    assert usual.up_at == 100.0 + UP_AFTER_S
 
 
 @pytest.mark.parametrize(
