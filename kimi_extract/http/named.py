@@ -440,7 +440,8 @@ class Limit:
     def scanned(self, now: float, *, rose: bool) -> None:
         """A scan past this limit ended, refused (or the rise it found was undone): the next
         looks ``UP_AFTER_S`` later when this one found room (``rose``; it may rise further),
-        else twice as long after as the last (up to ``UP_MAX_S``)."""
+        else twice as long after as the last (up to ``UP_MAX_S``); either on the clock of its
+        requests when it is slow (``up_gap``)."""
         if not rose:
             self.up_every = min(UP_MAX_S, 2 * self.up_every)
         self.up_at = now + self.up_gap(UP_AFTER_S if rose else self.up_every)
